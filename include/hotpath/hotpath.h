@@ -1,0 +1,103 @@
+// hotpath: automatic hot-path detection for LibTorch training loops.
+//
+//   hotpath::enable_hot_path_detection(10);  // the only required line
+//   for (...) { ordinary LibTorch training step }
+//
+// This header is deliberately free of LibTorch headers so that including it costs nothing.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hotpath {
+
+// Every error hotpath raises (bad configuration, a dispatch key that is already taken, ...).
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class LogLevel { Trace, Debug, Info, Warn, Error, Off };
+
+struct Config {
+  // A signature becomes hot once this many iterations have produced it. Must be >= 1.
+  int threshold = 10;
+  // Detect iteration boundaries from the op stream when the loop never calls step() or uses
+  // Iteration. Explicit boundaries always win once seen.
+  bool auto_detect_period = true;
+  // Longest loop body (in ops) the period detector looks for.
+  std::int64_t max_period_ops = 65536;
+  LogLevel log_level = LogLevel::Info;
+};
+
+// Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD and HOTPATH_LOG_LEVEL
+// (trace|debug|info|warn|error|off) on top of `base`. Throws hotpath::Error on a value it cannot
+// use, naming the variable and the value.
+Config config_from_env(Config base = Config{});
+
+// Starts intercepting the ATen ops of the calling thread (and the autograd work it launches).
+// The environment overrides the argument (see config_from_env). Calling it again on the same
+// thread applies the new configuration and keeps what was recorded so far.
+// Throws hotpath::Error if the threshold is < 1 or the dispatch key hotpath needs is taken.
+void enable_hot_path_detection(int threshold = 10);
+void enable_hot_path_detection(const Config& config);
+
+// Stops intercepting on the calling thread: plain eager behaviour. stats() stays readable.
+void disable_hot_path_detection();
+
+// True while the calling thread is intercepted.
+bool is_enabled();
+
+// Marks the end of one iteration and the start of the next. Optional: without it the loop's
+// period is detected from the op stream. A no-op when detection is not enabled.
+void step();
+
+// RAII iteration marker: the ops between construction and destruction form one iteration.
+class Iteration {
+ public:
+  Iteration();
+  ~Iteration();
+  Iteration(const Iteration&) = delete;
+  Iteration& operator=(const Iteration&) = delete;
+};
+
+struct SignatureStats {
+  std::uint64_t id = 0;                 // 64-bit signature hash
+  std::string hex;                      // short form used in logs, e.g. "3f9a0c1d"
+  std::int64_t count = 0;               // iterations that produced this signature
+  std::int64_t ops_per_iteration = 0;
+  bool hot = false;
+  std::int64_t hot_at_iteration = -1;   // iteration index (1-based, per thread) it turned hot at
+  std::vector<std::string> op_names;    // the ops of its first iteration, e.g. "aten::addmm"
+};
+
+enum class BoundaryMode { None, Explicit, Auto };
+
+struct Stats {
+  bool enabled = false;
+  int threshold = 0;
+  BoundaryMode boundaries = BoundaryMode::None;
+  std::int64_t detected_period = 0;     // ops per iteration found by the detector (Auto mode)
+  std::int64_t iterations = 0;          // completed iterations
+  std::int64_t ops_seen = 0;            // top-level ops intercepted for this thread
+  std::int64_t ops_unassigned = 0;      // ops dropped: outside Iteration scopes or before a period
+  std::vector<SignatureStats> signatures;  // in order of first appearance
+
+  std::int64_t hot_signatures() const;
+  // The signature of the most recent completed iteration (id 0 when there is none yet).
+  SignatureStats last() const;
+  std::uint64_t last_signature = 0;
+};
+
+// What hotpath has seen on the calling thread (the thread that enabled detection).
+Stats stats();
+
+// A short human-readable summary of stats(), a few lines.
+std::string format_stats(const Stats& s);
+
+// The LibTorch version hotpath was built against, e.g. "2.11.0".
+std::string libtorch_version();
+
+}  // namespace hotpath

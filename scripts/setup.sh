@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs everything hotpath needs on a fresh Debian 12 machine with the CUDA 13 toolkit at
+# /usr/local/cuda, then configures and builds it into build/. Safe to run again: each step is
+# skipped when already done.
+#   Debian: spdlog (+fmt), Catch2, ccache.   PyPI: torch==2.11.0 (LibTorch, CUDA 13.0 build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+PY=${PYTHON:-python3}
+TORCH_VERSION=2.11.0
+
+need_debs=()
+for pkg in libspdlog-dev libfmt-dev catch2 ccache cmake g++; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_debs+=("$pkg")
+done
+if [ ${#need_debs[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need_debs[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_debs[@]}" >/dev/null
+fi
+
+have=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
+if [ "${have%%+*}" != "$TORCH_VERSION" ]; then
+  log "installing torch==$TORCH_VERSION from PyPI (LibTorch; pip keeps the download in its cache)"
+  "$PY" -m pip install -q "torch==$TORCH_VERSION"
+fi
+
+if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+  echo "setup: the CUDA 13 toolkit is expected at /usr/local/cuda (NVRTC, Driver API stubs)" >&2
+  exit 1
+fi
+
+TORCH_PREFIX=$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+BUILD_DIR=${BUILD_DIR:-build}
+log "configuring ($BUILD_DIR)"
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >/dev/null
+log "building"
+cmake --build "$BUILD_DIR" -j"$(nproc)"

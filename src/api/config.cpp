@@ -1,0 +1,52 @@
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "common/error.h"
+#include "hotpath/hotpath.h"
+
+namespace hotpath {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+long long parse_integer(const char* name, const char* text, long long min, long long max) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  HOTPATH_CHECK(errno == 0 && end != text && *end == '\0' && v >= min && v <= max, name, "='",
+                text, "' is not an integer in [", min, ", ", max, "]");
+  return v;
+}
+
+}  // namespace
+
+Config config_from_env(Config base) {
+  if (const char* v = env("HOTPATH_THRESHOLD")) {
+    base.threshold = static_cast<int>(parse_integer("HOTPATH_THRESHOLD", v, 1, 1'000'000'000));
+  }
+  if (const char* v = env("HOTPATH_MAX_PERIOD")) {
+    base.max_period_ops = parse_integer("HOTPATH_MAX_PERIOD", v, 1, 1LL << 24);
+  }
+  if (const char* v = env("HOTPATH_AUTO_PERIOD")) {
+    const std::string s = v;
+    HOTPATH_CHECK(s == "0" || s == "1", "HOTPATH_AUTO_PERIOD='", s, "' must be 0 or 1");
+    base.auto_detect_period = s == "1";
+  }
+  if (const char* v = env("HOTPATH_LOG_LEVEL")) {
+    const std::string s = v;
+    if (s == "trace") base.log_level = LogLevel::Trace;
+    else if (s == "debug") base.log_level = LogLevel::Debug;
+    else if (s == "info") base.log_level = LogLevel::Info;
+    else if (s == "warn") base.log_level = LogLevel::Warn;
+    else if (s == "error") base.log_level = LogLevel::Error;
+    else if (s == "off") base.log_level = LogLevel::Off;
+    else HOTPATH_FAIL("HOTPATH_LOG_LEVEL='", s, "' must be one of trace, debug, info, warn, error, off");
+  }
+  return base;
+}
+
+}  // namespace hotpath

@@ -1,0 +1,32 @@
+// One checked-error path: every failed check ends in hotpath::detail::fail(), which throws
+// hotpath::Error with file:line.
+#pragma once
+
+#include <sstream>
+#include <string>
+
+#include "hotpath/hotpath.h"
+
+namespace hotpath::detail {
+
+[[noreturn]] void fail(const char* file, int line, const std::string& message);
+
+template <typename... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+}  // namespace hotpath::detail
+
+#define HOTPATH_CHECK(cond, ...)                                               \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      ::hotpath::detail::fail(__FILE__, __LINE__,                              \
+                              ::hotpath::detail::concat(__VA_ARGS__));         \
+    }                                                                          \
+  } while (0)
+
+#define HOTPATH_FAIL(...) \
+  ::hotpath::detail::fail(__FILE__, __LINE__, ::hotpath::detail::concat(__VA_ARGS__))

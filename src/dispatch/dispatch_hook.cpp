@@ -1,0 +1,242 @@
+#include "dispatch/dispatch_hook.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/version.h>
+
+#include <cstring>
+#include <mutex>
+#include <optional>
+
+#include "common/error.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "trace/recorder.h"
+
+namespace hotpath::detail {
+namespace {
+
+constexpr c10::DispatchKey kHookKey = c10::DispatchKey::Fake;
+// Autograd threads inherit the caller's ThreadLocalDebugInfo; this kind carries the owner.
+constexpr c10::DebugInfoKind kOwnerKind = c10::DebugInfoKind::PRODUCER_INFO;
+
+struct OwnerInfo : c10::DebugInfoBase {
+  explicit OwnerInfo(std::shared_ptr<Recorder> r) : recorder(std::move(r)) {}
+  std::shared_ptr<Recorder> recorder;
+};
+
+struct ThreadOwner {
+  std::shared_ptr<Recorder> recorder;
+  std::shared_ptr<OwnerInfo> info;
+  ~ThreadOwner();
+};
+thread_local ThreadOwner tls_owner;
+
+std::mutex registration_mu;
+std::optional<c10::RegistrationHandleRAII> registration;
+int attached_threads = 0;
+
+// Per-operator facts that do not change between calls.
+struct OpInfo {
+  std::uint64_t name_hash = 0;
+  std::vector<bool> scalar_argument;  // Scalar/float arguments: values are run-time parameters
+};
+
+bool is_scalar_type(const c10::TypePtr& type) {
+  c10::TypePtr t = type;
+  if (t->kind() == c10::TypeKind::OptionalType) t = t->castRaw<c10::OptionalType>()->getElementType();
+  const auto k = t->kind();
+  return k == c10::TypeKind::NumberType || k == c10::TypeKind::FloatType ||
+         k == c10::TypeKind::ComplexType;
+}
+
+const OpInfo& op_info(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, OpInfo> cache;
+  const c10::FunctionSchema& schema = op.schema();
+  auto [it, inserted] = cache.try_emplace(&schema);
+  if (inserted) {
+    it->second.name_hash = hash_combine(hash_string(schema.name()), hash_string(schema.overload_name()));
+    for (const auto& a : schema.arguments()) it->second.scalar_argument.push_back(is_scalar_type(a.type()));
+  }
+  return it->second;
+}
+
+std::uint64_t hash_meta(std::uint64_t h, TensorMeta& m, const at::TensorBase& t) {
+  m.defined = t.defined();
+  if (!m.defined) return hash_combine(h, 0x5a);
+  m.dtype = t.scalar_type();
+  m.device = t.device();
+  h = hash_combine(h, static_cast<std::uint64_t>(m.dtype));
+  h = hash_combine(h, static_cast<std::uint64_t>(m.device.type()) * 256 + static_cast<std::uint64_t>(m.device.index() + 1));
+  if (t.layout() != c10::kStrided) return hash_combine(h, 0x1000 + static_cast<std::uint64_t>(t.layout()));
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  m.sizes.assign(sizes.begin(), sizes.end());
+  m.strides.assign(strides.begin(), strides.end());
+  m.storage_offset = t.storage_offset();
+  h = hash_combine(h, sizes.size());
+  for (auto s : sizes) h = hash_combine(h, static_cast<std::uint64_t>(s));
+  for (auto s : strides) h = hash_combine(h, static_cast<std::uint64_t>(s));
+  return hash_combine(h, static_cast<std::uint64_t>(m.storage_offset));
+}
+
+using TensorPtrs = c10::SmallVector<const at::TensorBase*, 8>;
+
+std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg, bool scalar,
+                         OpRecord& rec, TensorPtrs& tensors) {
+  if (v.isTensor()) {
+    rec.inputs.emplace_back();
+    rec.inputs.back().argument = arg;
+    tensors.push_back(&v.toTensor());
+    return hash_meta(hash_combine(h, 0x7e), rec.inputs.back().meta, v.toTensor());
+  }
+  if (scalar && (v.isScalar() || v.isNone())) {
+    // The value is a run-time argument; only its kind is structural.
+    if (v.isScalar()) rec.scalars.push_back(v.toScalar());
+    return hash_combine(h, 0x5c00 + static_cast<std::uint64_t>(v.isNone() ? 0 : v.isDouble() ? 1 : v.isInt() ? 2 : 3));
+  }
+  if (v.isList()) {
+    const auto list = v.toListRef();
+    h = hash_combine(h, 0x1157 + list.size());
+    for (const c10::IValue& e : list) h = hash_input(h, e, arg, false, rec, tensors);
+    return h;
+  }
+  if (v.isInt()) return hash_combine(h, static_cast<std::uint64_t>(v.toInt()));
+  if (v.isBool()) return hash_combine(h, v.toBool() ? 0xb1 : 0xb0);
+  if (v.isDouble()) {
+    const double d = v.toDouble();
+    std::uint64_t bits;
+    std::memcpy(&bits, &d, sizeof bits);
+    return hash_combine(h, bits);
+  }
+  if (v.isNone()) return hash_combine(h, 0x404e);
+  if (v.isString()) return hash_combine(h, hash_string(v.toStringRef()));
+  if (v.isDevice()) {
+    const auto d = v.toDevice();
+    return hash_combine(h, static_cast<std::uint64_t>(d.type()) * 256 + static_cast<std::uint64_t>(d.index() + 1));
+  }
+  if (v.isSymInt()) return hash_combine(h, static_cast<std::uint64_t>(v.toSymInt().guard_int(__FILE__, __LINE__)));
+  // Generators, objects, ...: their identity is not structural; their kind is.
+  return hash_combine(h, 0x7a90 + static_cast<std::uint64_t>(v.tagKind().size()));
+}
+
+Recorder* current_recorder() {
+  if (tls_owner.recorder) return tls_owner.recorder.get();
+  // An autograd (or other) thread running work for an owner thread.
+  if (auto* info = dynamic_cast<OwnerInfo*>(c10::ThreadLocalDebugInfo::get(kOwnerKind))) {
+    return info->recorder.get();
+  }
+  return nullptr;
+}
+
+void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const c10::DispatchKeySet below(c10::DispatchKeySet::FULL_AFTER, kHookKey);
+  // Kernels call other ops; the trace wants only the op the loop asked for.
+  c10::impl::ExcludeDispatchKeyGuard no_nesting(kHookKey);
+  Recorder* recorder = current_recorder();
+  if (recorder == nullptr) {
+    op.redispatchBoxed(keys & below, stack);
+    return;
+  }
+  const OpInfo& info = op_info(op);
+  const auto& schema = op.schema();
+  const std::size_t nargs = schema.arguments().size();
+  OpRecord rec;
+  rec.name = schema.name();
+  rec.overload = schema.overload_name();
+  std::uint64_t h = info.name_hash;
+  rec.name_key = info.name_hash;
+  TensorPtrs inputs;
+  {
+    const auto args = torch::jit::last(*stack, nargs);
+    for (std::size_t i = 0; i < nargs; ++i) {
+      h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i], rec, inputs);
+    }
+  }
+  recorder->resolve_inputs(rec, inputs);
+
+  op.redispatchBoxed(keys & below, stack);
+
+  const std::size_t nret = schema.returns().size();
+  TensorPtrs outputs;
+  const auto rets = torch::jit::last(*stack, nret);
+  for (const c10::IValue& r : rets) {
+    if (r.isTensor()) {
+      rec.outputs.emplace_back();
+      h = hash_meta(h, rec.outputs.back(), r.toTensor());
+      outputs.push_back(&r.toTensor());
+    } else if (r.isList()) {
+      for (const c10::IValue& e : r.toListRef()) {
+        if (!e.isTensor()) continue;
+        rec.outputs.emplace_back();
+        h = hash_meta(h, rec.outputs.back(), e.toTensor());
+        outputs.push_back(&e.toTensor());
+      }
+    }
+  }
+  rec.key = h;
+  recorder->commit(std::move(rec), outputs);
+}
+
+void register_fallback_locked() {
+  if (registration) return;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  HOTPATH_CHECK(!dispatcher.hasBackendFallbackForDispatchKey(kHookKey),
+                "hotpath intercepts ATen ops through a boxed fallback on dispatch key '",
+                c10::toString(kHookKey), "', but LibTorch ", TORCH_VERSION,
+                " already has a fallback registered on it (another library, or a LibTorch "
+                "release that uses the key). hotpath supports LibTorch 2.11, where it is free.");
+  registration.emplace(dispatcher.registerFallback(
+      kHookKey, c10::KernelFunction::makeFromBoxedFunction<&hotpath_fallback>(), "hotpath op hook"));
+}
+
+void detach_locked() {
+  c10::impl::tls_set_dispatch_key_included(kHookKey, false);
+  if (tls_owner.info) {
+    // Our entry is on top unless the caller pushed debug info since enabling and is still in
+    // that scope; then it stays, inert (it holds a recorder nobody feeds from this thread).
+    if (dynamic_cast<OwnerInfo*>(c10::ThreadLocalDebugInfo::get(kOwnerKind)) == tls_owner.info.get()) {
+      try {
+        c10::ThreadLocalDebugInfo::_pop(kOwnerKind);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  tls_owner.info.reset();
+  tls_owner.recorder.reset();
+  if (--attached_threads == 0) registration.reset();
+}
+
+ThreadOwner::~ThreadOwner() {
+  if (!recorder) return;
+  std::lock_guard<std::mutex> lock(registration_mu);
+  if (--attached_threads == 0) registration.reset();
+}
+
+}  // namespace
+
+void attach_current_thread(std::shared_ptr<Recorder> recorder) {
+  std::lock_guard<std::mutex> lock(registration_mu);
+  if (tls_owner.recorder) {
+    if (tls_owner.recorder == recorder) return;
+    detach_locked();
+  }
+  register_fallback_locked();
+  ++attached_threads;
+  tls_owner.recorder = recorder;
+  tls_owner.info = std::make_shared<OwnerInfo>(std::move(recorder));
+  c10::ThreadLocalDebugInfo::_push(kOwnerKind, tls_owner.info);
+  c10::impl::tls_set_dispatch_key_included(kHookKey, true);
+}
+
+void detach_current_thread() {
+  std::lock_guard<std::mutex> lock(registration_mu);
+  if (!tls_owner.recorder) return;
+  detach_locked();
+}
+
+bool current_thread_attached() { return static_cast<bool>(tls_owner.recorder); }
+
+}  // namespace hotpath::detail

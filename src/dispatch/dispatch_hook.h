@@ -1,0 +1,21 @@
+// The only code that touches the c10 dispatcher. A boxed fallback on DispatchKey::Fake (free in
+// LibTorch 2.11 and below autograd) sees every top-level op of a thread whose TLS includes the
+// key: forward ops, backward ops on the autograd engine's threads (which inherit the TLS), and
+// the optimizer's ops. Nested ops that kernels call are not seen: the key is excluded while an
+// op runs.
+#pragma once
+
+#include <memory>
+
+namespace hotpath::detail {
+
+class Recorder;
+
+// Registers the fallback (once, process-wide) and routes the calling thread's ops, and those of
+// autograd threads working for it, to `recorder`. Throws hotpath::Error if the key is taken.
+void attach_current_thread(std::shared_ptr<Recorder> recorder);
+// Stops intercepting on the calling thread; the fallback is removed with the last thread.
+void detach_current_thread();
+bool current_thread_attached();
+
+}  // namespace hotpath::detail

@@ -1,0 +1,181 @@
+#include "trace/recorder.h"
+
+#include <c10/core/TensorImpl.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "trace/signature.h"
+
+namespace hotpath::detail {
+
+Recorder::Recorder(const Config& config) { configure(config); }
+
+void Recorder::configure(const Config& config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool detector_changed = !detector_ || config.max_period_ops != config_.max_period_ops;
+  config_ = config;
+  if (detector_changed && mode_ != BoundaryMode::Explicit) {
+    detector_ = std::make_unique<PeriodDetector>(config_.max_period_ops, next_);
+    drop_pending(next_);
+  }
+}
+
+void Recorder::resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const at::TensorBase& t = *tensors[i];
+    if (!t.defined()) continue;
+    auto it = values_.find(t.unsafeGetTensorImpl());
+    if (it == values_.end()) {
+      it = values_.emplace(t.unsafeGetTensorImpl(), Live{WeakTensor(t.getIntrusivePtr()),
+                                                         ValueRef{-(++outside_ids_), 0}}).first;
+    }
+    rec.inputs[i].ref = it->second.ref;
+  }
+}
+
+void Recorder::commit(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::int64_t index = next_++;
+  for (std::size_t o = 0; o < outputs.size(); ++o) {
+    const at::TensorBase& t = *outputs[o];
+    if (!t.defined()) continue;
+    const ValueRef ref{index, static_cast<std::int32_t>(o)};
+    auto it = values_.find(t.unsafeGetTensorImpl());
+    if (it == values_.end()) {
+      values_.emplace(t.unsafeGetTensorImpl(), Live{WeakTensor(t.getIntrusivePtr()), ref});
+    } else {
+      it->second.ref = ref;
+    }
+  }
+  const std::uint64_t key = rec.key;
+  const std::uint64_t name_key = rec.name_key;
+  ops_.push_back(std::move(rec));
+
+  if (mode_ == BoundaryMode::Explicit) {
+    if (uses_scopes_ && scope_depth_ == 0) drop_pending(next_);  // ops between Iteration scopes
+    const std::int64_t pending = next_ - seg_start_;
+    if (pending > 4 * config_.max_period_ops) {
+      if (!warned_unbounded_) {
+        log_warn(concat("hotpath: warning: ", pending,
+                        " ops since the last step(); dropping them. Call hotpath::step() once per "
+                        "iteration or raise Config::max_period_ops."));
+        warned_unbounded_ = true;
+      }
+      drop_pending(next_);
+    }
+    return;
+  }
+  if (!config_.auto_detect_period) {
+    drop_pending(next_);  // nothing will ever cut these ops into iterations
+    return;
+  }
+  mode_ = BoundaryMode::Auto;
+  boundaries_.clear();
+  detector_->feed(index, key, name_key, boundaries_);
+  for (std::int64_t b : boundaries_) close_iteration(b);
+  if (detector_->history_start() > seg_start_) drop_pending(detector_->history_start());
+}
+
+void Recorder::drop_pending(std::int64_t upto) {
+  if (upto <= seg_start_) return;
+  ops_unassigned_ += upto - seg_start_;
+  seg_start_ = upto;
+  while (base_ < seg_start_ && !ops_.empty()) {
+    ops_.pop_front();
+    ++base_;
+  }
+}
+
+void Recorder::close_iteration(std::int64_t end) {
+  if (end <= seg_start_) return;
+  const std::uint64_t sig = iteration_signature(ops_, base_, seg_start_, end);
+  count(sig, seg_start_, end);
+  seg_start_ = end;
+  while (base_ < seg_start_ && !ops_.empty()) {
+    ops_.pop_front();
+    ++base_;
+  }
+  if (values_.size() > prune_at_) prune_values();
+}
+
+void Recorder::prune_values() {
+  for (auto it = values_.begin(); it != values_.end();) {
+    it = it->second.tensor.expired() ? values_.erase(it) : std::next(it);
+  }
+  prune_at_ = std::max<std::size_t>(4096, 2 * values_.size());
+}
+
+void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t end) {
+  const std::int64_t ops = end - first;
+  ++iterations_;
+  last_signature_ = signature;
+  auto [it, inserted] = index_.try_emplace(signature, signatures_.size());
+  if (inserted) {
+    SignatureStats s;
+    s.id = signature;
+    s.hex = short_hex(signature);
+    s.ops_per_iteration = ops;
+    for (std::int64_t i = first; i < end; ++i) {
+      const OpRecord& op = ops_[static_cast<std::size_t>(i - base_)];
+      std::string name(op.name);
+      if (!op.overload.empty()) name.append(".").append(op.overload);
+      s.op_names.push_back(std::move(name));
+    }
+    signatures_.push_back(std::move(s));
+    log_debug(concat("hotpath: new signature ", short_hex(signature), " (", ops,
+                     " ops) at iteration ", iterations_));
+  }
+  SignatureStats& s = signatures_[it->second];
+  ++s.count;
+  if (!s.hot && s.count >= config_.threshold) {
+    s.hot = true;
+    s.hot_at_iteration = iterations_;
+    log_info(concat("hotpath: signature ", s.hex, " hot after ", s.count, " iterations (", ops,
+                    " ops)"));
+  }
+}
+
+void Recorder::use_explicit_boundaries() {
+  if (mode_ == BoundaryMode::Explicit) return;
+  // Ops the detector had not cut yet are a partial iteration at an arbitrary phase once it had
+  // locked; before that they are the loop's first iteration, which this marker now ends.
+  if (mode_ == BoundaryMode::Auto && detector_ && detector_->locked()) drop_pending(next_);
+  mode_ = BoundaryMode::Explicit;
+  detector_.reset();
+}
+
+void Recorder::mark_step() {
+  std::lock_guard<std::mutex> lock(mu_);
+  use_explicit_boundaries();
+  close_iteration(next_);
+}
+
+void Recorder::begin_scope() {
+  std::lock_guard<std::mutex> lock(mu_);
+  use_explicit_boundaries();
+  uses_scopes_ = true;
+  if (scope_depth_++ == 0) drop_pending(next_);
+}
+
+void Recorder::end_scope() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (scope_depth_ == 0) return;
+  if (--scope_depth_ == 0) close_iteration(next_);
+}
+
+Stats Recorder::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stats s;
+  s.threshold = config_.threshold;
+  s.boundaries = mode_;
+  s.detected_period = detector_ ? detector_->period() : 0;
+  s.iterations = iterations_;
+  s.ops_seen = next_;
+  s.ops_unassigned = ops_unassigned_;
+  s.signatures = signatures_;
+  s.last_signature = last_signature_;
+  return s;
+}
+
+}  // namespace hotpath::detail

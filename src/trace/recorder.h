@@ -1,0 +1,79 @@
+// Per-thread iteration recorder: resolves data flow between ops, cuts the op stream into
+// iterations (explicit markers, or the period detector), hashes each iteration into a signature
+// and counts signatures until they turn hot. The dispatcher hook of the owning thread and of the
+// autograd threads working for it feed one Recorder; a mutex orders them.
+#pragma once
+
+#include <ATen/core/TensorBase.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "hotpath/hotpath.h"
+#include "trace/op_record.h"
+#include "trace/period_detector.h"
+
+namespace hotpath::detail {
+
+class Recorder {
+ public:
+  explicit Recorder(const Config& config);
+
+  void configure(const Config& config);
+
+  // Before the op runs: fills in where each tensor input came from. `tensors[i]` is the tensor
+  // of rec.inputs[i].
+  void resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors);
+  // After the op ran: registers its outputs and appends it to the current iteration.
+  void commit(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs);
+
+  void mark_step();
+  void begin_scope();
+  void end_scope();
+
+  Stats snapshot() const;
+
+ private:
+  using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  // A weak reference keeps the TensorImpl's address from being reused while it is mapped.
+  struct Live {
+    WeakTensor tensor;
+    ValueRef ref;
+  };
+  void close_iteration(std::int64_t end);  // [seg_start_, end) is one iteration
+  void drop_pending(std::int64_t upto);    // ops [seg_start_, upto) belong to no iteration
+  void use_explicit_boundaries();
+  void count(std::uint64_t signature, std::int64_t first, std::int64_t end);
+  void prune_values();
+
+  mutable std::mutex mu_;
+  Config config_;
+  BoundaryMode mode_ = BoundaryMode::None;
+  int scope_depth_ = 0;
+  bool uses_scopes_ = false;
+
+  std::unordered_map<const c10::TensorImpl*, Live> values_;
+  std::size_t prune_at_ = 4096;
+  std::int64_t outside_ids_ = 0;
+
+  std::deque<OpRecord> ops_;  // ops_[0] has global index base_
+  std::int64_t base_ = 0;
+  std::int64_t next_ = 0;       // global index of the next op
+  std::int64_t seg_start_ = 0;  // first op of the current iteration
+  std::unique_ptr<PeriodDetector> detector_;
+  std::vector<std::int64_t> boundaries_;  // scratch
+
+  std::vector<SignatureStats> signatures_;
+  std::unordered_map<std::uint64_t, std::size_t> index_;
+  std::int64_t iterations_ = 0;
+  std::int64_t ops_unassigned_ = 0;
+  std::uint64_t last_signature_ = 0;
+  bool warned_unbounded_ = false;
+};
+
+}  // namespace hotpath::detail

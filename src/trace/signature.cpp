@@ -1,0 +1,42 @@
+#include "trace/signature.h"
+
+#include <cstdio>
+#include <unordered_map>
+
+#include "common/hash.h"
+
+namespace hotpath::detail {
+
+std::uint64_t iteration_signature(const std::deque<OpRecord>& ops, std::int64_t base,
+                                  std::int64_t first, std::int64_t last) {
+  std::uint64_t h = hash_combine(0x686f7470617468ULL, static_cast<std::uint64_t>(last - first));
+  std::unordered_map<std::uint64_t, std::uint64_t> outside;  // (producer, output) -> ordinal
+  for (std::int64_t i = first; i < last; ++i) {
+    const OpRecord& op = ops[static_cast<std::size_t>(i - base)];
+    h = hash_combine(h, op.key);
+    for (const TensorInput& in : op.inputs) {
+      if (!in.meta.defined) {
+        h = hash_combine(h, 0x55);
+      } else if (in.ref.producer >= first) {
+        h = hash_combine(h, 0x11);
+        h = hash_combine(h, static_cast<std::uint64_t>(in.ref.producer - first));
+        h = hash_combine(h, static_cast<std::uint64_t>(in.ref.output));
+      } else {
+        const std::uint64_t id = hash_combine(static_cast<std::uint64_t>(in.ref.producer),
+                                              static_cast<std::uint64_t>(in.ref.output));
+        const auto it = outside.try_emplace(id, outside.size()).first;
+        h = hash_combine(h, 0x22);
+        h = hash_combine(h, it->second);
+      }
+    }
+  }
+  return h;
+}
+
+std::string short_hex(std::uint64_t signature) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(signature & 0xffffffffULL));
+  return buf;
+}
+
+}  // namespace hotpath::detail

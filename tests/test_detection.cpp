@@ -1,0 +1,251 @@
+// Interception, iterations, signatures and hot detection on real LibTorch loops (CPU tensors).
+#include <ATen/ThreadLocalState.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <thread>
+
+#include "hotpath/hotpath.h"
+
+namespace {
+
+// Fresh detection state for one test; disabled again on exit.
+struct Enabled {
+  explicit Enabled(int threshold) {
+    hotpath::disable_hot_path_detection();
+    hotpath::enable_hot_path_detection(threshold);
+  }
+  Enabled(const hotpath::Config& c) {
+    hotpath::disable_hot_path_detection();
+    hotpath::enable_hot_path_detection(c);
+  }
+  ~Enabled() { hotpath::disable_hot_path_detection(); }
+};
+
+struct Mlp {
+  torch::nn::Sequential model;
+  torch::optim::AdamW opt;
+  torch::Tensor x, y;
+  explicit Mlp(int64_t batch = 8, int64_t dim = 16, int64_t hidden = 32)
+      : model(torch::nn::Linear(dim, hidden), torch::nn::GELU(), torch::nn::Linear(hidden, dim)),
+        opt(model->parameters(), torch::optim::AdamWOptions(1e-3)),
+        x(torch::randn({batch, dim})),
+        y(torch::randn({batch, dim})) {}
+  void train_step() {
+    opt.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    opt.step();
+  }
+};
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+TEST_CASE("a signature is hot exactly after N iterations", "[detect]") {
+  auto a = torch::randn({4, 8});
+  auto b = torch::randn({4, 8});
+  Enabled on(5);
+  for (int i = 1; i <= 4; ++i) {
+    auto c = (a * b).relu().sum();
+    hotpath::step();
+    CHECK(hotpath::stats().hot_signatures() == 0);
+  }
+  auto c = (a * b).relu().sum();
+  hotpath::step();
+  const auto s = hotpath::stats();
+  REQUIRE(s.signatures.size() == 1);
+  CHECK(s.signatures[0].hot);
+  CHECK(s.signatures[0].count == 5);
+  CHECK(s.signatures[0].hot_at_iteration == 5);
+  CHECK(s.signatures[0].ops_per_iteration == 3);
+  CHECK(s.boundaries == hotpath::BoundaryMode::Explicit);
+  CHECK(s.signatures[0].op_names == std::vector<std::string>{"aten::mul.Tensor", "aten::relu", "aten::sum"});
+}
+
+TEST_CASE("a shape or dtype change gives a new signature; a scalar change does not", "[detect]") {
+  const auto x = torch::randn({4, 8}), x64 = torch::randn({4, 8}, torch::kFloat64);
+  const auto wide = torch::randn({4, 9}), tall = torch::randn({8, 4});
+  Enabled on(100);
+  auto run = [](const torch::Tensor& a, double alpha) {
+    auto r = (a.mul(alpha) + 1.5).tanh();
+    hotpath::step();
+    return hotpath::stats().last_signature;
+  };
+  const auto base = run(x, 0.5);
+  CHECK(run(x, 0.5) == base);
+  CHECK(run(x, 7.25) == base);      // scalar value only
+  CHECK(run(wide, 0.5) != base);    // shape
+  CHECK(run(x64, 0.5) != base);     // dtype
+  const auto transposed = tall.t();
+  CHECK(run(transposed, 0.5) != base);  // strides
+}
+
+TEST_CASE("data flow between ops is part of the signature", "[detect]") {
+  auto a = torch::randn({16});
+  auto b = torch::randn({16});
+  Enabled on(100);
+  auto r1 = (a * b) + a;
+  hotpath::step();
+  const auto s1 = hotpath::stats().last_signature;
+  auto r2 = (a * b) + b;  // same ops and shapes, the add reads the other input
+  hotpath::step();
+  CHECK(hotpath::stats().last_signature != s1);
+  auto r3 = (a * b) + a;
+  hotpath::step();
+  CHECK(hotpath::stats().last_signature == s1);
+}
+
+TEST_CASE("forward, backward and optimizer ops are all seen", "[detect]") {
+  Mlp mlp;
+  Enabled on(3);
+  for (int i = 0; i < 6; ++i) {
+    mlp.train_step();
+    hotpath::step();
+  }
+  const auto s = hotpath::stats();
+  const auto last = s.last();
+  CHECK(last.hot);
+  const auto& ops = last.op_names;
+  CHECK(contains(ops, "aten::addmm"));                  // forward
+  CHECK(contains(ops, "aten::gelu"));
+  CHECK(contains(ops, "aten::mse_loss"));
+  CHECK(contains(ops, "aten::mse_loss_backward"));      // autograd engine
+  CHECK(contains(ops, "aten::gelu_backward"));
+  CHECK(contains(ops, "aten::mm"));
+  CHECK(contains(ops, "aten::addcdiv_"));               // AdamW
+  CHECK((contains(ops, "aten::lerp_") || contains(ops, "aten::add_.Tensor")));
+  // Only top-level ops: mse_loss's kernel calls mean/sub internally; those are not recorded.
+  CHECK(std::count(ops.begin(), ops.end(), "aten::mse_loss") == 1);
+  // The first iteration (optimizer state creation) differs from the steady ones.
+  CHECK(s.signatures.size() == 2);
+  CHECK(s.signatures[0].count == 1);
+  CHECK(s.signatures[1].count == 5);
+}
+
+TEST_CASE("an unmarked loop's period is detected from the op stream", "[detect]") {
+  Mlp mlp;
+  std::int64_t ops_per_iteration = 0;
+  {
+    Enabled on(3);
+    for (int i = 0; i < 4; ++i) {
+      mlp.train_step();
+      hotpath::step();
+    }
+    ops_per_iteration = hotpath::stats().last().ops_per_iteration;
+  }
+  REQUIRE(ops_per_iteration > 20);
+  Enabled on(10);
+  for (int i = 0; i < 40; ++i) mlp.train_step();  // no markers at all
+  const auto s = hotpath::stats();
+  CHECK(s.boundaries == hotpath::BoundaryMode::Auto);
+  CHECK(s.detected_period == ops_per_iteration);
+  REQUIRE(s.hot_signatures() == 1);
+  const auto hot = std::find_if(s.signatures.begin(), s.signatures.end(), [](auto& x) { return x.hot; });
+  CHECK(hot->ops_per_iteration == ops_per_iteration);
+  // Iterations before the lock are counted too; at most the one in progress is missing.
+  CHECK(hot->count >= 38);
+  // The iteration starts where the loop body does: its first op is the forward's first op.
+  CHECK(hot->op_names.front() == "aten::t");
+}
+
+TEST_CASE("the Iteration scope marks iterations and ignores ops outside it", "[detect]") {
+  auto a = torch::randn({32});
+  Enabled on(4);
+  for (int i = 0; i < 4; ++i) {
+    auto noise = torch::randn({3});  // outside any iteration
+    hotpath::Iteration it;
+    auto r = a.sin().cos();
+  }
+  const auto s = hotpath::stats();
+  REQUIRE(s.signatures.size() == 1);
+  CHECK(s.signatures[0].hot);
+  CHECK(s.signatures[0].ops_per_iteration == 2);
+  CHECK(s.ops_unassigned == 4);  // the randn calls between scopes
+}
+
+TEST_CASE("disable restores plain eager: nothing is intercepted", "[detect]") {
+  {
+    Enabled on(2);
+    auto a = torch::randn({8});
+    auto r = a + a;
+  }
+  CHECK_FALSE(hotpath::is_enabled());
+  const auto before = hotpath::stats().ops_seen;
+  CHECK(before > 0);
+  auto a = torch::randn({8});
+  for (int i = 0; i < 10; ++i) a = a * 2 + 1;
+  hotpath::step();
+  CHECK(hotpath::stats().ops_seen == before);
+  CHECK_FALSE(c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(c10::DispatchKey::Fake));
+}
+
+TEST_CASE("two threads with their own loops keep separate state", "[detect]") {
+  auto loop = [](int64_t n, int iterations, hotpath::Stats* out) {
+    auto a = torch::randn({n});
+    hotpath::enable_hot_path_detection(5);
+    for (int i = 0; i < iterations; ++i) {
+      auto r = (a * 3.0).exp();
+      hotpath::step();
+    }
+    *out = hotpath::stats();
+    hotpath::disable_hot_path_detection();
+  };
+  hotpath::Stats s1, s2;
+  std::thread t1(loop, 64, 7, &s1);
+  std::thread t2(loop, 128, 3, &s2);
+  t1.join();
+  t2.join();
+  REQUIRE(s1.signatures.size() == 1);
+  REQUIRE(s2.signatures.size() == 1);
+  CHECK(s1.signatures[0].id != s2.signatures[0].id);
+  CHECK(s1.signatures[0].count == 7);
+  CHECK(s1.signatures[0].hot);
+  CHECK(s2.signatures[0].count == 3);
+  CHECK_FALSE(s2.signatures[0].hot);
+  CHECK(s1.iterations == 7);
+  CHECK(s2.iterations == 3);
+}
+
+TEST_CASE("ops on a helper thread that inherited the caller's state count for the caller", "[detect]") {
+  // This is how the autograd engine runs backward on its device threads.
+  auto a = torch::randn({16});
+  Enabled on(2);
+  auto r = a.neg();
+  const at::ThreadLocalState captured;
+  std::thread helper([&] {
+    at::ThreadLocalStateGuard g(captured);
+    auto q = a.abs().sqrt();
+  });
+  helper.join();
+  hotpath::step();
+  CHECK(hotpath::stats().last().op_names == std::vector<std::string>{"aten::neg", "aten::abs", "aten::sqrt"});
+}
+
+TEST_CASE("a dispatch key that is already taken is reported, not ignored", "[detect]") {
+  hotpath::disable_hot_path_detection();
+  auto handle = c10::Dispatcher::singleton().registerFallback(
+      c10::DispatchKey::Fake, c10::KernelFunction::makeFallthrough(), "someone else");
+  CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(10),
+                    Catch::Contains("dispatch key 'Fake'") && Catch::Contains("2.11"));
+  CHECK_FALSE(hotpath::is_enabled());
+}
+
+TEST_CASE("the threshold comes from the environment when set", "[detect]") {
+  auto a = torch::randn({4});
+  ::setenv("HOTPATH_THRESHOLD", "2", 1);
+  Enabled on(50);
+  ::unsetenv("HOTPATH_THRESHOLD");
+  CHECK(hotpath::stats().threshold == 2);
+  for (int i = 0; i < 2; ++i) {
+    auto r = a.exp();
+    hotpath::step();
+  }
+  CHECK(hotpath::stats().hot_signatures() == 1);
+}
