@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
 
   // 1. Small pointwise chain: op overhead dominates, the worst case for an interceptor.
   auto a = torch::randn({256}, dev), b = torch::randn({256}, dev);
-  Workload chain{"pointwise chain (64 ops, 256 elems)", [&] {
+  Workload chain{"pointwise chain (80 ops, 256 elems)", [&] {
                    auto t = a;
                    for (int k = 0; k < 16; ++k) t = ((t * b + 0.5).tanh() - a).abs();
                  }};

@@ -4,6 +4,7 @@
 #include <ATen/core/stack.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
+#include <c10/util/flat_hash_map.h>
 #include <torch/version.h>
 
 #include <cstring>
@@ -53,9 +54,9 @@ bool is_scalar_type(const c10::TypePtr& type) {
 }
 
 const OpInfo& op_info(const c10::OperatorHandle& op) {
-  thread_local std::unordered_map<const c10::FunctionSchema*, OpInfo> cache;
+  thread_local ska::flat_hash_map<const c10::FunctionSchema*, OpInfo> cache;
   const c10::FunctionSchema& schema = op.schema();
-  auto [it, inserted] = cache.try_emplace(&schema);
+  auto [it, inserted] = cache.emplace(&schema, OpInfo{});
   if (inserted) {
     it->second.name_hash = hash_combine(hash_string(schema.name()), hash_string(schema.overload_name()));
     for (const auto& a : schema.arguments()) it->second.scalar_argument.push_back(is_scalar_type(a.type()));

@@ -6,6 +6,7 @@
 
 #include <ATen/core/TensorBase.h>
 #include <c10/util/ArrayRef.h>
+#include <c10/util/flat_hash_map.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <deque>
@@ -57,7 +58,8 @@ class Recorder {
   int scope_depth_ = 0;
   bool uses_scopes_ = false;
 
-  std::unordered_map<const c10::TensorImpl*, Live> values_;
+  // Looked up for every tensor of every op: an open-addressing map.
+  ska::flat_hash_map<const c10::TensorImpl*, Live> values_;
   std::size_t prune_at_ = 4096;
   std::int64_t outside_ids_ = 0;
 
