@@ -54,7 +54,8 @@ Result measure(const Workload& w, bool cuda, int rounds, int iters) {
       const auto t0 = std::chrono::steady_clock::now();
       w.iteration();
       sync();
-      out.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      out.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
   };
   for (int i = 0; i < 5; ++i) w.iteration();  // warm-up
@@ -80,12 +81,18 @@ int main(int argc, char** argv) {
   std::string csv;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--device" && i + 1 < argc) device = argv[++i];
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::stoi(argv[++i]);
-    else if (a == "--iters" && i + 1 < argc) iters = std::stoi(argv[++i]);
-    else if (a == "--csv" && i + 1 < argc) csv = argv[++i];
+    if (a == "--device" && i + 1 < argc)
+      device = argv[++i];
+    else if (a == "--rounds" && i + 1 < argc)
+      rounds = std::stoi(argv[++i]);
+    else if (a == "--iters" && i + 1 < argc)
+      iters = std::stoi(argv[++i]);
+    else if (a == "--csv" && i + 1 < argc)
+      csv = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_overhead [--device cpu|cuda] [--rounds R] [--iters K] [--csv FILE]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_overhead [--device cpu|cuda] [--rounds R] [--iters K] [--csv FILE]\n");
       return 2;
     }
   }
@@ -105,7 +112,8 @@ int main(int argc, char** argv) {
                  }};
   // 2. MLP + AdamW step (small, so op overhead is visible next to the math).
   const int64_t dim = 64, hidden = 256, batch = 32;
-  torch::nn::Sequential model(torch::nn::Linear(dim, hidden), torch::nn::GELU(), torch::nn::Linear(hidden, dim));
+  torch::nn::Sequential model(torch::nn::Linear(dim, hidden), torch::nn::GELU(),
+                              torch::nn::Linear(hidden, dim));
   model->to(dev);
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3));
   auto x = torch::randn({batch, dim}, dev), y = torch::randn({batch, dim}, dev);
@@ -118,20 +126,22 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   for (const auto* w : {&chain, &mlp}) results.push_back(measure(*w, cuda, rounds, iters));
 
-  std::printf("\ndevice: %s%s, LibTorch %s, %d rounds x %d iterations each side, medians\n", device.c_str(),
-              cuda ? (" (" + std::string(torch::cuda::device_count() > 0 ? "GPU" : "") + ")").c_str() : "",
-              hotpath::libtorch_version().c_str(), rounds, iters);
-  std::printf("%-40s %6s %12s %12s %14s\n", "workload", "ops", "eager us", "hotpath us", "overhead/op us");
+  std::printf(
+      "\ndevice: %s%s, LibTorch %s, %d rounds x %d iterations each side, medians\n", device.c_str(),
+      cuda ? (" (" + std::string(torch::cuda::device_count() > 0 ? "GPU" : "") + ")").c_str() : "",
+      hotpath::libtorch_version().c_str(), rounds, iters);
+  std::printf("%-40s %6s %12s %12s %14s\n", "workload", "ops", "eager us", "hotpath us",
+              "overhead/op us");
   for (const auto& r : results) {
-    std::printf("%-40s %6lld %12.1f %12.1f %14.3f\n", r.name.c_str(), (long long)r.ops, r.eager_us, r.hotpath_us,
-                (r.hotpath_us - r.eager_us) / r.ops);
+    std::printf("%-40s %6lld %12.1f %12.1f %14.3f\n", r.name.c_str(), (long long)r.ops, r.eager_us,
+                r.hotpath_us, (r.hotpath_us - r.eager_us) / r.ops);
   }
   if (!csv.empty()) {
     std::ofstream f(csv);
     f << "device,workload,ops_per_iteration,eager_us_median,hotpath_us_median,overhead_us_per_op\n";
     for (const auto& r : results) {
-      f << device << ",\"" << r.name << "\"," << r.ops << "," << r.eager_us << "," << r.hotpath_us << ","
-        << (r.hotpath_us - r.eager_us) / r.ops << "\n";
+      f << device << ",\"" << r.name << "\"," << r.ops << "," << r.eager_us << "," << r.hotpath_us
+        << "," << (r.hotpath_us - r.eager_us) / r.ops << "\n";
     }
   }
   return 0;

@@ -34,7 +34,8 @@ struct Options {
 long parse_positive(const char* flag, const char* text) {
   char* end = nullptr;
   const long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < 1) usage((std::string(flag) + " needs a positive integer, got '" + text + "'").c_str());
+  if (end == text || *end != '\0' || v < 1)
+    usage((std::string(flag) + " needs a positive integer, got '" + text + "'").c_str());
   return v;
 }
 
@@ -46,14 +47,22 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage((a + " needs a value").c_str());
       return argv[++i];
     };
-    if (a == "--iterations") o.iterations = static_cast<int>(parse_positive("--iterations", value()));
-    else if (a == "--batch") o.batch = parse_positive("--batch", value());
-    else if (a == "--dim") o.dim = parse_positive("--dim", value());
-    else if (a == "--hidden") o.hidden = parse_positive("--hidden", value());
-    else if (a == "--threshold") o.threshold = static_cast<int>(parse_positive("--threshold", value()));
-    else if (a == "--cpu") o.force_cpu = true;
-    else if (a == "--help" || a == "-h") usage("help");
-    else usage(("unknown argument '" + a + "'").c_str());
+    if (a == "--iterations")
+      o.iterations = static_cast<int>(parse_positive("--iterations", value()));
+    else if (a == "--batch")
+      o.batch = parse_positive("--batch", value());
+    else if (a == "--dim")
+      o.dim = parse_positive("--dim", value());
+    else if (a == "--hidden")
+      o.hidden = parse_positive("--hidden", value());
+    else if (a == "--threshold")
+      o.threshold = static_cast<int>(parse_positive("--threshold", value()));
+    else if (a == "--cpu")
+      o.force_cpu = true;
+    else if (a == "--help" || a == "-h")
+      usage("help");
+    else
+      usage(("unknown argument '" + a + "'").c_str());
   }
   return o;
 }
@@ -68,9 +77,11 @@ int main(int argc, char** argv) {
   if (o.batch < 0) o.batch = 256 / scale;
   if (o.dim < 0) o.dim = 1024 / scale;
   if (o.hidden < 0) o.hidden = 4096 / scale;
-  std::printf("mlp_training: %s, Linear %lld->%lld, GELU, Linear %lld->%lld, batch %lld, MSE, AdamW, %d iterations\n",
-              cuda ? "CUDA" : "CPU", (long long)o.dim, (long long)o.hidden, (long long)o.hidden,
-              (long long)o.dim, (long long)o.batch, o.iterations);
+  std::printf(
+      "mlp_training: %s, Linear %lld->%lld, GELU, Linear %lld->%lld, batch %lld, MSE, AdamW, %d "
+      "iterations\n",
+      cuda ? "CUDA" : "CPU", (long long)o.dim, (long long)o.hidden, (long long)o.hidden,
+      (long long)o.dim, (long long)o.batch, o.iterations);
 
   torch::manual_seed(0);
   torch::nn::Sequential model(torch::nn::Linear(o.dim, o.hidden), torch::nn::GELU(),

@@ -60,6 +60,7 @@ TEST_CASE("unusable environment values are rejected by name", "[config]") {
 
 TEST_CASE("a threshold below 1 is rejected and nothing is enabled", "[config]") {
   CHECK_THROWS_AS(hotpath::enable_hot_path_detection(0), hotpath::Error);
-  CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(-3), Catch::Contains("threshold must be >= 1"));
+  CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(-3),
+                    Catch::Contains("threshold must be >= 1"));
   CHECK_FALSE(hotpath::is_enabled());
 }

@@ -66,7 +66,8 @@ TEST_CASE("a signature is hot exactly after N iterations", "[detect]") {
   CHECK(s.signatures[0].hot_at_iteration == 5);
   CHECK(s.signatures[0].ops_per_iteration == 3);
   CHECK(s.boundaries == hotpath::BoundaryMode::Explicit);
-  CHECK(s.signatures[0].op_names == std::vector<std::string>{"aten::mul.Tensor", "aten::relu", "aten::sum"});
+  CHECK(s.signatures[0].op_names ==
+        std::vector<std::string>{"aten::mul.Tensor", "aten::relu", "aten::sum"});
 }
 
 TEST_CASE("a shape or dtype change gives a new signature; a scalar change does not", "[detect]") {
@@ -80,9 +81,9 @@ TEST_CASE("a shape or dtype change gives a new signature; a scalar change does n
   };
   const auto base = run(x, 0.5);
   CHECK(run(x, 0.5) == base);
-  CHECK(run(x, 7.25) == base);      // scalar value only
-  CHECK(run(wide, 0.5) != base);    // shape
-  CHECK(run(x64, 0.5) != base);     // dtype
+  CHECK(run(x, 7.25) == base);    // scalar value only
+  CHECK(run(wide, 0.5) != base);  // shape
+  CHECK(run(x64, 0.5) != base);   // dtype
   const auto transposed = tall.t();
   CHECK(run(transposed, 0.5) != base);  // strides
 }
@@ -113,13 +114,13 @@ TEST_CASE("forward, backward and optimizer ops are all seen", "[detect]") {
   const auto last = s.last();
   CHECK(last.hot);
   const auto& ops = last.op_names;
-  CHECK(contains(ops, "aten::addmm"));                  // forward
+  CHECK(contains(ops, "aten::addmm"));  // forward
   CHECK(contains(ops, "aten::gelu"));
   CHECK(contains(ops, "aten::mse_loss"));
-  CHECK(contains(ops, "aten::mse_loss_backward"));      // autograd engine
+  CHECK(contains(ops, "aten::mse_loss_backward"));  // autograd engine
   CHECK(contains(ops, "aten::gelu_backward"));
   CHECK(contains(ops, "aten::mm"));
-  CHECK(contains(ops, "aten::addcdiv_"));               // AdamW
+  CHECK(contains(ops, "aten::addcdiv_"));  // AdamW
   CHECK((contains(ops, "aten::lerp_") || contains(ops, "aten::add_.Tensor")));
   // Only top-level ops: mse_loss's kernel calls mean/sub internally; those are not recorded.
   CHECK(std::count(ops.begin(), ops.end(), "aten::mse_loss") == 1);
@@ -147,7 +148,8 @@ TEST_CASE("an unmarked loop's period is detected from the op stream", "[detect]"
   CHECK(s.boundaries == hotpath::BoundaryMode::Auto);
   CHECK(s.detected_period == ops_per_iteration);
   REQUIRE(s.hot_signatures() == 1);
-  const auto hot = std::find_if(s.signatures.begin(), s.signatures.end(), [](auto& x) { return x.hot; });
+  const auto hot =
+      std::find_if(s.signatures.begin(), s.signatures.end(), [](auto& x) { return x.hot; });
   CHECK(hot->ops_per_iteration == ops_per_iteration);
   // Iterations before the lock are counted too; at most the one in progress is missing.
   CHECK(hot->count >= 38);
@@ -183,7 +185,8 @@ TEST_CASE("disable restores plain eager: nothing is intercepted", "[detect]") {
   for (int i = 0; i < 10; ++i) a = a * 2 + 1;
   hotpath::step();
   CHECK(hotpath::stats().ops_seen == before);
-  CHECK_FALSE(c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(c10::DispatchKey::Fake));
+  CHECK_FALSE(
+      c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(c10::DispatchKey::Fake));
 }
 
 TEST_CASE("two threads with their own loops keep separate state", "[detect]") {
@@ -213,7 +216,8 @@ TEST_CASE("two threads with their own loops keep separate state", "[detect]") {
   CHECK(s2.iterations == 3);
 }
 
-TEST_CASE("ops on a helper thread that inherited the caller's state count for the caller", "[detect]") {
+TEST_CASE("ops on a helper thread that inherited the caller's state count for the caller",
+          "[detect]") {
   // This is how the autograd engine runs backward on its device threads.
   auto a = torch::randn({16});
   Enabled on(2);
@@ -225,7 +229,8 @@ TEST_CASE("ops on a helper thread that inherited the caller's state count for th
   });
   helper.join();
   hotpath::step();
-  CHECK(hotpath::stats().last().op_names == std::vector<std::string>{"aten::neg", "aten::abs", "aten::sqrt"});
+  CHECK(hotpath::stats().last().op_names ==
+        std::vector<std::string>{"aten::neg", "aten::abs", "aten::sqrt"});
 }
 
 TEST_CASE("a dispatch key that is already taken is reported, not ignored", "[detect]") {

@@ -14,7 +14,8 @@ namespace {
 // 11 and 1 are the same operator with other shapes).
 std::vector<std::int64_t> run(PeriodDetector& d, const std::vector<std::uint64_t>& keys) {
   std::vector<std::int64_t> out;
-  for (std::size_t i = 0; i < keys.size(); ++i) d.feed(static_cast<std::int64_t>(i), keys[i], keys[i] % 100, out);
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    d.feed(static_cast<std::int64_t>(i), keys[i], keys[i] % 100, out);
   return out;
 }
 

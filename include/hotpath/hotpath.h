@@ -64,13 +64,13 @@ class Iteration {
 };
 
 struct SignatureStats {
-  std::uint64_t id = 0;                 // 64-bit signature hash
-  std::string hex;                      // short form used in logs, e.g. "3f9a0c1d"
-  std::int64_t count = 0;               // iterations that produced this signature
+  std::uint64_t id = 0;    // 64-bit signature hash
+  std::string hex;         // short form used in logs, e.g. "3f9a0c1d"
+  std::int64_t count = 0;  // iterations that produced this signature
   std::int64_t ops_per_iteration = 0;
   bool hot = false;
-  std::int64_t hot_at_iteration = -1;   // iteration index (1-based, per thread) it turned hot at
-  std::vector<std::string> op_names;    // the ops of its first iteration, e.g. "aten::addmm"
+  std::int64_t hot_at_iteration = -1;  // iteration index (1-based, per thread) it turned hot at
+  std::vector<std::string> op_names;   // the ops of its first iteration, e.g. "aten::addmm"
 };
 
 enum class BoundaryMode { None, Explicit, Auto };
@@ -79,10 +79,10 @@ struct Stats {
   bool enabled = false;
   int threshold = 0;
   BoundaryMode boundaries = BoundaryMode::None;
-  std::int64_t detected_period = 0;     // ops per iteration found by the detector (Auto mode)
-  std::int64_t iterations = 0;          // completed iterations
-  std::int64_t ops_seen = 0;            // top-level ops intercepted for this thread
-  std::int64_t ops_unassigned = 0;      // ops dropped: outside Iteration scopes or before a period
+  std::int64_t detected_period = 0;  // ops per iteration found by the detector (Auto mode)
+  std::int64_t iterations = 0;       // completed iterations
+  std::int64_t ops_seen = 0;         // top-level ops intercepted for this thread
+  std::int64_t ops_unassigned = 0;   // ops dropped: outside Iteration scopes or before a period
   std::vector<SignatureStats> signatures;  // in order of first appearance
 
   std::int64_t hot_signatures() const;

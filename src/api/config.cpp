@@ -17,8 +17,8 @@ long long parse_integer(const char* name, const char* text, long long min, long 
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(text, &end, 10);
-  HOTPATH_CHECK(errno == 0 && end != text && *end == '\0' && v >= min && v <= max, name, "='",
-                text, "' is not an integer in [", min, ", ", max, "]");
+  HOTPATH_CHECK(errno == 0 && end != text && *end == '\0' && v >= min && v <= max, name, "='", text,
+                "' is not an integer in [", min, ", ", max, "]");
   return v;
 }
 
@@ -38,13 +38,21 @@ Config config_from_env(Config base) {
   }
   if (const char* v = env("HOTPATH_LOG_LEVEL")) {
     const std::string s = v;
-    if (s == "trace") base.log_level = LogLevel::Trace;
-    else if (s == "debug") base.log_level = LogLevel::Debug;
-    else if (s == "info") base.log_level = LogLevel::Info;
-    else if (s == "warn") base.log_level = LogLevel::Warn;
-    else if (s == "error") base.log_level = LogLevel::Error;
-    else if (s == "off") base.log_level = LogLevel::Off;
-    else HOTPATH_FAIL("HOTPATH_LOG_LEVEL='", s, "' must be one of trace, debug, info, warn, error, off");
+    if (s == "trace")
+      base.log_level = LogLevel::Trace;
+    else if (s == "debug")
+      base.log_level = LogLevel::Debug;
+    else if (s == "info")
+      base.log_level = LogLevel::Info;
+    else if (s == "warn")
+      base.log_level = LogLevel::Warn;
+    else if (s == "error")
+      base.log_level = LogLevel::Error;
+    else if (s == "off")
+      base.log_level = LogLevel::Off;
+    else
+      HOTPATH_FAIL("HOTPATH_LOG_LEVEL='", s,
+                   "' must be one of trace, debug, info, warn, error, off");
   }
   return base;
 }

@@ -40,7 +40,8 @@ void enable_hot_path_detection(int threshold) {
 void enable_hot_path_detection(const Config& requested) {
   const Config config = config_from_env(requested);
   HOTPATH_CHECK(config.threshold >= 1, "threshold must be >= 1, got ", config.threshold);
-  HOTPATH_CHECK(config.max_period_ops >= 1, "max_period_ops must be >= 1, got ", config.max_period_ops);
+  HOTPATH_CHECK(config.max_period_ops >= 1, "max_period_ops must be >= 1, got ",
+                config.max_period_ops);
   detail::set_log_level(config.log_level);
   if (detail::current_thread_attached()) {
     tls_state.recorder->configure(config);

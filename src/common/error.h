@@ -20,12 +20,11 @@ std::string concat(const Args&... args) {
 
 }  // namespace hotpath::detail
 
-#define HOTPATH_CHECK(cond, ...)                                               \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      ::hotpath::detail::fail(__FILE__, __LINE__,                              \
-                              ::hotpath::detail::concat(__VA_ARGS__));         \
-    }                                                                          \
+#define HOTPATH_CHECK(cond, ...)                                                           \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      ::hotpath::detail::fail(__FILE__, __LINE__, ::hotpath::detail::concat(__VA_ARGS__)); \
+    }                                                                                      \
   } while (0)
 
 #define HOTPATH_FAIL(...) \

@@ -47,7 +47,8 @@ struct OpInfo {
 
 bool is_scalar_type(const c10::TypePtr& type) {
   c10::TypePtr t = type;
-  if (t->kind() == c10::TypeKind::OptionalType) t = t->castRaw<c10::OptionalType>()->getElementType();
+  if (t->kind() == c10::TypeKind::OptionalType)
+    t = t->castRaw<c10::OptionalType>()->getElementType();
   const auto k = t->kind();
   return k == c10::TypeKind::NumberType || k == c10::TypeKind::FloatType ||
          k == c10::TypeKind::ComplexType;
@@ -58,8 +59,10 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   auto [it, inserted] = cache.emplace(&schema, OpInfo{});
   if (inserted) {
-    it->second.name_hash = hash_combine(hash_string(schema.name()), hash_string(schema.overload_name()));
-    for (const auto& a : schema.arguments()) it->second.scalar_argument.push_back(is_scalar_type(a.type()));
+    it->second.name_hash =
+        hash_combine(hash_string(schema.name()), hash_string(schema.overload_name()));
+    for (const auto& a : schema.arguments())
+      it->second.scalar_argument.push_back(is_scalar_type(a.type()));
   }
   return it->second;
 }
@@ -70,8 +73,10 @@ std::uint64_t hash_meta(std::uint64_t h, TensorMeta& m, const at::TensorBase& t)
   m.dtype = t.scalar_type();
   m.device = t.device();
   h = hash_combine(h, static_cast<std::uint64_t>(m.dtype));
-  h = hash_combine(h, static_cast<std::uint64_t>(m.device.type()) * 256 + static_cast<std::uint64_t>(m.device.index() + 1));
-  if (t.layout() != c10::kStrided) return hash_combine(h, 0x1000 + static_cast<std::uint64_t>(t.layout()));
+  h = hash_combine(h, static_cast<std::uint64_t>(m.device.type()) * 256 +
+                          static_cast<std::uint64_t>(m.device.index() + 1));
+  if (t.layout() != c10::kStrided)
+    return hash_combine(h, 0x1000 + static_cast<std::uint64_t>(t.layout()));
   const auto sizes = t.sizes();
   const auto strides = t.strides();
   m.sizes.assign(sizes.begin(), sizes.end());
@@ -96,7 +101,10 @@ std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg
   if (scalar && (v.isScalar() || v.isNone())) {
     // The value is a run-time argument; only its kind is structural.
     if (v.isScalar()) rec.scalars.push_back(v.toScalar());
-    return hash_combine(h, 0x5c00 + static_cast<std::uint64_t>(v.isNone() ? 0 : v.isDouble() ? 1 : v.isInt() ? 2 : 3));
+    return hash_combine(h, 0x5c00 + static_cast<std::uint64_t>(v.isNone()     ? 0
+                                                               : v.isDouble() ? 1
+                                                               : v.isInt()    ? 2
+                                                                              : 3));
   }
   if (v.isList()) {
     const auto list = v.toListRef();
@@ -116,9 +124,11 @@ std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg
   if (v.isString()) return hash_combine(h, hash_string(v.toStringRef()));
   if (v.isDevice()) {
     const auto d = v.toDevice();
-    return hash_combine(h, static_cast<std::uint64_t>(d.type()) * 256 + static_cast<std::uint64_t>(d.index() + 1));
+    return hash_combine(
+        h, static_cast<std::uint64_t>(d.type()) * 256 + static_cast<std::uint64_t>(d.index() + 1));
   }
-  if (v.isSymInt()) return hash_combine(h, static_cast<std::uint64_t>(v.toSymInt().guard_int(__FILE__, __LINE__)));
+  if (v.isSymInt())
+    return hash_combine(h, static_cast<std::uint64_t>(v.toSymInt().guard_int(__FILE__, __LINE__)));
   // Generators, objects, ...: their identity is not structural; their kind is.
   return hash_combine(h, 0x7a90 + static_cast<std::uint64_t>(v.tagKind().size()));
 }
@@ -132,7 +142,8 @@ Recorder* current_recorder() {
   return nullptr;
 }
 
-void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                      torch::jit::Stack* stack) {
   const c10::DispatchKeySet below(c10::DispatchKeySet::FULL_AFTER, kHookKey);
   // Kernels call other ops; the trace wants only the op the loop asked for.
   c10::impl::ExcludeDispatchKeyGuard no_nesting(kHookKey);
@@ -153,7 +164,8 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, t
   {
     const auto args = torch::jit::last(*stack, nargs);
     for (std::size_t i = 0; i < nargs; ++i) {
-      h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i], rec, inputs);
+      h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i], rec,
+                     inputs);
     }
   }
   recorder->resolve_inputs(rec, inputs);
@@ -190,7 +202,8 @@ void register_fallback_locked() {
                 " already has a fallback registered on it (another library, or a LibTorch "
                 "release that uses the key). hotpath supports LibTorch 2.11, where it is free.");
   registration.emplace(dispatcher.registerFallback(
-      kHookKey, c10::KernelFunction::makeFromBoxedFunction<&hotpath_fallback>(), "hotpath op hook"));
+      kHookKey, c10::KernelFunction::makeFromBoxedFunction<&hotpath_fallback>(),
+      "hotpath op hook"));
 }
 
 void detach_locked() {
@@ -198,7 +211,8 @@ void detach_locked() {
   if (tls_owner.info) {
     // Our entry is on top unless the caller pushed debug info since enabling and is still in
     // that scope; then it stays, inert (it holds a recorder nobody feeds from this thread).
-    if (dynamic_cast<OwnerInfo*>(c10::ThreadLocalDebugInfo::get(kOwnerKind)) == tls_owner.info.get()) {
+    if (dynamic_cast<OwnerInfo*>(c10::ThreadLocalDebugInfo::get(kOwnerKind)) ==
+        tls_owner.info.get()) {
       try {
         c10::ThreadLocalDebugInfo::_pop(kOwnerKind);
       } catch (const std::exception&) {

@@ -139,7 +139,8 @@ void PeriodDetector::lock(std::int64_t p, std::int64_t pos, std::vector<std::int
   period_ = p;
   last_boundary_ = last_b;
   anchor_.clear();
-  for (std::int64_t t = 0; t < std::min<std::int64_t>(3, p); ++t) anchor_.push_back(name_at(phase + t));
+  for (std::int64_t t = 0; t < std::min<std::int64_t>(3, p); ++t)
+    anchor_.push_back(name_at(phase + t));
   recent_bad_ = 0;
   hypotheses_.clear();
   last_positions_.clear();

@@ -46,8 +46,12 @@ class PeriodDetector {
     std::int64_t p;
     std::int64_t since;
   };
-  std::uint64_t key_at(std::int64_t pos) const { return keys_[static_cast<std::size_t>(pos - h0_)]; }
-  std::uint64_t name_at(std::int64_t pos) const { return names_[static_cast<std::size_t>(pos - h0_)]; }
+  std::uint64_t key_at(std::int64_t pos) const {
+    return keys_[static_cast<std::size_t>(pos - h0_)];
+  }
+  std::uint64_t name_at(std::int64_t pos) const {
+    return names_[static_cast<std::size_t>(pos - h0_)];
+  }
   void boundary(std::int64_t b, std::vector<std::int64_t>& boundaries);
   bool equal_ranges(std::int64_t a, std::int64_t b, std::int64_t n) const;
   void lock(std::int64_t p, std::int64_t pos, std::vector<std::int64_t>& boundaries);

@@ -27,8 +27,10 @@ void Recorder::resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*
     if (!t.defined()) continue;
     auto it = values_.find(t.unsafeGetTensorImpl());
     if (it == values_.end()) {
-      it = values_.emplace(t.unsafeGetTensorImpl(), Live{WeakTensor(t.getIntrusivePtr()),
-                                                         ValueRef{-(++outside_ids_), 0}}).first;
+      it = values_
+               .emplace(t.unsafeGetTensorImpl(),
+                        Live{WeakTensor(t.getIntrusivePtr()), ValueRef{-(++outside_ids_), 0}})
+               .first;
     }
     rec.inputs[i].ref = it->second.ref;
   }

@@ -35,7 +35,8 @@ std::uint64_t iteration_signature(const std::deque<OpRecord>& ops, std::int64_t 
 
 std::string short_hex(std::uint64_t signature) {
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(signature & 0xffffffffULL));
+  std::snprintf(buf, sizeof buf, "%08llx",
+                static_cast<unsigned long long>(signature & 0xffffffffULL));
   return buf;
 }
 
