@@ -39,6 +39,11 @@ std::mutex registration_mu;
 std::optional<c10::RegistrationHandleRAII> registration;
 int attached_threads = 0;
 
+// The fallback goes with the last thread that used it.
+void release_thread_locked() {
+  if (--attached_threads == 0) registration.reset();
+}
+
 // Per-operator facts that do not change between calls.
 struct OpInfo {
   std::uint64_t name_hash = 0;
@@ -221,13 +226,13 @@ void detach_locked() {
   }
   tls_owner.info.reset();
   tls_owner.recorder.reset();
-  if (--attached_threads == 0) registration.reset();
+  release_thread_locked();
 }
 
 ThreadOwner::~ThreadOwner() {
   if (!recorder) return;
   std::lock_guard<std::mutex> lock(registration_mu);
-  if (--attached_threads == 0) registration.reset();
+  release_thread_locked();
 }
 
 }  // namespace

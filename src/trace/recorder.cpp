@@ -82,7 +82,11 @@ void Recorder::commit(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outpu
 void Recorder::drop_pending(std::int64_t upto) {
   if (upto <= seg_start_) return;
   ops_unassigned_ += upto - seg_start_;
-  seg_start_ = upto;
+  start_iteration_at(upto);
+}
+
+void Recorder::start_iteration_at(std::int64_t first) {
+  seg_start_ = first;
   while (base_ < seg_start_ && !ops_.empty()) {
     ops_.pop_front();
     ++base_;
@@ -93,11 +97,7 @@ void Recorder::close_iteration(std::int64_t end) {
   if (end <= seg_start_) return;
   const std::uint64_t sig = iteration_signature(ops_, base_, seg_start_, end);
   count(sig, seg_start_, end);
-  seg_start_ = end;
-  while (base_ < seg_start_ && !ops_.empty()) {
-    ops_.pop_front();
-    ++base_;
-  }
+  start_iteration_at(end);
   if (values_.size() > prune_at_) prune_values();
 }
 

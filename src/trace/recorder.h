@@ -46,8 +46,9 @@ class Recorder {
     WeakTensor tensor;
     ValueRef ref;
   };
-  void close_iteration(std::int64_t end);  // [seg_start_, end) is one iteration
-  void drop_pending(std::int64_t upto);    // ops [seg_start_, upto) belong to no iteration
+  void close_iteration(std::int64_t end);       // [seg_start_, end) is one iteration
+  void drop_pending(std::int64_t upto);         // ops [seg_start_, upto) belong to no iteration
+  void start_iteration_at(std::int64_t first);  // releases the records before `first`
   void use_explicit_boundaries();
   void count(std::uint64_t signature, std::int64_t first, std::int64_t end);
   void prune_values();
