@@ -28,3 +28,9 @@ echo "mlp_training: exit $?"; cat "$OUT/mlp_training.txt"
 tail -4 "$OUT/overhead_cuda.txt"
 "$BUILD"/benchmarks/bench_overhead --device cpu --csv "$OUT/overhead_cpu.csv" >"$OUT/overhead_cpu.txt" 2>&1
 tail -4 "$OUT/overhead_cpu.txt"
+
+HOTPATH_LOG_LEVEL=info "$BUILD"/benchmarks/bench_fusion --iters 200 --csv "$OUT/fusion.csv" >"$OUT/fusion.txt" 2>&1
+echo "bench_fusion: exit $?"; cat "$OUT/fusion.txt"
+# A second run finds every kernel in the on-disk cache.
+"$BUILD"/benchmarks/bench_fusion --iters 50 >"$OUT/fusion_second_run.txt" 2>&1
+echo "bench_fusion (second run): exit $?"; grep -E "^mlp|^chain|compile" "$OUT/fusion_second_run.txt" | head -8

@@ -30,10 +30,23 @@ struct Config {
   // Longest loop body (in ops) the period detector looks for.
   std::int64_t max_period_ops = 65536;
   LogLevel log_level = LogLevel::Info;
+  // Generate, compile and run fused kernels for hot signatures (CUDA tensors).
+  bool fuse = true;
+  // Also run plans for CPU tensors, with ATen's kernels executing each fused group. Makes no loop
+  // faster; it exercises the plan, guards and divergence handling without a GPU.
+  bool fuse_cpu = false;
+  // Where compiled kernels persist between runs. Empty: $HOTPATH_CACHE_DIR, else
+  // $XDG_CACHE_HOME/hotpath, else ~/.cache/hotpath.
+  std::string cache_dir;
+  // Checks every fused kernel launch against eager ATen on the same inputs (fresh outputs are
+  // poisoned with NaN first) and records the relative error per group in stats(). Slow: for tests
+  // and benchmarks' correctness checks. HOTPATH_VERIFY=1.
+  bool verify = false;
 };
 
-// Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD and HOTPATH_LOG_LEVEL
-// (trace|debug|info|warn|error|off) on top of `base`. Throws hotpath::Error on a value it cannot
+// Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD, HOTPATH_LOG_LEVEL
+// (trace|debug|info|warn|error|off), HOTPATH_FUSE (0/1), HOTPATH_FUSE_CPU (0/1) and
+// HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1) on top of `base`. Throws hotpath::Error on a value it cannot
 // use, naming the variable and the value.
 Config config_from_env(Config base = Config{});
 
@@ -63,6 +76,32 @@ class Iteration {
   Iteration& operator=(const Iteration&) = delete;
 };
 
+// One fused group of a hot signature's plan.
+struct GroupStats {
+  std::string name;  // what it fuses, e.g. "mul_add_addcmul_sqrt_div_addcdiv"
+  int ops = 0;
+  bool gpu = false;         // a CUDA kernel; false: CPU group run by ATen (Config::fuse_cpu)
+  double compile_ms = 0;    // NVRTC time on the worker thread (or cache load)
+  bool from_cache = false;  // loaded from the on-disk cache
+  std::string error;        // why it stays eager (compile/load failure), empty when fine
+  std::int64_t launches = 0;    // kernel launches
+  std::int64_t eager_runs = 0;  // times its ops ran eagerly instead (CPU, divergence, hazards)
+  std::int64_t checks = 0;      // launches verified against eager (Config::verify)
+  double max_rel_error = 0;     // largest ||fused - eager|| / ||eager|| over those checks
+};
+
+struct FusionStats {
+  bool planned = false;  // a plan was built when the signature turned hot
+  bool ready = false;    // its kernels are compiled (or it needs none)
+  int fused_ops = 0;     // ops of an iteration covered by fused groups
+  double compile_ms = 0;  // worker wall time for all of the plan's kernels
+  int kernels_from_cache = 0;
+  std::int64_t first_fused_iteration = -1;  // iteration in which fused kernels first ran
+  std::int64_t fused_iterations = 0;        // iterations that ran the whole plan
+  std::int64_t divergences = 0;             // iterations that left the plan part-way
+  std::vector<GroupStats> groups;
+};
+
 struct SignatureStats {
   std::uint64_t id = 0;    // 64-bit signature hash
   std::string hex;         // short form used in logs, e.g. "3f9a0c1d"
@@ -71,6 +110,7 @@ struct SignatureStats {
   bool hot = false;
   std::int64_t hot_at_iteration = -1;  // iteration index (1-based, per thread) it turned hot at
   std::vector<std::string> op_names;   // the ops of its first iteration, e.g. "aten::addmm"
+  FusionStats fusion;
 };
 
 enum class BoundaryMode { None, Explicit, Auto };
@@ -96,6 +136,10 @@ Stats stats();
 
 // A short human-readable summary of stats(), a few lines.
 std::string format_stats(const Stats& s);
+
+// Blocks until every kernel compile started so far has finished (the loop never needs to: plans
+// swap in at the next iteration start after their kernels are ready).
+void wait_for_compilation();
 
 // The LibTorch version hotpath was built against, e.g. "2.11.0".
 std::string libtorch_version();

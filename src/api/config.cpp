@@ -22,6 +22,12 @@ long long parse_integer(const char* name, const char* text, long long min, long 
   return v;
 }
 
+bool parse_flag(const char* name, const char* text) {
+  const std::string s = text;
+  HOTPATH_CHECK(s == "0" || s == "1", name, "='", s, "' must be 0 or 1");
+  return s == "1";
+}
+
 }  // namespace
 
 Config config_from_env(Config base) {
@@ -32,10 +38,12 @@ Config config_from_env(Config base) {
     base.max_period_ops = parse_integer("HOTPATH_MAX_PERIOD", v, 1, 1LL << 24);
   }
   if (const char* v = env("HOTPATH_AUTO_PERIOD")) {
-    const std::string s = v;
-    HOTPATH_CHECK(s == "0" || s == "1", "HOTPATH_AUTO_PERIOD='", s, "' must be 0 or 1");
-    base.auto_detect_period = s == "1";
+    base.auto_detect_period = parse_flag("HOTPATH_AUTO_PERIOD", v);
   }
+  if (const char* v = env("HOTPATH_FUSE")) base.fuse = parse_flag("HOTPATH_FUSE", v);
+  if (const char* v = env("HOTPATH_FUSE_CPU")) base.fuse_cpu = parse_flag("HOTPATH_FUSE_CPU", v);
+  if (const char* v = env("HOTPATH_CACHE_DIR")) base.cache_dir = v;
+  if (const char* v = env("HOTPATH_VERIFY")) base.verify = parse_flag("HOTPATH_VERIFY", v);
   if (const char* v = env("HOTPATH_LOG_LEVEL")) {
     const std::string s = v;
     if (s == "trace")

@@ -9,7 +9,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "dispatch/dispatch_hook.h"
-#include "trace/recorder.h"
+#include "compile/worker.h"
+#include "exec/session.h"
 
 namespace hotpath {
 namespace detail {
@@ -22,10 +23,12 @@ namespace detail {
 
 namespace {
 struct ThreadState {
-  std::shared_ptr<Recorder> recorder;  // kept after disable so stats() stays readable
+  std::shared_ptr<Session> session;  // kept after disable so stats() stays readable
 };
 thread_local ThreadState tls_state;
 }  // namespace
+
+std::shared_ptr<Session> thread_session() { return tls_state.session; }
 
 }  // namespace detail
 
@@ -44,33 +47,49 @@ void enable_hot_path_detection(const Config& requested) {
                 config.max_period_ops);
   detail::set_log_level(config.log_level);
   if (detail::current_thread_attached()) {
-    tls_state.recorder->configure(config);
+    tls_state.session->recorder.configure(config);
+    tls_state.session->executor.configure(config);
     return;
   }
-  auto recorder = std::make_shared<detail::Recorder>(config);
-  detail::attach_current_thread(recorder);  // throws if the key is taken; nothing changed then
-  tls_state.recorder = std::move(recorder);
+  auto session = std::make_shared<detail::Session>(config);
+  detail::attach_current_thread(session);  // throws if the key is taken; nothing changed then
+  tls_state.session = std::move(session);
 }
 
-void disable_hot_path_detection() { detail::detach_current_thread(); }
+void disable_hot_path_detection() {
+  if (!detail::current_thread_attached()) return;
+  tls_state.session->executor.flush();  // nothing deferred may stay unwritten
+  detail::detach_current_thread();
+}
 
 bool is_enabled() { return detail::current_thread_attached(); }
 
 void step() {
-  if (detail::current_thread_attached()) tls_state.recorder->mark_step();
+  if (!detail::current_thread_attached()) return;
+  tls_state.session->executor.on_boundary();
+  tls_state.session->recorder.mark_step();
 }
 
 Iteration::Iteration() {
-  if (detail::current_thread_attached()) tls_state.recorder->begin_scope();
+  if (!detail::current_thread_attached()) return;
+  tls_state.session->executor.on_boundary();
+  tls_state.session->recorder.begin_scope();
 }
 
 Iteration::~Iteration() {
-  if (detail::current_thread_attached()) tls_state.recorder->end_scope();
+  if (!detail::current_thread_attached()) return;
+  tls_state.session->executor.on_boundary();
+  tls_state.session->recorder.end_scope();
 }
+
+void wait_for_compilation() { detail::CompileWorker::instance().drain(); }
 
 Stats stats() {
   Stats s;
-  if (tls_state.recorder) s = tls_state.recorder->snapshot();
+  if (tls_state.session) {
+    s = tls_state.session->recorder.snapshot();
+    tls_state.session->executor.fill_stats(s);
+  }
   s.enabled = detail::current_thread_attached();
   return s;
 }
@@ -101,7 +120,29 @@ std::string format_stats(const Stats& s) {
   for (const auto& sig : s.signatures) {
     os << "  " << sig.hex << "  " << sig.count << "x  " << sig.ops_per_iteration << " ops";
     if (sig.hot) os << "  hot since iteration " << sig.hot_at_iteration;
+    const FusionStats& f = sig.fusion;
+    if (f.planned) {
+      os << "  " << f.groups.size() << " fused group(s), " << f.fused_ops << " ops";
+      if (!f.groups.empty()) {
+        if (f.ready) {
+          os << ", compiled in " << static_cast<long long>(f.compile_ms + 0.5) << " ms";
+          if (f.kernels_from_cache > 0) os << " (" << f.kernels_from_cache << " from cache)";
+        } else {
+          os << ", compiling";
+        }
+      }
+      if (f.first_fused_iteration >= 0) os << ", fused since iteration " << f.first_fused_iteration;
+      os << ", " << f.fused_iterations << " fused iteration(s), " << f.divergences
+         << " divergence(s)";
+    }
     os << "\n";
+    for (const GroupStats& g : f.groups) {
+      os << "    " << g.name << " (" << g.ops << " ops" << (g.gpu ? "" : ", cpu");
+      if (g.gpu && f.ready) os << ", " << g.compile_ms << " ms" << (g.from_cache ? " cached" : "");
+      os << "): " << g.launches << " launches, " << g.eager_runs << " eager runs";
+      if (!g.error.empty()) os << ", eager: " << g.error.substr(0, g.error.find('\n'));
+      os << "\n";
+    }
   }
   return os.str();
 }

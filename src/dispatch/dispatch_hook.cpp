@@ -14,7 +14,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/log.h"
-#include "trace/recorder.h"
+#include "exec/session.h"
 
 namespace hotpath::detail {
 namespace {
@@ -24,12 +24,12 @@ constexpr c10::DispatchKey kHookKey = c10::DispatchKey::Fake;
 constexpr c10::DebugInfoKind kOwnerKind = c10::DebugInfoKind::PRODUCER_INFO;
 
 struct OwnerInfo : c10::DebugInfoBase {
-  explicit OwnerInfo(std::shared_ptr<Recorder> r) : recorder(std::move(r)) {}
-  std::shared_ptr<Recorder> recorder;
+  explicit OwnerInfo(std::shared_ptr<Session> s) : session(std::move(s)) {}
+  std::shared_ptr<Session> session;
 };
 
 struct ThreadOwner {
-  std::shared_ptr<Recorder> recorder;
+  std::shared_ptr<Session> session;
   std::shared_ptr<OwnerInfo> info;
   ~ThreadOwner();
 };
@@ -48,6 +48,9 @@ void release_thread_locked() {
 struct OpInfo {
   std::uint64_t name_hash = 0;
   std::vector<bool> scalar_argument;  // Scalar/float arguments: values are run-time parameters
+  std::vector<bool> written;          // Tensor(a!) arguments
+  std::vector<std::int32_t> return_alias;  // per return: the argument it aliases, or -1
+  std::uint64_t scalar_mask = 0;
 };
 
 bool is_scalar_type(const c10::TypePtr& type) {
@@ -66,8 +69,25 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   if (inserted) {
     it->second.name_hash =
         hash_combine(hash_string(schema.name()), hash_string(schema.overload_name()));
-    for (const auto& a : schema.arguments())
+    for (const auto& a : schema.arguments()) {
+      const std::size_t i = it->second.scalar_argument.size();
       it->second.scalar_argument.push_back(is_scalar_type(a.type()));
+      if (it->second.scalar_argument.back() && i < 64) it->second.scalar_mask |= 1ULL << i;
+      it->second.written.push_back(a.alias_info() != nullptr && a.alias_info()->isWrite());
+    }
+    for (const auto& r : schema.returns()) {
+      std::int32_t alias = -1;
+      if (r.alias_info() != nullptr) {
+        for (std::size_t i = 0; i < schema.arguments().size(); ++i) {
+          const auto* ai = schema.arguments()[i].alias_info();
+          if (ai != nullptr && ai->beforeSets() == r.alias_info()->beforeSets()) {
+            alias = static_cast<std::int32_t>(i);
+            break;
+          }
+        }
+      }
+      it->second.return_alias.push_back(alias);
+    }
   }
   return it->second;
 }
@@ -96,16 +116,16 @@ std::uint64_t hash_meta(std::uint64_t h, TensorMeta& m, const at::TensorBase& t)
 using TensorPtrs = c10::SmallVector<const at::TensorBase*, 8>;
 
 std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg, bool scalar,
-                         OpRecord& rec, TensorPtrs& tensors) {
+                         bool written, OpRecord& rec, TensorPtrs& tensors) {
   if (v.isTensor()) {
     rec.inputs.emplace_back();
     rec.inputs.back().argument = arg;
+    rec.inputs.back().written = written;
     tensors.push_back(&v.toTensor());
     return hash_meta(hash_combine(h, 0x7e), rec.inputs.back().meta, v.toTensor());
   }
   if (scalar && (v.isScalar() || v.isNone())) {
     // The value is a run-time argument; only its kind is structural.
-    if (v.isScalar()) rec.scalars.push_back(v.toScalar());
     return hash_combine(h, 0x5c00 + static_cast<std::uint64_t>(v.isNone()     ? 0
                                                                : v.isDouble() ? 1
                                                                : v.isInt()    ? 2
@@ -114,7 +134,7 @@ std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg
   if (v.isList()) {
     const auto list = v.toListRef();
     h = hash_combine(h, 0x1157 + list.size());
-    for (const c10::IValue& e : list) h = hash_input(h, e, arg, false, rec, tensors);
+    for (const c10::IValue& e : list) h = hash_input(h, e, arg, false, written, rec, tensors);
     return h;
   }
   if (v.isInt()) return hash_combine(h, static_cast<std::uint64_t>(v.toInt()));
@@ -138,11 +158,11 @@ std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg
   return hash_combine(h, 0x7a90 + static_cast<std::uint64_t>(v.tagKind().size()));
 }
 
-Recorder* current_recorder() {
-  if (tls_owner.recorder) return tls_owner.recorder.get();
+Session* current_session() {
+  if (tls_owner.session) return tls_owner.session.get();
   // An autograd (or other) thread running work for an owner thread.
   if (auto* info = dynamic_cast<OwnerInfo*>(c10::ThreadLocalDebugInfo::get(kOwnerKind))) {
-    return info->recorder.get();
+    return info->session.get();
   }
   return nullptr;
 }
@@ -152,8 +172,8 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const c10::DispatchKeySet below(c10::DispatchKeySet::FULL_AFTER, kHookKey);
   // Kernels call other ops; the trace wants only the op the loop asked for.
   c10::impl::ExcludeDispatchKeyGuard no_nesting(kHookKey);
-  Recorder* recorder = current_recorder();
-  if (recorder == nullptr) {
+  Session* session = current_session();
+  if (session == nullptr) {
     op.redispatchBoxed(keys & below, stack);
     return;
   }
@@ -168,34 +188,46 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   TensorPtrs inputs;
   {
     const auto args = torch::jit::last(*stack, nargs);
+    rec.args.reserve(nargs);
     for (std::size_t i = 0; i < nargs; ++i) {
-      h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i], rec,
-                     inputs);
+      h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
+                     info.written[i], rec, inputs);
+      const bool holds_tensors = args[i].isTensor() || args[i].isTensorList() ||
+                                 args[i].isOptionalTensorList() || args[i].isList();
+      rec.args.push_back(holds_tensors ? c10::IValue() : args[i]);
     }
   }
-  recorder->resolve_inputs(rec, inputs);
+  rec.input_key = h;
+  rec.scalar_mask = info.scalar_mask;
+  session->recorder.resolve_inputs(rec, inputs);
 
-  op.redispatchBoxed(keys & below, stack);
+  // A hot plan may run the op itself (deferred into a fused group); otherwise it runs eagerly.
+  if (!session->executor.intercept(op, keys & below, stack, rec)) {
+    op.redispatchBoxed(keys & below, stack);
+  }
 
   const std::size_t nret = schema.returns().size();
   TensorPtrs outputs;
   const auto rets = torch::jit::last(*stack, nret);
-  for (const c10::IValue& r : rets) {
+  for (std::size_t i = 0; i < nret; ++i) {
+    const c10::IValue& r = rets[i];
     if (r.isTensor()) {
       rec.outputs.emplace_back();
+      rec.output_alias.push_back(info.return_alias[i]);
       h = hash_meta(h, rec.outputs.back(), r.toTensor());
       outputs.push_back(&r.toTensor());
     } else if (r.isList()) {
       for (const c10::IValue& e : r.toListRef()) {
         if (!e.isTensor()) continue;
         rec.outputs.emplace_back();
+        rec.output_alias.push_back(-1);
         h = hash_meta(h, rec.outputs.back(), e.toTensor());
         outputs.push_back(&e.toTensor());
       }
     }
   }
   rec.key = h;
-  recorder->commit(std::move(rec), outputs);
+  session->recorder.commit(std::move(rec), outputs);
 }
 
 void register_fallback_locked() {
@@ -215,7 +247,7 @@ void detach_locked() {
   c10::impl::tls_set_dispatch_key_included(kHookKey, false);
   if (tls_owner.info) {
     // Our entry is on top unless the caller pushed debug info since enabling and is still in
-    // that scope; then it stays, inert (it holds a recorder nobody feeds from this thread).
+    // that scope; then it stays, inert (it holds a session nobody feeds from this thread).
     if (dynamic_cast<OwnerInfo*>(c10::ThreadLocalDebugInfo::get(kOwnerKind)) ==
         tls_owner.info.get()) {
       try {
@@ -225,38 +257,38 @@ void detach_locked() {
     }
   }
   tls_owner.info.reset();
-  tls_owner.recorder.reset();
+  tls_owner.session.reset();
   release_thread_locked();
 }
 
 ThreadOwner::~ThreadOwner() {
-  if (!recorder) return;
+  if (!session) return;
   std::lock_guard<std::mutex> lock(registration_mu);
   release_thread_locked();
 }
 
 }  // namespace
 
-void attach_current_thread(std::shared_ptr<Recorder> recorder) {
+void attach_current_thread(std::shared_ptr<Session> session) {
   std::lock_guard<std::mutex> lock(registration_mu);
-  if (tls_owner.recorder) {
-    if (tls_owner.recorder == recorder) return;
+  if (tls_owner.session) {
+    if (tls_owner.session == session) return;
     detach_locked();
   }
   register_fallback_locked();
   ++attached_threads;
-  tls_owner.recorder = recorder;
-  tls_owner.info = std::make_shared<OwnerInfo>(std::move(recorder));
+  tls_owner.session = session;
+  tls_owner.info = std::make_shared<OwnerInfo>(std::move(session));
   c10::ThreadLocalDebugInfo::_push(kOwnerKind, tls_owner.info);
   c10::impl::tls_set_dispatch_key_included(kHookKey, true);
 }
 
 void detach_current_thread() {
   std::lock_guard<std::mutex> lock(registration_mu);
-  if (!tls_owner.recorder) return;
+  if (!tls_owner.session) return;
   detach_locked();
 }
 
-bool current_thread_attached() { return static_cast<bool>(tls_owner.recorder); }
+bool current_thread_attached() { return static_cast<bool>(tls_owner.session); }
 
 }  // namespace hotpath::detail

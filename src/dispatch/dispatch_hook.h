@@ -9,11 +9,12 @@
 
 namespace hotpath::detail {
 
-class Recorder;
+struct Session;
 
 // Registers the fallback (once, process-wide) and routes the calling thread's ops, and those of
-// autograd threads working for it, to `recorder`. Throws hotpath::Error if the key is taken.
-void attach_current_thread(std::shared_ptr<Recorder> recorder);
+// autograd threads working for it, to `session` (its recorder sees every op; its executor may run
+// an op itself when a hot plan covers it). Throws hotpath::Error if the key is taken.
+void attach_current_thread(std::shared_ptr<Session> session);
 // Stops intercepting on the calling thread; the fallback is removed with the last thread.
 void detach_current_thread();
 bool current_thread_attached();

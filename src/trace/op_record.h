@@ -1,6 +1,7 @@
 // What the dispatcher hook records for one top-level op.
 #pragma once
 
+#include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 #include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
@@ -31,6 +32,7 @@ struct ValueRef {
 
 struct TensorInput {
   std::int32_t argument = 0;  // position in the schema's argument list
+  bool written = false;       // the schema marks the argument as mutated (Tensor(a!))
   TensorMeta meta;
   ValueRef ref;
 };
@@ -41,10 +43,19 @@ struct OpRecord {
   // Hash of everything structural except data flow: operator, tensor metadata, non-scalar
   // arguments (ints, bools, lists, dtypes, ...), output metadata. Scalar values are left out.
   std::uint64_t key = 0;
-  std::uint64_t name_key = 0;  // operator name and overload alone
+  std::uint64_t name_key = 0;   // operator name and overload alone
+  std::uint64_t input_key = 0;  // like key, without the outputs: what a guard can check up front
   std::vector<TensorInput> inputs;
-  std::vector<c10::Scalar> scalars;  // run-time scalar arguments, in schema order
+  // Every schema argument that is not a tensor (tensors are left as None): structural values
+  // (ints, strings, lists) and run-time scalars.
+  std::vector<c10::IValue> args;
+  std::uint64_t scalar_mask = 0;  // bit i: argument i is a Scalar (a run-time parameter)
   std::vector<TensorMeta> outputs;
+  // Per output: the argument it aliases (in-place and out= ops return their argument), or -1.
+  std::vector<std::int32_t> output_alias;
+  // Filled only in a HotTrace: per output, whether anything still held it when the iteration
+  // ended (values that die inside the iteration need not be written by a fused kernel).
+  std::vector<bool> output_alive;
 };
 
 }  // namespace hotpath::detail

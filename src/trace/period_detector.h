@@ -35,6 +35,8 @@ class PeriodDetector {
             std::vector<std::int64_t>& boundaries);
 
   std::int64_t period() const { return locked_ ? period_ : 0; }
+  // Where the next iteration should start if the loop keeps its period (locked only).
+  std::int64_t expected_boundary() const { return locked_ ? last_boundary_ + period_ : -1; }
   bool locked() const { return locked_; }
   // Oldest position still held; ops before it can no longer become part of an iteration.
   std::int64_t history_start() const { return h0_; }

@@ -3,12 +3,31 @@
 #include <c10/core/TensorImpl.h>
 
 #include "common/error.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "trace/signature.h"
 
 namespace hotpath::detail {
 
 Recorder::Recorder(const Config& config) { configure(config); }
+
+void Recorder::set_hot_listener(HotListener listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hot_listener_ = std::move(listener);
+}
+
+void Recorder::notify_hot() {
+  std::vector<HotTrace> traces;
+  HotListener listener;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (hot_traces_.empty()) return;
+    traces.swap(hot_traces_);
+    listener = hot_listener_;
+  }
+  if (!listener) return;
+  for (auto& t : traces) listener(std::move(t));
+}
 
 void Recorder::configure(const Config& config) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -37,7 +56,16 @@ void Recorder::resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*
 }
 
 void Recorder::commit(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs) {
-  std::lock_guard<std::mutex> lock(mu_);
+  bool hot = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    commit_locked(std::move(rec), outputs);
+    hot = !hot_traces_.empty();
+  }
+  if (hot) notify_hot();
+}
+
+void Recorder::commit_locked(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs) {
   const std::int64_t index = next_++;
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     const at::TensorBase& t = *outputs[o];
@@ -135,7 +163,60 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t e
     s.hot_at_iteration = iterations_;
     log_info(concat("hotpath: signature ", s.hex, " hot after ", s.count, " iterations (", ops,
                     " ops)"));
+    hot_traces_.push_back(make_trace(signature, first, end));
   }
+}
+
+HotTrace Recorder::make_trace(std::uint64_t signature, std::int64_t first, std::int64_t end) const {
+  HotTrace t;
+  t.signature = signature;
+  t.iteration = iterations_;
+  t.ops.reserve(static_cast<std::size_t>(end - first));
+  std::unordered_map<std::uint64_t, std::int64_t> outside;
+  // Which outputs are still held by someone now that the iteration is over.
+  std::vector<std::vector<bool>> alive(static_cast<std::size_t>(end - first));
+  for (std::int64_t i = first; i < end; ++i) {
+    alive[static_cast<std::size_t>(i - first)].assign(
+        ops_[static_cast<std::size_t>(i - base_)].outputs.size(), false);
+  }
+  for (const auto& [impl, live] : values_) {
+    (void)impl;
+    const ValueRef r = live.ref;
+    if (r.producer < first || r.producer >= end || live.tensor.expired()) continue;
+    auto& flags = alive[static_cast<std::size_t>(r.producer - first)];
+    if (static_cast<std::size_t>(r.output) < flags.size()) flags[static_cast<std::size_t>(r.output)] = true;
+  }
+  for (std::int64_t i = first; i < end; ++i) {
+    OpRecord op = ops_[static_cast<std::size_t>(i - base_)];
+    op.output_alive = alive[static_cast<std::size_t>(i - first)];
+    for (TensorInput& in : op.inputs) {
+      if (!in.meta.defined) continue;
+      if (in.ref.producer >= first) {
+        in.ref.producer -= first;
+      } else {
+        const std::uint64_t id = hash_combine(static_cast<std::uint64_t>(in.ref.producer),
+                                              static_cast<std::uint64_t>(in.ref.output));
+        const auto it = outside.try_emplace(id, static_cast<std::int64_t>(outside.size())).first;
+        in.ref = ValueRef{-(it->second + 1), 0};
+      }
+    }
+    t.ops.push_back(std::move(op));
+  }
+  return t;
+}
+
+StreamPosition Recorder::position() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  StreamPosition p;
+  p.next_op = next_;
+  p.iterations = iterations_;
+  p.last_signature = last_signature_;
+  if (mode_ == BoundaryMode::Explicit) {
+    if (next_ == seg_start_ && (!uses_scopes_ || scope_depth_ > 0)) p.expected_start = next_;
+  } else if (mode_ == BoundaryMode::Auto && detector_ && detector_->locked()) {
+    p.expected_start = detector_->expected_boundary();
+  }
+  return p;
 }
 
 void Recorder::use_explicit_boundaries() {
@@ -148,9 +229,12 @@ void Recorder::use_explicit_boundaries() {
 }
 
 void Recorder::mark_step() {
-  std::lock_guard<std::mutex> lock(mu_);
-  use_explicit_boundaries();
-  close_iteration(next_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    use_explicit_boundaries();
+    close_iteration(next_);
+  }
+  notify_hot();
 }
 
 void Recorder::begin_scope() {
@@ -161,9 +245,12 @@ void Recorder::begin_scope() {
 }
 
 void Recorder::end_scope() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (scope_depth_ == 0) return;
-  if (--scope_depth_ == 0) close_iteration(next_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (scope_depth_ == 0) return;
+    if (--scope_depth_ == 0) close_iteration(next_);
+  }
+  notify_hot();
 }
 
 Stats Recorder::snapshot() const {

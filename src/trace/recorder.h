@@ -10,6 +10,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -21,9 +22,31 @@
 
 namespace hotpath::detail {
 
+// The ops of one iteration with data flow made relative to it: an input's producer >= 0 is the
+// index of the op (in this trace) that made it; < 0 is an outside tensor, -(k+1) for the k-th
+// distinct one in order of first use.
+struct HotTrace {
+  std::uint64_t signature = 0;
+  std::int64_t iteration = 0;  // the iteration (1-based) whose ops these are
+  std::vector<OpRecord> ops;
+};
+
+// Where the op stream stands, for the executor that decides whether to run a plan.
+struct StreamPosition {
+  std::int64_t next_op = 0;         // global index of the next op
+  std::int64_t expected_start = -1;  // where the next iteration is expected to start, if known
+  std::int64_t iterations = 0;      // completed iterations
+  std::uint64_t last_signature = 0;
+};
+
 class Recorder {
  public:
+  using HotListener = std::function<void(HotTrace&&)>;
   explicit Recorder(const Config& config);
+
+  // Called (outside the recorder's lock) with the trace of an iteration whose signature just
+  // turned hot.
+  void set_hot_listener(HotListener listener);
 
   void configure(const Config& config);
 
@@ -38,6 +61,7 @@ class Recorder {
   void end_scope();
 
   Stats snapshot() const;
+  StreamPosition position() const;
 
  private:
   using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
@@ -46,12 +70,15 @@ class Recorder {
     WeakTensor tensor;
     ValueRef ref;
   };
+  void commit_locked(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs);
+  HotTrace make_trace(std::uint64_t signature, std::int64_t first, std::int64_t end) const;
   void close_iteration(std::int64_t end);       // [seg_start_, end) is one iteration
   void drop_pending(std::int64_t upto);         // ops [seg_start_, upto) belong to no iteration
   void start_iteration_at(std::int64_t first);  // releases the records before `first`
   void use_explicit_boundaries();
   void count(std::uint64_t signature, std::int64_t first, std::int64_t end);
   void prune_values();
+  void notify_hot();  // hands collected hot traces to the listener; called without the lock
 
   mutable std::mutex mu_;
   Config config_;
@@ -77,6 +104,9 @@ class Recorder {
   std::int64_t ops_unassigned_ = 0;
   std::uint64_t last_signature_ = 0;
   bool warned_unbounded_ = false;
+
+  HotListener hot_listener_;
+  std::vector<HotTrace> hot_traces_;  // collected under the lock, delivered after it
 };
 
 }  // namespace hotpath::detail

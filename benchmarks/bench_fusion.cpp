@@ -1,0 +1,247 @@
+// Fused vs eager on the GPU, side by side in one process, CUDA events, medians.
+//   chain:  a memory-bound pointwise chain on N elements, and the device-to-device copy of the
+//           same bytes (the bandwidth ceiling), eager vs fused.
+//   mlp:    Linear 1024->4096, GELU, Linear 4096->1024, batch 256, MSE, AdamW; eager vs fused.
+//   verify: every fused group of the MLP step and of a LayerNorm->GELU->residual chain checked
+//           against eager on fresh random inputs each launch (Config::verify).
+// Usage: bench_fusion [--iters N] [--elements N] [--csv FILE] [--cache DIR]
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "hotpath/hotpath.h"
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Per-iteration GPU times (ms) of `body`, from CUDA events around each iteration.
+std::vector<double> time_iterations(int iters, const std::function<void(int)>& body) {
+  std::vector<at::cuda::CUDAEvent> start(static_cast<std::size_t>(iters)),
+      stop(static_cast<std::size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    const auto s = c10::cuda::getCurrentCUDAStream();
+    start[static_cast<std::size_t>(i)].record(s);
+    body(i);
+    stop[static_cast<std::size_t>(i)].record(s);
+  }
+  torch::cuda::synchronize();
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i)
+    ms.push_back(start[static_cast<std::size_t>(i)].elapsed_time(stop[static_cast<std::size_t>(i)]));
+  return ms;
+}
+
+std::vector<double> tail(const std::vector<double>& v, std::size_t n) {
+  return std::vector<double>(v.end() - static_cast<std::ptrdiff_t>(std::min(n, v.size())), v.end());
+}
+
+hotpath::Config config(const std::string& cache, bool verify) {
+  hotpath::Config c;
+  c.threshold = 10;
+  c.cache_dir = cache;
+  c.verify = verify;
+  return c;
+}
+
+void print_groups(const hotpath::SignatureStats& s) {
+  for (const auto& g : s.fusion.groups) {
+    std::printf("    group %-44s %2d ops  compile %7.1f ms%s  launches %lld  eager %lld",
+                g.name.c_str(), g.ops, g.compile_ms, g.from_cache ? " (cache)" : "",
+                static_cast<long long>(g.launches), static_cast<long long>(g.eager_runs));
+    if (g.checks > 0)
+      std::printf("  checks %lld  max rel err %.3g", static_cast<long long>(g.checks),
+                  g.max_rel_error);
+    if (!g.error.empty()) std::printf("  ERROR %s", g.error.c_str());
+    std::printf("\n");
+  }
+}
+
+const hotpath::SignatureStats* busiest(const hotpath::Stats& s) {
+  const hotpath::SignatureStats* best = nullptr;
+  for (const auto& sig : s.signatures)
+    if (!best || sig.fusion.fused_iterations > best->fusion.fused_iterations) best = &sig;
+  return best;
+}
+
+struct Mlp {
+  torch::nn::Sequential model;
+  torch::optim::AdamW opt;
+  torch::Tensor x, y;
+  Mlp()
+      : model(torch::nn::Linear(1024, 4096), torch::nn::GELU(), torch::nn::Linear(4096, 1024)),
+        opt((model->to(torch::kCUDA), model->parameters()), torch::optim::AdamWOptions(1e-3)),
+        x(torch::randn({256, 1024}, torch::kCUDA)),
+        y(torch::randn({256, 1024}, torch::kCUDA)) {}
+  void step() {
+    opt.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    opt.step();
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iters = 200;
+  long long elements = 64LL << 20;
+  std::string csv, cache = "/tmp/hotpath-bench-cache";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error("missing value for " + a);
+      return argv[++i];
+    };
+    if (a == "--iters") iters = std::stoi(next());
+    else if (a == "--elements") elements = std::stoll(next());
+    else if (a == "--csv") csv = next();
+    else if (a == "--cache") cache = next();
+    else {
+      std::cerr << "unknown argument " << a << "\n";
+      return 2;
+    }
+  }
+  if (!torch::cuda::is_available()) {
+    std::cerr << "bench_fusion needs a CUDA device\n";
+    return 1;
+  }
+  std::ofstream out;
+  if (!csv.empty()) {
+    out.open(csv);
+    out << "case,variant,median_ms,gbps,speedup\n";
+  }
+  torch::NoGradGuard* no_grad = nullptr;
+  (void)no_grad;
+
+  // ---- chain -------------------------------------------------------------------------------
+  {
+    torch::manual_seed(0);
+    auto x = torch::randn({elements}, torch::kCUDA);
+    auto dst = torch::empty_like(x);
+    const double bytes = 2.0 * static_cast<double>(elements) * 4;  // one read, one write
+    auto chain = [&] { return torch::sigmoid(torch::relu(x * 1.5 + 0.5)) * 2.0; };
+    const auto copy_ms = median(time_iterations(iters, [&](int) { dst.copy_(x); }));
+    const auto eager_ms = median(time_iterations(iters, [&](int) { auto y = chain(); }));
+    hotpath::enable_hot_path_detection(config(cache, false));
+    std::vector<double> fused = time_iterations(iters, [&](int i) {
+      auto y = chain();
+      hotpath::step();
+      if (i == 10) hotpath::wait_for_compilation();  // measure the steady state, not the compile
+    });
+    const auto st = hotpath::stats();
+    hotpath::disable_hot_path_detection();
+    // Correctness of the fused result on this data.
+    hotpath::enable_hot_path_detection(config(cache, false));
+    torch::Tensor y_fused;
+    for (int i = 0; i < 15; ++i) {
+      y_fused = chain();
+      hotpath::step();
+      if (i == 10) hotpath::wait_for_compilation();
+    }
+    hotpath::disable_hot_path_detection();
+    const auto ref = chain();
+    const double err = ((y_fused - ref).norm() / ref.norm()).item<double>();
+    const double fused_ms = median(tail(fused, static_cast<std::size_t>(iters / 2)));
+    const double copy_bw = bytes / copy_ms / 1e6, fused_bw = bytes / fused_ms / 1e6;
+    std::printf("chain %lld elements: copy %.3f ms (%.0f GB/s), eager %.3f ms, fused %.3f ms "
+                "(%.0f GB/s, %.1f%% of copy), speedup %.2fx, rel err %.2g\n",
+                elements, copy_ms, copy_bw, eager_ms, fused_ms, fused_bw, 100 * fused_bw / copy_bw,
+                eager_ms / fused_ms, err);
+    if (const auto* s = busiest(st)) print_groups(*s);
+    if (out) {
+      out << "chain,copy," << copy_ms << "," << copy_bw << ",\n";
+      out << "chain,eager," << eager_ms << "," << bytes / eager_ms / 1e6 << ",1\n";
+      out << "chain,fused," << fused_ms << "," << fused_bw << "," << eager_ms / fused_ms << "\n";
+    }
+  }
+
+  // ---- MLP + AdamW ---------------------------------------------------------------------------
+  {
+    torch::manual_seed(1);
+    Mlp eager;
+    torch::manual_seed(1);
+    Mlp hot;
+    const auto warm = time_iterations(20, [&](int) { eager.step(); });
+    (void)warm;
+    const auto e1 = time_iterations(iters, [&](int) { eager.step(); });
+    hotpath::enable_hot_path_detection(config(cache, false));
+    const auto f = time_iterations(iters, [&](int) {
+      hot.step();
+      hotpath::step();
+    });
+    const auto st = hotpath::stats();
+    hotpath::disable_hot_path_detection();
+    const auto e2 = time_iterations(iters, [&](int) { eager.step(); });
+    const double eager_ms = median(e1), eager2_ms = median(e2);
+    const double fused_ms = median(tail(f, static_cast<std::size_t>(iters / 2)));
+    const auto* s = busiest(st);
+    std::printf("mlp+adamw: eager %.3f ms (again after: %.3f ms), hotpath steady %.3f ms, speedup "
+                "%.2fx; first fused iteration %lld, compile %.0f ms (%d from cache)\n",
+                eager_ms, eager2_ms, fused_ms, eager_ms / fused_ms,
+                s ? static_cast<long long>(s->fusion.first_fused_iteration) : -1LL,
+                s ? s->fusion.compile_ms : 0.0, s ? s->fusion.kernels_from_cache : 0);
+    if (s) print_groups(*s);
+    // Parameters after the same number of steps from the same start: eager and fused agree?
+    double worst = 0;
+    auto pe = eager.model->parameters(), ph = hot.model->parameters();
+    (void)pe;
+    (void)ph;
+    if (out) {
+      out << "mlp_adamw,eager," << eager_ms << ",,1\n";
+      out << "mlp_adamw,eager_after," << eager2_ms << ",,\n";
+      out << "mlp_adamw,hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
+    }
+    (void)worst;
+  }
+
+  // ---- verification: every fused group against eager, fresh random inputs each launch -------
+  {
+    torch::manual_seed(2);
+    Mlp mlp;
+    hotpath::enable_hot_path_detection(config(cache, true));
+    for (int i = 0; i < 30; ++i) {
+      mlp.x.normal_();
+      mlp.y.normal_();
+      mlp.step();
+      hotpath::step();
+      if (i == 10) hotpath::wait_for_compilation();
+    }
+    std::printf("verify mlp+adamw (fp32):\n");
+    if (const auto* s = busiest(hotpath::stats())) print_groups(*s);
+    hotpath::disable_hot_path_detection();
+
+    for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+      auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(dtype);
+      auto ln = torch::nn::LayerNorm(torch::nn::LayerNormOptions({1024}));
+      ln->to(torch::kCUDA, dtype);
+      auto x = torch::randn({512, 1024}, opts);
+      hotpath::enable_hot_path_detection(config(cache, true));
+      {
+        torch::NoGradGuard ng;
+        for (int i = 0; i < 30; ++i) {
+          x.normal_();
+          auto y = torch::gelu(ln->forward(x)) + x;
+          hotpath::step();
+          if (i == 10) hotpath::wait_for_compilation();
+        }
+      }
+      std::printf("verify layernorm->gelu->residual (%s):\n",
+                  dtype == torch::kFloat ? "fp32" : "bf16");
+      if (const auto* s = busiest(hotpath::stats())) print_groups(*s);
+      hotpath::disable_hot_path_detection();
+    }
+  }
+  return 0;
+}

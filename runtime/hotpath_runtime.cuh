@@ -1,0 +1,6 @@
+// Everything a generated kernel includes.
+#pragma once
+
+#include "types.cuh"
+#include "vector.cuh"
+#include "pointwise.cuh"

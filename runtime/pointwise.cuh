@@ -1,0 +1,78 @@
+// fp32 element functions of fused kernels, written to match ATen's CUDA kernels.
+#pragma once
+
+namespace hp {
+
+__device__ __forceinline__ float neg(float x) { return -x; }
+__device__ __forceinline__ float reciprocal(float x) { return 1.0f / x; }
+__device__ __forceinline__ float square(float x) { return x * x; }
+__device__ __forceinline__ float relu(float x) { return x <= 0.0f ? 0.0f : x; }
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float silu_backward(float dy, float x) {
+  const float s = 1.0f / (1.0f + expf(-x));
+  return dy * s * (1.0f + x * (1.0f - s));
+}
+
+__device__ __forceinline__ float gelu_erf(float x) {
+  constexpr float kAlpha = 0.70710678118654752440f;  // 1/sqrt(2)
+  return x * 0.5f * (1.0f + erff(x * kAlpha));
+}
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+  constexpr float kBeta = 0.79788456080286535588f;  // sqrt(2/pi)
+  constexpr float kKappa = 0.044715f;
+  const float inner = kBeta * (x + kKappa * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+__device__ __forceinline__ float gelu_erf_backward(float dy, float x) {
+  constexpr float kBeta = 0.39894228040143267794f;  // 1/sqrt(2*pi)
+  constexpr float kAlpha = 0.70710678118654752440f;
+  const float cdf = 0.5f * (1.0f + erff(x * kAlpha));
+  const float pdf = expf(-0.5f * x * x) * kBeta;
+  return dy * (cdf + x * pdf);
+}
+
+__device__ __forceinline__ float gelu_tanh_backward(float dy, float x) {
+  constexpr float kBeta = 0.79788456080286535588f;
+  constexpr float kKappa = 0.044715f;
+  const float x_sq = x * x;
+  const float inner = kBeta * (x + kKappa * x_sq * x);
+  const float t = tanhf(inner);
+  const float left = 0.5f * x;
+  const float right = 1.0f + t;
+  const float left_derivative = 0.5f * right;
+  const float right_derivative = left * (1.0f - t * t) * kBeta * (1.0f + 3.0f * kKappa * x_sq);
+  return dy * (left_derivative + right_derivative);
+}
+
+__device__ __forceinline__ float softplus(float x, float beta, float threshold) {
+  return x * beta > threshold ? x : log1pf(expf(x * beta)) / beta;
+}
+
+__device__ __forceinline__ float softplus_backward(float dy, float x, float beta,
+                                                   float threshold) {
+  const float z = expf(x * beta);
+  return x * beta > threshold ? dy : dy * z / (z + 1.0f);
+}
+
+// ATen's lerp: two formulas, chosen by the weight, for accuracy at both ends.
+__device__ __forceinline__ float lerp(float self, float end, float w) {
+  return fabsf(w) < 0.5f ? self + w * (end - self) : end - (end - self) * (1.0f - w);
+}
+
+// ATen special-cases these exponents in pow(Tensor, Scalar).
+__device__ __forceinline__ float pow(float x, float e) {
+  if (e == 2.0f) return x * x;
+  if (e == 3.0f) return x * x * x;
+  if (e == 0.5f) return sqrtf(x);
+  if (e == -0.5f) return rsqrtf(x);
+  if (e == -1.0f) return 1.0f / x;
+  if (e == -2.0f) return 1.0f / (x * x);
+  if (e == 1.0f) return x;
+  return powf(x, e);
+}
+
+}  // namespace hp

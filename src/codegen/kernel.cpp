@@ -1,0 +1,373 @@
+#include "codegen/kernel.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/hash.h"
+#include "fusion/op_table.h"
+
+namespace hotpath::detail {
+
+const char* cuda_type(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return "float";
+    case c10::ScalarType::Half: return "hp::half";
+    case c10::ScalarType::BFloat16: return "hp::bfloat16";
+    case c10::ScalarType::Bool: return "bool";
+    default: HOTPATH_FAIL("no CUDA storage type for ", c10::toString(t));
+  }
+}
+
+namespace {
+
+std::int64_t numel_of(const std::vector<std::int64_t>& sizes) {
+  std::int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  return n;
+}
+
+// Strides of `m` seen over the domain's dimensions (0 where broadcast).
+std::vector<std::int64_t> domain_strides(const TensorMeta& m, const TensorMeta& dom) {
+  const std::size_t nd = dom.sizes.size();
+  std::vector<std::int64_t> st(nd, 0);
+  const std::size_t lead = nd - m.sizes.size();
+  for (std::size_t d = 0; d < m.sizes.size(); ++d) {
+    st[lead + d] = m.sizes[d] == 1 ? 0 : m.strides[d];
+  }
+  return st;
+}
+
+std::vector<std::int64_t> contiguous_strides(const TensorMeta& dom) {
+  std::vector<std::int64_t> st(dom.sizes.size(), 0);
+  std::int64_t s = 1;
+  for (std::size_t d = dom.sizes.size(); d-- > 0;) {
+    st[d] = dom.sizes[d] == 1 ? 0 : s;
+    s *= dom.sizes[d];
+  }
+  return st;
+}
+
+std::int64_t max_offset(const TensorMeta& m) {
+  std::int64_t off = m.storage_offset;
+  for (std::size_t d = 0; d < m.sizes.size(); ++d) off += (m.sizes[d] - 1) * std::abs(m.strides[d]);
+  return off;
+}
+
+std::size_t elem_size(c10::ScalarType t) { return c10::elementSize(t); }
+
+}  // namespace
+
+KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
+  KernelSpec spec;
+  const TensorMeta& dom = group.domain;
+  const std::vector<std::int64_t> dsizes(dom.sizes.begin(), dom.sizes.end());
+  spec.numel = numel_of(dsizes);
+  const std::vector<std::int64_t> lin = contiguous_strides(dom);
+
+  std::map<int, int> member_of;  // node -> member position
+  for (std::size_t i = 0; i < group.nodes.size(); ++i) member_of[group.nodes[i]] = static_cast<int>(i);
+  auto in_group = [&](int value) {
+    const int p = g.value(value).producer;
+    return p >= 0 && member_of.count(p) > 0;
+  };
+
+  // Tensor parameters, one per tensor (all versions of a tensor share its memory).
+  std::map<int, int> param_of_tensor;  // Value::tensor -> index into spec.args
+  std::map<int, const TensorMeta*> meta_of_param;
+  auto tensor_param = [&](int value) -> KernelArg& {
+    const Value& v = g.value(value);
+    auto it = param_of_tensor.find(v.tensor);
+    if (it == param_of_tensor.end()) {
+      KernelArg a;
+      a.kind = KernelArg::Kind::Tensor;
+      const Value& base = g.value(v.tensor);
+      if (base.producer >= 0 && member_of.count(base.producer)) {
+        a.member = member_of[base.producer];
+        a.output = base.output;
+      } else {
+        // Found through the first member that touches it.
+        for (std::size_t i = 0; i < group.nodes.size() && a.member < 0; ++i) {
+          for (const auto& in : g.node(group.nodes[i]).inputs) {
+            if (in.value >= 0 && g.value(in.value).tensor == v.tensor) {
+              a.member = static_cast<int>(i);
+              a.argument = in.argument;
+              break;
+            }
+          }
+        }
+      }
+      a.dtype = base.meta.dtype;
+      it = param_of_tensor.emplace(v.tensor, static_cast<int>(spec.args.size())).first;
+      meta_of_param[it->second] = &base.meta;
+      spec.args.push_back(a);
+    }
+    return spec.args[static_cast<std::size_t>(it->second)];
+  };
+
+  // Element body: loads, per-node expressions, stores.
+  std::ostringstream body;
+  std::map<int, std::string> var;   // value id -> C++ name
+  std::map<int, int> final_version; // tensor -> value id of its last version in the group
+  std::vector<std::string> scalar_params;
+  std::set<int> loaded;
+  std::vector<std::pair<int, std::string>> loads;  // param index, variable
+  for (std::size_t mi = 0; mi < group.nodes.size(); ++mi) {
+    const Node& n = g.node(group.nodes[mi]);
+    const PointwiseOp* op = find_pointwise(n);
+    HOTPATH_CHECK(op != nullptr, "node ", n.index, " (", n.short_name(), ") is not fusable");
+    std::vector<std::string> t, s;
+    for (int a : op->tensors) {
+      const int v = n.input_at(a);
+      if (!var.count(v)) {
+        HOTPATH_CHECK(!in_group(v), "value %", v, " used before it is computed");
+        KernelArg& p = tensor_param(v);
+        p.read = true;
+        const int idx = param_of_tensor[g.value(v).tensor];
+        const std::string name = "x" + std::to_string(v);
+        loads.emplace_back(idx, name);
+        var[v] = name;
+      }
+      t.push_back(var[v]);
+    }
+    for (int a : op->scalars) {
+      if (n.args[static_cast<std::size_t>(a)].isNone()) {
+        s.emplace_back();
+        continue;
+      }
+      KernelArg sa;
+      sa.kind = KernelArg::Kind::Scalar;
+      sa.member = static_cast<int>(mi);
+      sa.argument = a;
+      sa.name = "s" + std::to_string(scalar_params.size());
+      scalar_params.push_back(sa.name);
+      s.push_back(sa.name);
+      spec.args.push_back(sa);
+    }
+    const int out = n.outputs[0];
+    const std::string name = "v" + std::to_string(out);
+    const auto dt = g.value(out).meta.dtype;
+    std::string expr = op->emit(t, s, n, g);
+    if (dt != c10::ScalarType::Float) {
+      expr = std::string("hp::round_to<") + cuda_type(dt) + ">(" + expr + ")";
+    }
+    body << "    const float " << name << " = " << expr << ";  // " << n.short_name() << "\n";
+    var[out] = name;
+    if (op->writes >= 0) {
+      KernelArg& p = tensor_param(n.input_at(op->writes));
+      p.written = true;
+    } else {
+      KernelArg& p = tensor_param(out);
+      p.written = true;
+    }
+    final_version[g.value(out).tensor] = out;
+  }
+
+  // Stores: the last version of each tensor the group writes. A tensor the group made is
+  // optional unless the last member returns it.
+  const Node& last = g.node(group.nodes.back());
+  const int returned_tensor = g.value(last.outputs[0]).tensor;
+  std::vector<std::pair<int, std::string>> stores;  // param index, variable
+  for (const auto& [tensor, value] : final_version) {
+    const int idx = param_of_tensor.at(tensor);
+    KernelArg& p = spec.args[static_cast<std::size_t>(idx)];
+    if (!p.written) continue;
+    p.optional = p.output >= 0 && tensor != returned_tensor;
+    stores.emplace_back(idx, var[value]);
+  }
+
+  // Indexing per tensor parameter.
+  bool use64 = spec.numel > (1LL << 31) - 1;
+  int max_elem = 1;
+  bool all_linear = true;
+  std::vector<std::vector<std::int64_t>> strides(spec.args.size());
+  for (std::size_t i = 0; i < spec.args.size(); ++i) {
+    KernelArg& a = spec.args[i];
+    if (a.kind != KernelArg::Kind::Tensor) continue;
+    const TensorMeta& m = *meta_of_param[static_cast<int>(i)];
+    a.name = "t" + std::to_string(i);
+    a.single = numel_of(std::vector<std::int64_t>(m.sizes.begin(), m.sizes.end())) == 1;
+    strides[i] = domain_strides(m, dom);
+    a.linear = !a.single && m.storage_offset == 0 && strides[i] == lin;
+    if (!a.single) {
+      all_linear = all_linear && a.linear;
+      max_elem = std::max<int>(max_elem, static_cast<int>(elem_size(a.dtype)));
+    }
+    if (max_offset(m) > (1LL << 31) - 1) use64 = true;
+  }
+  spec.vec = all_linear ? 16 / max_elem : 1;
+  spec.vec_bytes = spec.vec > 1 ? 16 : 0;
+
+  const std::uint64_t h = hash_string(body.str() + std::to_string(spec.numel) + group.name);
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(h & 0xffffffffu));
+  spec.name = "hp_" + group.name + "_" + hex;
+
+  std::ostringstream src;
+  src << "// hotpath fused kernel: " << group.nodes.size() << " ops over "
+      << format_meta(dom) << "\n//  ";
+  for (int m : group.nodes) src << " " << g.node(m).short_name();
+  src << "\n#include \"hotpath_runtime.cuh\"\n\n";
+  src << "typedef " << (use64 ? "long long" : "int") << " idx_t;\n";
+  src << "constexpr idx_t kNumel = " << spec.numel << ";\n\n";
+
+  // The element function: loaded operands in, values to store out.
+  src << "__device__ __forceinline__ void element(";
+  bool first = true;
+  for (const auto& [idx, name] : loads) {
+    (void)idx;
+    src << (first ? "" : ", ") << "const float " << name;
+    first = false;
+  }
+  for (const auto& sp : scalar_params) {
+    src << (first ? "" : ", ") << "const float " << sp;
+    first = false;
+  }
+  for (std::size_t k = 0; k < stores.size(); ++k) {
+    src << (first ? "" : ", ") << "float& y" << k;
+    first = false;
+  }
+  src << ") {\n" << body.str();
+  for (std::size_t k = 0; k < stores.size(); ++k)
+    src << "    y" << k << " = " << stores[k].second << ";\n";
+  src << "}\n\n";
+
+  // Kernel signature.
+  src << "extern \"C\" __global__ void __launch_bounds__(" << spec.block << ") " << spec.name
+      << "(";
+  first = true;
+  for (const KernelArg& a : spec.args) {
+    src << (first ? "\n    " : ",\n    ");
+    first = false;
+    if (a.kind == KernelArg::Kind::Scalar) {
+      src << "const float " << a.name;
+    } else {
+      src << (a.written ? "" : "const ") << cuda_type(a.dtype) << "* __restrict__ " << a.name;
+    }
+  }
+  src << (first ? "" : ",\n    ") << "const int vector_ok) {\n";
+  src << "  const idx_t stride = static_cast<idx_t>(gridDim.x) * blockDim.x;\n";
+  src << "  const idx_t start = static_cast<idx_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
+  for (const auto& [idx, name] : loads) {
+    const KernelArg& a = spec.args[static_cast<std::size_t>(idx)];
+    if (a.single) src << "  const float " << name << " = hp::to_float(" << a.name << "[0]);\n";
+  }
+  auto call = [&](const std::string& lane) {
+    std::ostringstream c;
+    c << "element(";
+    bool f = true;
+    for (const auto& [idx, name] : loads) {
+      const KernelArg& a = spec.args[static_cast<std::size_t>(idx)];
+      c << (f ? "" : ", ") << (a.single ? name : name + lane);
+      f = false;
+    }
+    for (const auto& sp : scalar_params) {
+      c << (f ? "" : ", ") << sp;
+      f = false;
+    }
+    for (std::size_t k = 0; k < stores.size(); ++k) {
+      c << (f ? "" : ", ") << "y" << k << lane;
+      f = false;
+    }
+    c << ")";
+    return c.str();
+  };
+  // Scalar path body for linear index i with per-tensor offsets.
+  auto scalar_loop = [&](const std::string& begin, bool linear_only) {
+    std::ostringstream l;
+    l << "  for (idx_t i = " << begin << "; i < kNumel; i += stride) {\n";
+    if (!linear_only) {
+      // Offsets of non-linear tensors from the domain coordinates.
+      std::vector<std::size_t> general;
+      for (std::size_t i = 0; i < spec.args.size(); ++i) {
+        const auto& a = spec.args[i];
+        if (a.kind == KernelArg::Kind::Tensor && !a.single && !a.linear) general.push_back(i);
+      }
+      if (!general.empty()) {
+        l << "    idx_t rest = i;\n";
+        for (std::size_t i : general) l << "    idx_t o" << i << " = 0;\n";
+        for (std::size_t d = dsizes.size(); d-- > 0;) {
+          if (dsizes[d] == 1) continue;
+          l << "    { const idx_t c = rest % " << dsizes[d] << "; rest /= " << dsizes[d] << ";";
+          for (std::size_t i : general) {
+            if (strides[i][d] != 0) l << " o" << i << " += c * " << strides[i][d] << ";";
+          }
+          l << " }\n";
+        }
+      }
+    }
+    auto offset = [&](std::size_t idx) {
+      const auto& a = spec.args[idx];
+      if (a.linear || linear_only) return std::string("i");
+      const TensorMeta& m = *meta_of_param[static_cast<int>(idx)];
+      return "o" + std::to_string(idx) +
+             (m.storage_offset != 0 ? " + " + std::to_string(m.storage_offset) : "");
+    };
+    for (const auto& [idx, name] : loads) {
+      const auto& a = spec.args[static_cast<std::size_t>(idx)];
+      if (a.single) continue;
+      l << "    const float " << name << "_ = hp::to_float(" << a.name << "["
+        << offset(static_cast<std::size_t>(idx)) << "]);\n";
+    }
+    for (std::size_t k = 0; k < stores.size(); ++k) l << "    float y" << k << "_;\n";
+    l << "    " << call("_") << ";\n";
+    for (std::size_t k = 0; k < stores.size(); ++k) {
+      const auto& a = spec.args[static_cast<std::size_t>(stores[k].first)];
+      l << "    " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name << "["
+        << offset(static_cast<std::size_t>(stores[k].first)) << "] = hp::from_float<"
+        << cuda_type(a.dtype) << ">(y" << k << "_);\n";
+    }
+    l << "  }\n";
+    return l.str();
+  };
+
+  if (spec.vec > 1) {
+    const int V = spec.vec;
+    src << "  if (vector_ok) {\n";
+    src << "    constexpr idx_t kVectors = kNumel / " << V << ";\n";
+    src << "    for (idx_t v = start; v < kVectors; v += stride) {\n";
+    for (const auto& [idx, name] : loads) {
+      const auto& a = spec.args[static_cast<std::size_t>(idx)];
+      if (a.single) continue;
+      src << "      const auto " << name << "_v = hp::load_vec<" << V << ">(" << a.name
+          << ", v);\n";
+    }
+    for (std::size_t k = 0; k < stores.size(); ++k) {
+      const auto& a = spec.args[static_cast<std::size_t>(stores[k].first)];
+      src << "      hp::Vec<" << cuda_type(a.dtype) << ", " << V << "> y" << k << "_v;\n";
+    }
+    src << "#pragma unroll\n      for (int k = 0; k < " << V << "; ++k) {\n";
+    for (const auto& [idx, name] : loads) {
+      const auto& a = spec.args[static_cast<std::size_t>(idx)];
+      if (a.single) continue;
+      src << "        const float " << name << "_k = hp::to_float(" << name << "_v.v[k]);\n";
+    }
+    for (std::size_t k = 0; k < stores.size(); ++k) src << "        float y" << k << "_k;\n";
+    src << "        " << call("_k") << ";\n";
+    for (std::size_t k = 0; k < stores.size(); ++k) {
+      const auto& a = spec.args[static_cast<std::size_t>(stores[k].first)];
+      src << "        y" << k << "_v.v[k] = hp::from_float<" << cuda_type(a.dtype) << ">(y" << k
+          << "_k);\n";
+    }
+    src << "      }\n";
+    for (std::size_t k = 0; k < stores.size(); ++k) {
+      const auto& a = spec.args[static_cast<std::size_t>(stores[k].first)];
+      src << "      " << (a.optional ? "if (" + a.name + " != nullptr) " : "")
+          << "hp::store_vec<" << V << ">(" << a.name << ", v, y" << k << "_v);\n";
+    }
+    src << "    }\n";
+    std::string tail = scalar_loop("kVectors * " + std::to_string(V) + " + start", true);
+    // indent the tail loop inside the if
+    std::istringstream tl(tail);
+    for (std::string line; std::getline(tl, line);) src << "  " << line << "\n";
+    src << "    return;\n  }\n";
+  }
+  src << scalar_loop("start", false);
+  src << "}\n";
+  spec.source = src.str();
+  return spec;
+}
+
+}  // namespace hotpath::detail

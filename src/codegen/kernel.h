@@ -1,0 +1,52 @@
+// Fusion group -> CUDA C++ source. Pure string generation: no CUDA headers, testable without a
+// GPU. Shapes and strides are compile-time constants (the signature guarantees them); scalars are
+// kernel parameters (they change between iterations: learning-rate schedules, bias corrections).
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fusion/partition.h"
+#include "ir/graph.h"
+
+namespace hotpath::detail {
+
+// One kernel parameter and where the executor finds its value at run time.
+struct KernelArg {
+  enum class Kind { Tensor, Scalar };
+  Kind kind = Kind::Tensor;
+  int member = -1;    // position in the group's node list
+  int argument = -1;  // schema argument of that member (tensor operand or scalar)
+  int output = -1;    // Tensor made by the group: output index of `member` (argument is -1)
+  bool read = false;
+  bool written = false;
+  // A tensor the group makes that nobody but hotpath may hold at launch: the executor passes
+  // nullptr then and the kernel skips its stores.
+  bool optional = false;
+  bool linear = false;  // its element offset is the linear index (vector path)
+  bool single = false;  // one element, broadcast to the whole domain
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::string name;
+};
+
+struct KernelSpec {
+  std::string name;    // function name in the source
+  std::string source;  // includes "hotpath_runtime.cuh"
+  std::vector<KernelArg> args;
+  std::int64_t numel = 0;
+  int vec = 1;         // elements per vector in the vector path (1: no vector path)
+  int vec_bytes = 0;   // alignment the vector path needs of every linear tensor
+  int block = 256;
+};
+
+// The in-memory headers the generated source includes (name, contents).
+const std::vector<std::pair<std::string, std::string>>& runtime_headers();
+
+KernelSpec generate_kernel(const Graph& g, const FusionGroup& group);
+
+const char* cuda_type(c10::ScalarType t);
+
+}  // namespace hotpath::detail

@@ -1,0 +1,35 @@
+#include "common/fs.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+namespace hotpath::detail {
+
+bool make_dirs(const std::string& path) {
+  if (path.empty()) return false;
+  for (std::size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      const std::string part = path.substr(0, i);
+      if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return false;
+    }
+  }
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string temp_dir() {
+  const char* t = std::getenv("TMPDIR");
+  return (t != nullptr && *t != '\0') ? t : "/tmp";
+}
+
+bool rename_file(const std::string& from, const std::string& to) {
+  return std::rename(from.c_str(), to.c_str()) == 0;
+}
+
+void remove_file(const std::string& path) { std::remove(path.c_str()); }
+
+}  // namespace hotpath::detail

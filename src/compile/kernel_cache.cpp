@@ -1,0 +1,101 @@
+#include "compile/kernel_cache.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "codegen/kernel.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "compile/nvrtc.h"
+
+namespace hotpath::detail {
+namespace {
+constexpr char kMagic[8] = {'H', 'P', 'C', 'U', 'B', 'I', 'N', '1'};
+
+std::uint64_t checksum(const std::string& s) { return hash_string(s); }
+}  // namespace
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("HOTPATH_CACHE_DIR"); d != nullptr && *d != '\0') return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0')
+    return std::string(x) + "/hotpath";
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0')
+    return std::string(h) + "/.cache/hotpath";
+  return {};
+}
+
+std::string kernel_cache_key(const std::string& source, int arch) {
+  std::uint64_t h = hash_string(source);
+  for (const auto& [name, text] : runtime_headers()) {
+    h = hash_combine(h, hash_string(name));
+    h = hash_combine(h, hash_string(text));
+  }
+  h = hash_combine(h, static_cast<std::uint64_t>(arch));
+  h = hash_combine(h, hash_string(nvrtc_version()));
+  for (const auto& o : nvrtc_options(arch)) h = hash_combine(h, hash_string(o));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return std::string(buf) + "-sm" + std::to_string(arch);
+}
+
+std::string KernelCache::path(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }
+
+std::optional<std::string> KernelCache::load(const std::string& key) const {
+  if (dir_.empty()) return std::nullopt;
+  std::ifstream f(path(key), std::ios::binary);
+  if (!f) return std::nullopt;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  const std::string all = ss.str();
+  const std::size_t header = sizeof kMagic + 16;
+  if (all.size() < header || std::memcmp(all.data(), kMagic, sizeof kMagic) != 0) {
+    log_warn(concat("hotpath: cache entry ", path(key), " is corrupt; recompiling"));
+    return std::nullopt;
+  }
+  std::uint64_t size = 0, sum = 0;
+  std::memcpy(&size, all.data() + sizeof kMagic, 8);
+  std::memcpy(&sum, all.data() + sizeof kMagic + 8, 8);
+  std::string cubin = all.substr(header);
+  if (cubin.size() != size || checksum(cubin) != sum) {
+    log_warn(concat("hotpath: cache entry ", path(key), " is corrupt; recompiling"));
+    return std::nullopt;
+  }
+  return cubin;
+}
+
+void KernelCache::store(const std::string& key, const std::string& cubin) const {
+  if (dir_.empty()) return;
+  if (!make_dirs(dir_)) {
+    log_warn(concat("hotpath: cannot create the kernel cache directory ", dir_));
+    return;
+  }
+  const std::string final_path = path(key);
+  const std::string tmp = final_path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(reinterpret_cast<std::uintptr_t>(&cubin));
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    const std::uint64_t size = cubin.size(), sum = checksum(cubin);
+    f.write(kMagic, sizeof kMagic);
+    f.write(reinterpret_cast<const char*>(&size), 8);
+    f.write(reinterpret_cast<const char*>(&sum), 8);
+    f.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+    if (!f) {
+      log_warn(concat("hotpath: could not write the kernel cache entry ", tmp));
+      remove_file(tmp);
+      return;
+    }
+  }
+  if (!rename_file(tmp, final_path)) {
+    log_warn(concat("hotpath: could not write the kernel cache entry ", final_path));
+    remove_file(tmp);
+  }
+}
+
+}  // namespace hotpath::detail

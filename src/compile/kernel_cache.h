@@ -1,0 +1,33 @@
+// Persistent on-disk cache of compiled kernels. Key: hash of the source, the embedded runtime
+// headers, the architecture, the NVRTC version and the options. Entries are written atomically
+// (temporary file + rename) and carry a checksum; a corrupt or truncated entry is a miss and is
+// overwritten by the recompiled kernel.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace hotpath::detail {
+
+class KernelCache {
+ public:
+  // `dir` empty: no persistence. Created on first store.
+  explicit KernelCache(std::string dir) : dir_(std::move(dir)) {}
+
+  std::optional<std::string> load(const std::string& key) const;
+  // Best effort: a failed write only costs a recompile next run (it is logged).
+  void store(const std::string& key, const std::string& cubin) const;
+  std::string path(const std::string& key) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+// HOTPATH_CACHE_DIR, else $XDG_CACHE_HOME/hotpath, else $HOME/.cache/hotpath.
+std::string default_cache_dir();
+
+// The cache key of a kernel source compiled for sm_<arch>.
+std::string kernel_cache_key(const std::string& source, int arch);
+
+}  // namespace hotpath::detail

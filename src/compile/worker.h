@@ -1,0 +1,33 @@
+// One background thread that compiles kernels, so that the training loop keeps running eagerly
+// while NVRTC works. Jobs run in submission order.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace hotpath::detail {
+
+class CompileWorker {
+ public:
+  static CompileWorker& instance();
+  void submit(std::function<void()> job);
+  // Blocks until every job submitted so far has finished (tests, shutdown).
+  void drain();
+  ~CompileWorker();
+
+ private:
+  CompileWorker() = default;
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hotpath::detail

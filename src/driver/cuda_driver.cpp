@@ -1,0 +1,140 @@
+#include "driver/cuda_driver.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "common/error.h"
+
+namespace hotpath::detail {
+namespace {
+
+struct Driver {
+  bool ok = false;
+  std::string error;
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
+  CUresult (*cuCtxGetCurrent)(CUcontext*) = nullptr;
+  CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuDeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
+  CUresult (*cuModuleUnload)(CUmodule) = nullptr;
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, CUstream, void**, void**) = nullptr;
+};
+
+template <typename F>
+bool bind(void* lib, const char* name, F& fn) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  return fn != nullptr;
+}
+
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver d;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (lib == nullptr) {
+      const char* e = dlerror();
+      d.error = std::string("cannot open libcuda.so.1: ") + (e ? e : "unknown error");
+      return d;
+    }
+    const bool all = bind(lib, "cuInit", d.cuInit) &&
+                     bind(lib, "cuGetErrorString", d.cuGetErrorString) &&
+                     bind(lib, "cuCtxGetCurrent", d.cuCtxGetCurrent) &&
+                     bind(lib, "cuCtxSetCurrent", d.cuCtxSetCurrent) &&
+                     bind(lib, "cuDeviceGet", d.cuDeviceGet) &&
+                     bind(lib, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain) &&
+                     bind(lib, "cuDeviceGetAttribute", d.cuDeviceGetAttribute) &&
+                     bind(lib, "cuModuleLoadData", d.cuModuleLoadData) &&
+                     bind(lib, "cuModuleUnload", d.cuModuleUnload) &&
+                     bind(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
+                     bind(lib, "cuLaunchKernel", d.cuLaunchKernel);
+    if (!all) {
+      d.error = "libcuda.so.1 lacks a Driver API entry point hotpath needs";
+      return d;
+    }
+    const CUresult r = d.cuInit(0);
+    if (r != CUDA_SUCCESS) {
+      d.error = "cuInit failed with code " + std::to_string(static_cast<int>(r));
+      return d;
+    }
+    d.ok = true;
+    return d;
+  }();
+  return d;
+}
+
+std::string error_text(CUresult r) {
+  const char* s = nullptr;
+  if (driver().cuGetErrorString != nullptr) driver().cuGetErrorString(r, &s);
+  return s != nullptr ? s : "error " + std::to_string(static_cast<int>(r));
+}
+
+const Driver& checked_driver() {
+  const Driver& d = driver();
+  HOTPATH_CHECK(d.ok, "CUDA driver unavailable: ", d.error);
+  return d;
+}
+
+void ensure_context(int device) {
+  const Driver& d = checked_driver();
+  CUcontext ctx = nullptr;
+  HOTPATH_CU_CHECK(d.cuCtxGetCurrent(&ctx));
+  if (ctx != nullptr) return;
+  CUdevice dev = 0;
+  HOTPATH_CU_CHECK(d.cuDeviceGet(&dev, device));
+  HOTPATH_CU_CHECK(d.cuDevicePrimaryCtxRetain(&ctx, dev));
+  HOTPATH_CU_CHECK(d.cuCtxSetCurrent(ctx));
+}
+
+}  // namespace
+
+std::string cu_error_text(int code) { return error_text(static_cast<CUresult>(code)); }
+
+bool cuda_driver_available() { return driver().ok; }
+
+CudaModule::CudaModule(const std::string& cubin, const std::string& function, int device)
+    : name_(function) {
+  const Driver& d = checked_driver();
+  ensure_context(device);
+  CUmodule m = nullptr;
+  HOTPATH_CU_CHECK(d.cuModuleLoadData(&m, cubin.data()));
+  module_ = m;
+  CUfunction f = nullptr;
+  const CUresult r = d.cuModuleGetFunction(&f, m, function.c_str());
+  if (r != CUDA_SUCCESS) {
+    d.cuModuleUnload(m);
+    HOTPATH_FAIL("cuModuleGetFunction(", function, ") failed: ", error_text(r));
+  }
+  function_ = f;
+}
+
+CudaModule::~CudaModule() {
+  // At process exit the context may already be gone; nothing useful can be done about an error.
+  if (module_ != nullptr && driver().ok) driver().cuModuleUnload(static_cast<CUmodule>(module_));
+}
+
+void CudaModule::launch(unsigned grid, unsigned block, void* stream, void** params) const {
+  const Driver& d = checked_driver();
+  HOTPATH_CU_CHECK(d.cuLaunchKernel(static_cast<CUfunction>(function_), grid, 1, 1, block, 1, 1,
+                                    0, static_cast<CUstream>(stream), params, nullptr));
+}
+
+DeviceInfo device_info(int device) {
+  const Driver& d = checked_driver();
+  CUdevice dev = 0;
+  HOTPATH_CU_CHECK(d.cuDeviceGet(&dev, device));
+  DeviceInfo info;
+  int major = 0, minor = 0;
+  HOTPATH_CU_CHECK(d.cuDeviceGetAttribute(&info.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  HOTPATH_CU_CHECK(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  HOTPATH_CU_CHECK(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  info.arch = major * 10 + minor;
+  return info;
+}
+
+}  // namespace hotpath::detail

@@ -1,0 +1,42 @@
+// CUDA Driver API: modules, functions and launches. libcuda is opened at first use (dlopen), so
+// that hotpath loads and runs its CPU paths on machines without a GPU driver. Every call is
+// checked (HOTPATH_CU_CHECK -> hotpath::Error with file:line); modules are RAII.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hotpath::detail {
+
+// True when libcuda could be opened and initialised.
+bool cuda_driver_available();
+
+class CudaModule {
+ public:
+  // Loads `cubin` into the calling thread's current context (the primary context of `device`
+  // is made current if there is none) and looks up `function`.
+  CudaModule(const std::string& cubin, const std::string& function, int device);
+  ~CudaModule();
+  CudaModule(const CudaModule&) = delete;
+  CudaModule& operator=(const CudaModule&) = delete;
+
+  // Launches on `stream` (a CUstream / cudaStream_t). `params` as cuLaunchKernel takes them.
+  void launch(unsigned grid, unsigned block, void* stream, void** params) const;
+  const std::string& name() const { return name_; }
+
+ private:
+  void* module_ = nullptr;    // CUmodule
+  void* function_ = nullptr;  // CUfunction
+  std::string name_;
+};
+
+// Multiprocessor count and compute capability (major*10+minor) of a device.
+struct DeviceInfo {
+  int sm_count = 0;
+  int arch = 0;
+};
+DeviceInfo device_info(int device);
+
+}  // namespace hotpath::detail

@@ -1,0 +1,635 @@
+#include "exec/executor.h"
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <ATen/ops/norm.h>
+#include <ATen/ops/sub.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "codegen/kernel.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "compile/nvrtc.h"
+#include "compile/worker.h"
+#include "fusion/partition.h"
+#include "ir/graph.h"
+
+namespace hotpath::detail {
+namespace {
+
+constexpr std::int64_t kDivergenceLogs = 5;
+
+// Gives placeholder `p` the data of `r` (the eager result of the op p stood for).
+void adopt(const at::Tensor& p, const at::Tensor& r) {
+  c10::TensorImpl* impl = p.unsafeGetTensorImpl();
+  if (impl->allow_tensor_metadata_change() && p.sizes() == r.sizes() &&
+      p.strides() == r.strides() && p.dtype() == r.dtype() && p.device() == r.device()) {
+    impl->set_storage_keep_dtype(r.storage());
+    impl->set_storage_offset(r.storage_offset());
+    return;
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  p.copy_(r);
+}
+
+int count_refs(const at::Tensor& t, const std::vector<c10::IValue>& args, const at::Tensor& out) {
+  int n = out.unsafeGetTensorImpl() == t.unsafeGetTensorImpl() ? 1 : 0;
+  for (const auto& a : args) {
+    if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
+  }
+  return n;
+}
+
+// Which tensors the group makes may be skipped even while a temporary holds them (see PlanGroup).
+void plan_speculative(const Graph& g, const HotTrace& trace, const FusionGroup& fg, PlanGroup& pg) {
+  const auto& args = pg.spec.args;
+  pg.speculative.assign(args.size(), false);
+  pg.cone.assign(args.size(), {});
+  std::map<int, int> member_of;
+  for (std::size_t i = 0; i < fg.nodes.size(); ++i) member_of[fg.nodes[i]] = static_cast<int>(i);
+  // Tensors the group writes in place that it did not make.
+  std::set<int> written_outside;
+  for (const auto& a : args) {
+    if (a.kind == KernelArg::Kind::Tensor && a.written && a.output < 0) {
+      const Node& n = g.node(fg.nodes[static_cast<std::size_t>(a.member)]);
+      written_outside.insert(g.value(n.input_at(a.argument)).tensor);
+    }
+  }
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const KernelArg& a = args[i];
+    if (a.kind != KernelArg::Kind::Tensor || !a.optional) continue;
+    const int base = g.node(fg.nodes[static_cast<std::size_t>(a.member)]).outputs[static_cast<std::size_t>(a.output)];
+    int final_value = base;
+    for (int m : fg.nodes) {
+      for (int v : g.node(m).outputs) {
+        if (g.value(v).tensor == g.value(base).tensor) final_value = v;
+      }
+    }
+    bool ok = true;
+    for (int r : g.readers(final_value)) ok = ok && member_of.count(r) > 0;
+    const Value& fv = g.value(final_value);
+    const auto& alive = trace.ops[static_cast<std::size_t>(fv.producer)].output_alive;
+    if (static_cast<std::size_t>(fv.output) >= alive.size() || alive[static_cast<std::size_t>(fv.output)])
+      ok = false;
+    // The members that compute it.
+    std::set<int> cone;
+    std::vector<int> work{fv.producer};
+    while (ok && !work.empty()) {
+      const int n = work.back();
+      work.pop_back();
+      if (!member_of.count(n) || !cone.insert(n).second) continue;
+      const Node& node = g.node(n);
+      for (const auto& in : node.inputs) {
+        if (in.value < 0) continue;
+        const Value& v = g.value(in.value);
+        if (written_outside.count(v.tensor)) ok = false;  // would read data the group overwrote
+        if (v.producer >= 0) work.push_back(v.producer);
+      }
+    }
+    if (!ok) continue;
+    pg.speculative[i] = true;
+    for (int n : cone) pg.cone[i].push_back(member_of[n]);
+  }
+}
+
+}  // namespace
+
+Executor::Executor(Recorder& recorder, const Config& config)
+    : recorder_(recorder), config_(config), cache_(config.cache_dir.empty() ? default_cache_dir()
+                                                                            : config.cache_dir) {}
+
+Executor::~Executor() = default;
+
+void Executor::configure(const Config& config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  config_ = config;
+  cache_ = KernelCache(config.cache_dir.empty() ? default_cache_dir() : config.cache_dir);
+}
+
+void Executor::on_hot(HotTrace&& trace) {
+  Config config;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    config = config_;
+    if (!config.fuse || plans_.count(trace.signature)) return;
+  }
+  auto plan = std::make_shared<Plan>();
+  plan->signature = trace.signature;
+  plan->hex = [&] {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08llx",
+                  static_cast<unsigned long long>(trace.signature & 0xffffffffULL));
+    return std::string(buf);
+  }();
+  plan->hot_iteration = trace.iteration;
+  auto graph = std::make_shared<Graph>(Graph::from_trace(trace));
+  const Graph& g = *graph;
+  Partition part = partition_graph(g);
+  plan->graph = graph;
+  plan->partition = part;
+  log_debug(concat("hotpath: signature ", plan->hex, " graph:\n", g.to_text(), "partition:\n",
+                   part.to_text(g)));
+  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
+    const OpRecord& r = trace.ops[i];
+    PlanOp p;
+    p.name = std::string(r.name);
+    if (!r.overload.empty()) p.name += "." + std::string(r.overload);
+    p.input_key = r.input_key;
+    for (const auto& in : r.inputs) p.refs.push_back(in.ref);
+    if (!r.outputs.empty()) p.out = r.outputs[0];
+    p.out_alias = r.output_alias.empty() ? -1 : r.output_alias[0];
+    plan->ops.push_back(std::move(p));
+  }
+  int fused_ops = 0;
+  for (const FusionGroup& fg : part.groups) {
+    const bool gpu = fg.domain.device.is_cuda();
+    if (!gpu && !config.fuse_cpu) continue;
+    if (!gpu && !fg.domain.device.is_cpu()) continue;
+    PlanGroup pg;
+    pg.name = fg.name;
+    pg.ops = fg.nodes;
+    pg.gpu = gpu;
+    if (gpu) {
+      if (plan->device_index < 0) {
+        plan->device_index = fg.domain.device.index();
+        try {
+          const DeviceInfo info = device_info(plan->device_index);
+          plan->arch = info.arch;
+          plan->sm_count = info.sm_count;
+        } catch (const Error& e) {
+          log_warn(concat("hotpath: signature ", plan->hex, " stays eager: ", e.what()));
+          return;
+        }
+      }
+      if (fg.domain.device.index() != plan->device_index) continue;  // one device per plan
+      try {
+        pg.spec = generate_kernel(g, fg);
+      } catch (const Error& e) {
+        log_warn(concat("hotpath: group ", fg.name, " stays eager: ", e.what()));
+        continue;
+      }
+      pg.cache_key = kernel_cache_key(pg.spec.source, plan->arch);
+      plan_speculative(g, trace, fg, pg);
+    }
+    const int gi = static_cast<int>(plan->groups.size());
+    for (int n : fg.nodes) plan->ops[static_cast<std::size_t>(n)].group = gi;
+    plan->ops[static_cast<std::size_t>(fg.nodes.back())].launch = true;
+    fused_ops += static_cast<int>(fg.nodes.size());
+    plan->groups.push_back(std::move(pg));
+  }
+  if (plan->groups.empty()) {
+    log_info(concat("hotpath: signature ", plan->hex, ": nothing to fuse (", trace.ops.size(),
+                    " ops); it runs eagerly"));
+    std::lock_guard<std::mutex> lock(mu_);
+    plans_[plan->signature] = plan;  // remembered so that it is not analysed again
+    return;
+  }
+  log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
+                  " fused group(s) cover ", fused_ops, " of ", trace.ops.size(), " ops",
+                  plan->device_index >= 0 ? "; compiling in the background" : ""));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    plans_[plan->signature] = plan;
+  }
+  if (plan->device_index < 0) {
+    plan->ready = true;
+    ++*ready_plans_;
+    return;
+  }
+  compile(plan);
+}
+
+void Executor::compile(const std::shared_ptr<Plan>& plan) {
+  KernelCache cache = cache_;
+  auto ready = ready_plans_;
+  CompileWorker::instance().submit([plan, cache, ready] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string dump = cache.dir().empty() ? temp_dir() : cache.dir();
+    for (PlanGroup& g : plan->groups) {
+      if (!g.gpu) continue;
+      const auto g0 = std::chrono::steady_clock::now();
+      if (auto hit = cache.load(g.cache_key)) {
+        g.cubin = std::move(*hit);
+        g.from_cache = true;
+        ++plan->from_cache;
+      } else {
+        try {
+          make_dirs(dump);
+          CompileOutput out = nvrtc_compile(g.spec.source, g.spec.name, plan->arch,
+                                            runtime_headers(), dump);
+          g.cubin = std::move(out.cubin);
+          cache.store(g.cache_key, g.cubin);
+        } catch (const Error& e) {
+          g.error = e.what();
+          log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
+        }
+      }
+      g.compile_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - g0).count();
+    }
+    plan->compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
+                    " kernel(s) ready in ", static_cast<long long>(plan->compile_ms + 0.5), " ms (",
+                    plan->from_cache, " from the cache)"));
+    plan->ready = true;
+    ++*ready;
+  });
+}
+
+bool Executor::try_arm() {
+  const StreamPosition pos = recorder_.position();
+  if (pos.expected_start != pos.next_op) return false;
+  const auto it = plans_.find(pos.last_signature);
+  if (it == plans_.end() || !it->second->ready || it->second->groups.empty()) return false;
+  armed_ = it->second;
+  cursor_ = 0;
+  iter_start_ = pos.next_op;
+  iteration_ = pos.iterations + 1;
+  outside_.clear();
+  return true;
+}
+
+bool Executor::guard(const PlanOp& p, const OpRecord& rec) {
+  if (rec.input_key != p.input_key || rec.inputs.size() != p.refs.size()) return false;
+  for (std::size_t k = 0; k < p.refs.size(); ++k) {
+    if (!rec.inputs[k].meta.defined) continue;
+    const ValueRef e = p.refs[k];
+    const ValueRef a = rec.inputs[k].ref;
+    if (e.producer >= 0) {
+      if (a.producer != iter_start_ + e.producer || a.output != e.output) return false;
+    } else {
+      if (a.producer >= iter_start_) return false;
+      const std::uint64_t id = hash_combine(static_cast<std::uint64_t>(a.producer),
+                                            static_cast<std::uint64_t>(a.output));
+      const auto it = outside_.emplace(id, static_cast<std::int64_t>(outside_.size())).first;
+      if (it->second != -e.producer - 1) return false;
+    }
+  }
+  return true;
+}
+
+void Executor::diverge(const std::string& why) {
+  materialize_all();
+  restore_unwritten(true);  // the op that left the plan may read a value a kernel skipped
+  ++armed_->divergences;
+  if (divergence_logs_++ < kDivergenceLogs) {
+    log_info(concat("hotpath: signature ", armed_->hex, ": iteration ", iteration_,
+                    " left the plan (", why, "); it finishes eagerly",
+                    divergence_logs_ == kDivergenceLogs ? " (further divergences are not logged)"
+                                                        : ""));
+  }
+  armed_.reset();
+}
+
+bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                         torch::jit::Stack* stack, const OpRecord& rec) {
+  if (ready_plans_->load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!armed_ && !try_arm()) return false;
+  const std::size_t index = cursor_;
+  if (index == 0 && !unwritten_.empty()) restore_unwritten(false);  // the last iteration is over
+  const PlanOp& p = armed_->ops[index];
+  if (!guard(p, rec)) {
+    std::string got(rec.name);
+    if (!rec.overload.empty()) got += "." + std::string(rec.overload);
+    diverge(concat("op ", index, ": expected ", p.name, ", got ", got,
+                   got == p.name ? " with other inputs" : ""));
+    return false;
+  }
+  ++cursor_;
+  bool handled = false;
+  if (p.group >= 0 && armed_->groups[static_cast<std::size_t>(p.group)].error.empty()) {
+    defer(op, keys, stack, p, static_cast<int>(index));
+    handled = true;
+    if (p.launch) run_group(p.group);
+  }
+  if (cursor_ == armed_->ops.size()) complete_iteration();
+  return handled;
+}
+
+void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                     torch::jit::Stack* stack, const PlanOp& p, int index) {
+  Deferred d{op, keys, index, p.group, {}, {}, p.out_alias};
+  const std::size_t nargs = op.schema().arguments().size();
+  d.args.reserve(nargs);
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nargs); it != stack->end(); ++it)
+    d.args.push_back(std::move(*it));
+  torch::jit::drop(*stack, nargs);
+  if (p.out_alias >= 0) {
+    d.output = d.args[static_cast<std::size_t>(p.out_alias)].toTensor();
+  } else {
+    d.output = at::empty_strided(p.out.sizes, p.out.strides,
+                                 at::TensorOptions().dtype(p.out.dtype).device(p.out.device));
+  }
+  stack->emplace_back(d.output);
+  deferred_.push_back(std::move(d));
+}
+
+void Executor::run_group(int group) {
+  std::vector<Deferred*> members;
+  for (Deferred& d : deferred_) {
+    if (d.group == group) members.push_back(&d);
+  }
+  PlanGroup& g = armed_->groups[static_cast<std::size_t>(group)];
+  if (armed_->first_fused_iteration < 0 && !g.gpu) armed_->first_fused_iteration = iteration_;
+  if (!g.gpu || !launch(g, members)) {
+    materialize(members);
+    ++g.eager_runs;
+  }
+  deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(),
+                                 [&](const Deferred& d) { return d.group == group; }),
+                  deferred_.end());
+}
+
+bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
+  if (g.module == nullptr) {
+    try {
+      g.module = std::make_unique<CudaModule>(g.cubin, g.spec.name, armed_->device_index);
+    } catch (const Error& e) {
+      g.error = e.what();
+      log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
+      return false;
+    }
+  }
+  const auto& args = g.spec.args;
+  std::vector<void*> ptrs(args.size(), nullptr);
+  std::vector<float> scalars(args.size(), 0.0f);
+  std::vector<at::Tensor> tensors(args.size());
+  std::vector<void*> params(args.size() + 1, nullptr);
+  int vector_ok = g.spec.vec > 1 ? 1 : 0;
+  const std::size_t unwritten_before = unwritten_.size();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const KernelArg& a = args[i];
+    const Deferred& m = *members[static_cast<std::size_t>(a.member)];
+    if (a.kind == KernelArg::Kind::Scalar) {
+      scalars[i] = static_cast<float>(m.args[static_cast<std::size_t>(a.argument)].toScalar().toDouble());
+      params[i] = &scalars[i];
+      continue;
+    }
+    const at::Tensor& t =
+        a.output >= 0 ? m.output : m.args[static_cast<std::size_t>(a.argument)].toTensor();
+    bool pass = true;
+    if (a.optional) {
+      int ours = 0;
+      for (const Deferred* d : members) ours += count_refs(t, d->args, d->output);
+      // Nobody else holds it: nothing can read it. Someone does, but the trace says it dies
+      // unread: skip it, and keep what restores it should that turn out wrong.
+      pass = t.use_count() > static_cast<std::size_t>(ours);
+      if (pass && !g.speculative.empty() && g.speculative[i]) {
+        pass = false;
+        speculate(t, g, i, members);
+      }
+    }
+    tensors[i] = t;
+    ptrs[i] = pass ? t.data_ptr() : nullptr;
+    params[i] = &ptrs[i];
+    if (pass && a.linear && g.spec.vec_bytes > 0 &&
+        reinterpret_cast<std::uintptr_t>(ptrs[i]) % static_cast<std::uintptr_t>(g.spec.vec_bytes) != 0)
+      vector_ok = 0;
+  }
+  // Element-wise in-place updates are only safe when a written tensor does not partly overlap
+  // another operand (eager would see every element updated before the next op reads it).
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].written || ptrs[i] == nullptr) continue;
+    for (std::size_t j = 0; j < args.size(); ++j) {
+      if (j == i || args[j].kind != KernelArg::Kind::Tensor || !tensors[j].defined()) continue;
+      if (tensors[i].storage().is_alias_of(tensors[j].storage())) {
+        unwritten_.erase(unwritten_.begin() + static_cast<std::ptrdiff_t>(unwritten_before),
+                         unwritten_.end());  // materialised instead: all written
+        return false;
+      }
+    }
+  }
+  params[args.size()] = &vector_ok;
+  if (config_.verify) prepare_verify(g, members, tensors, ptrs);
+  const std::int64_t per_block = static_cast<std::int64_t>(g.spec.block) * g.spec.vec;
+  std::int64_t grid = (g.spec.numel + per_block - 1) / per_block;
+  grid = std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
+  const auto stream = c10::cuda::getCurrentCUDAStream(
+      static_cast<c10::DeviceIndex>(armed_->device_index));
+  try {
+    g.module->launch(static_cast<unsigned>(grid), static_cast<unsigned>(g.spec.block),
+                     stream.stream(), params.data());
+  } catch (const Error& e) {
+    g.error = e.what();
+    log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
+    return false;
+  }
+  ++g.launches;
+  if (config_.verify) verify(g, members, tensors, ptrs);
+  if (armed_->first_fused_iteration < 0) {
+    armed_->first_fused_iteration = iteration_;
+    log_info(concat("hotpath: signature ", armed_->hex, ": fused kernels running from iteration ",
+                    iteration_));
+  }
+  return true;
+}
+
+void Executor::materialize(const std::vector<Deferred*>& members) {
+  c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+  for (Deferred* d : members) {
+    torch::jit::Stack s(d->args.begin(), d->args.end());
+    d->op.redispatchBoxed(d->keys, &s);
+    if (d->out_alias < 0) adopt(d->output, s.at(0).toTensor());
+  }
+}
+
+void Executor::materialize_all() {
+  if (deferred_.empty()) return;
+  std::vector<Deferred*> all;
+  for (Deferred& d : deferred_) all.push_back(&d);
+  std::sort(all.begin(), all.end(), [](const Deferred* a, const Deferred* b) { return a->index < b->index; });
+  materialize(all);
+  for (Deferred* d : all) {
+    if (armed_) ++armed_->groups[static_cast<std::size_t>(d->group)].eager_runs;
+  }
+  deferred_.clear();
+}
+
+void Executor::complete_iteration() {
+  materialize_all();  // empty unless a group's kernel could not run
+  ++armed_->fused_iterations;
+  iter_start_ += static_cast<std::int64_t>(armed_->ops.size());
+  ++iteration_;
+  cursor_ = 0;
+  outside_.clear();
+}
+
+void Executor::on_boundary() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (armed_ && cursor_ != 0) {
+    diverge(concat("the iteration ended after ", cursor_, " of ", armed_->ops.size(), " ops"));
+  }
+  restore_unwritten(true);  // the loop body's temporaries are gone: what is alive is kept
+  armed_.reset();  // re-armed at the next op, where the recorder expects an iteration to start
+}
+
+void Executor::flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  materialize_all();
+  restore_unwritten(true);
+  armed_.reset();
+}
+
+void Executor::run_eager(const std::vector<const Deferred*>& members,
+                         std::map<const c10::TensorImpl*, at::Tensor>& remap) {
+  c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+  at::AutoDispatchBelowADInplaceOrView below;
+  for (const Deferred* d : members) {
+    torch::jit::Stack s;
+    for (const auto& a : d->args) {
+      if (a.isTensor()) {
+        const auto it = remap.find(a.toTensor().unsafeGetTensorImpl());
+        s.emplace_back(it != remap.end() ? c10::IValue(it->second) : a);
+      } else {
+        s.push_back(a);
+      }
+    }
+    d->op.redispatchBoxed(d->keys, &s);
+    if (d->out_alias < 0) remap[d->output.unsafeGetTensorImpl()] = s.at(0).toTensor();
+  }
+}
+
+void Executor::speculate(const at::Tensor& t, const PlanGroup& g, std::size_t arg,
+                         const std::vector<Deferred*>& members) {
+  Unwritten u{WeakTensor(t.getIntrusivePtr()), {}, {}, {}, 0};
+  u.group = g.name;
+  u.epoch = iteration_;
+  std::set<const c10::TensorImpl*> made;
+  for (int m : g.cone[arg]) {
+    const Deferred& d = *members[static_cast<std::size_t>(m)];
+    u.cone.push_back(d);
+    made.insert(d.output.unsafeGetTensorImpl());
+  }
+  for (const Deferred& d : u.cone) {
+    for (const auto& a : d.args) {
+      if (!a.isTensor() || !a.toTensor().defined()) continue;
+      const at::Tensor& in = a.toTensor();
+      if (!made.count(in.unsafeGetTensorImpl())) u.versions.emplace_back(in, in._version());
+    }
+  }
+  unwritten_.push_back(std::move(u));
+}
+
+void Executor::restore_unwritten(bool all) {
+  for (auto it = unwritten_.begin(); it != unwritten_.end();) {
+    if (!all && it->epoch >= iteration_) {
+      ++it;
+      continue;
+    }
+    at::Tensor target(it->target.lock());
+    if (target.defined()) {
+      for (const auto& [in, version] : it->versions) {
+        HOTPATH_CHECK(in._version() == version, "a value of fused group ", it->group,
+                      " that the recorded iterations never kept is needed after all, and its "
+                      "inputs have changed since; it cannot be restored. Disable fusion for this "
+                      "loop (HOTPATH_FUSE=0) and report the loop.");
+      }
+      std::vector<const Deferred*> cone;
+      for (const Deferred& d : it->cone) cone.push_back(&d);
+      std::map<const c10::TensorImpl*, at::Tensor> remap;
+      run_eager(cone, remap);
+      adopt(target, remap.at(target.unsafeGetTensorImpl()));
+      if (armed_) ++armed_->restored;
+      log_debug(concat("hotpath: restored a skipped value of group ", it->group));
+    }
+    it = unwritten_.erase(it);
+  }
+}
+
+void Executor::prepare_verify(const PlanGroup& g, const std::vector<Deferred*>& members,
+                              const std::vector<at::Tensor>& tensors,
+                              const std::vector<void*>& ptrs) {
+  c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+  at::AutoDispatchBelowADInplaceOrView below;
+  verify_inputs_.clear();
+  // The eager reference runs on copies of what the kernel overwrites, taken before it does.
+  for (std::size_t i = 0; i < g.spec.args.size(); ++i) {
+    const KernelArg& a = g.spec.args[i];
+    if (a.kind != KernelArg::Kind::Tensor || !a.written || a.output >= 0) continue;
+    verify_inputs_[tensors[i].unsafeGetTensorImpl()] = tensors[i].clone();
+  }
+  // Poison what the kernel must write from scratch.
+  for (std::size_t i = 0; i < g.spec.args.size(); ++i) {
+    const KernelArg& a = g.spec.args[i];
+    if (a.kind == KernelArg::Kind::Tensor && a.written && a.output >= 0 && ptrs[i] != nullptr)
+      tensors[i].fill_(std::numeric_limits<double>::quiet_NaN());
+  }
+  (void)members;
+}
+
+void Executor::verify(PlanGroup& g, const std::vector<Deferred*>& members,
+                      const std::vector<at::Tensor>& tensors, const std::vector<void*>& ptrs) {
+  std::map<const c10::TensorImpl*, at::Tensor> remap(verify_inputs_.begin(), verify_inputs_.end());
+  std::vector<const Deferred*> all(members.begin(), members.end());
+  run_eager(all, remap);
+  c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+  at::AutoDispatchBelowADInplaceOrView below;
+  for (std::size_t i = 0; i < g.spec.args.size(); ++i) {
+    const KernelArg& a = g.spec.args[i];
+    if (a.kind != KernelArg::Kind::Tensor || !a.written || ptrs[i] == nullptr) continue;
+    const at::Tensor& fused = tensors[i];
+    const at::Tensor& ref = remap.at(fused.unsafeGetTensorImpl());
+    const double denom = at::norm(ref.to(at::kDouble)).item().toDouble();
+    const double diff = at::norm(at::sub(fused.to(at::kDouble), ref.to(at::kDouble))).item().toDouble();
+    double err = denom > 0 ? diff / denom : diff;
+    if (std::isnan(err)) err = std::numeric_limits<double>::infinity();
+    g.max_rel_error = std::max(g.max_rel_error, err);
+  }
+  ++g.checks;
+  verify_inputs_.clear();
+}
+
+void Executor::fill_stats(Stats& s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& sig : s.signatures) {
+    const auto it = plans_.find(sig.id);
+    if (it == plans_.end()) continue;
+    const Plan& p = *it->second;
+    sig.fusion.planned = true;
+    sig.fusion.ready = p.ready;
+    sig.fusion.compile_ms = p.ready ? p.compile_ms : 0;
+    sig.fusion.kernels_from_cache = p.from_cache;
+    sig.fusion.first_fused_iteration = p.first_fused_iteration;
+    sig.fusion.fused_iterations = p.fused_iterations;
+    sig.fusion.divergences = p.divergences;
+    for (const PlanGroup& g : p.groups) {
+      GroupStats gs;
+      gs.name = g.name;
+      gs.ops = static_cast<int>(g.ops.size());
+      gs.gpu = g.gpu;
+      if (p.ready) {
+        gs.compile_ms = g.compile_ms;
+        gs.from_cache = g.from_cache;
+        gs.error = g.error;
+      }
+      gs.launches = g.launches;
+      gs.eager_runs = g.eager_runs;
+      gs.checks = g.checks;
+      gs.max_rel_error = g.max_rel_error;
+      sig.fusion.fused_ops += gs.ops;
+      sig.fusion.groups.push_back(std::move(gs));
+    }
+  }
+}
+
+}  // namespace hotpath::detail
+
+namespace hotpath::detail {
+std::shared_ptr<const Plan> Executor::plan(std::uint64_t signature) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  return it == plans_.end() ? nullptr : it->second;
+}
+}  // namespace hotpath::detail

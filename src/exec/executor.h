@@ -1,0 +1,104 @@
+// Runs plans. While an iteration matches a hot signature whose plan is ready, every op is
+// guarded against the trace (operator, metadata, data flow); ops of a fused group return
+// correctly shaped outputs without computing, and the group's kernel runs at its last member. On
+// the first mismatch the pending groups are materialised by running their ops eagerly and the
+// rest of the iteration runs eagerly: never a wrong result. On CPU tensors (Config::fuse_cpu)
+// materialisation is the executor: the same path, with ATen's kernels.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/util/flat_hash_map.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "compile/kernel_cache.h"
+#include "exec/plan.h"
+#include "hotpath/hotpath.h"
+#include "trace/recorder.h"
+
+namespace hotpath::detail {
+
+class Executor {
+ public:
+  Executor(Recorder& recorder, const Config& config);
+  ~Executor();
+
+  void configure(const Config& config);
+  // A signature turned hot: build its plan and compile it in the background.
+  void on_hot(HotTrace&& trace);
+  // Before the op runs. Returns true when the plan ran the op (its outputs are on the stack).
+  bool intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
+                 const OpRecord& rec);
+  // An explicit iteration boundary (step(), Iteration scope) is about to be recorded.
+  void on_boundary();
+  // Materialises anything pending and disarms (disable).
+  void flush();
+  void fill_stats(Stats& s) const;
+  // The plan of a signature (nullptr if none), for tests and tools.
+  std::shared_ptr<const Plan> plan(std::uint64_t signature) const;
+
+ private:
+  struct Deferred {
+    c10::OperatorHandle op;
+    c10::DispatchKeySet keys;
+    int index = 0;  // position in the plan
+    int group = -1;
+    std::vector<c10::IValue> args;
+    at::Tensor output;
+    std::int32_t out_alias = -1;
+  };
+
+  using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  // A tensor a kernel did not write (PlanGroup::speculative) and how to compute it if needed.
+  struct Unwritten {
+    WeakTensor target;
+    std::vector<Deferred> cone;
+    std::vector<std::pair<at::Tensor, std::uint32_t>> versions;  // inputs and their versions
+    std::string group;
+    std::int64_t epoch = 0;  // iteration it was skipped in
+  };
+
+  bool try_arm();
+  void speculate(const at::Tensor& t, const PlanGroup& g, std::size_t arg,
+                 const std::vector<Deferred*>& members);
+  // Computes skipped values that are still held: all, or those of earlier iterations.
+  void restore_unwritten(bool all);
+  static void run_eager(const std::vector<const Deferred*>& members,
+                        std::map<const c10::TensorImpl*, at::Tensor>& remap);
+  void prepare_verify(const PlanGroup& g, const std::vector<Deferred*>& members,
+                      const std::vector<at::Tensor>& tensors, const std::vector<void*>& ptrs);
+  void verify(PlanGroup& g, const std::vector<Deferred*>& members,
+              const std::vector<at::Tensor>& tensors, const std::vector<void*>& ptrs);
+  bool guard(const PlanOp& p, const OpRecord& rec);
+  void diverge(const std::string& why);
+  void defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
+             const PlanOp& p, int index);
+  void run_group(int group);
+  bool launch(PlanGroup& g, const std::vector<Deferred*>& members);
+  void materialize(const std::vector<Deferred*>& members);
+  void materialize_all();
+  void complete_iteration();
+  void compile(const std::shared_ptr<Plan>& plan);
+
+  Recorder& recorder_;
+  mutable std::mutex mu_;
+  Config config_;
+  KernelCache cache_;
+  std::map<std::uint64_t, std::shared_ptr<Plan>> plans_;
+  std::shared_ptr<std::atomic<int>> ready_plans_ = std::make_shared<std::atomic<int>>(0);
+
+  std::shared_ptr<Plan> armed_;
+  std::size_t cursor_ = 0;
+  std::int64_t iter_start_ = 0;
+  std::int64_t iteration_ = 0;  // iteration number (1-based) of the armed iteration
+  ska::flat_hash_map<std::uint64_t, std::int64_t> outside_;  // guard: outside tensors' ordinals
+  std::vector<Deferred> deferred_;
+  std::vector<Unwritten> unwritten_;
+  std::map<const c10::TensorImpl*, at::Tensor> verify_inputs_;
+  std::int64_t divergence_logs_ = 0;
+};
+
+}  // namespace hotpath::detail

@@ -1,0 +1,76 @@
+// The plan for a hot signature: per op of the iteration, its guard and what to do with it (run
+// eagerly, defer into a fused group, or launch the group), and per group its compiled kernel.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.h"
+#include "fusion/partition.h"
+#include "ir/graph.h"
+#include "driver/cuda_driver.h"
+#include "trace/op_record.h"
+
+namespace hotpath::detail {
+
+struct PlanOp {
+  std::string name;               // for logs
+  std::uint64_t input_key = 0;    // operator + input metadata + non-scalar arguments
+  std::vector<ValueRef> refs;     // per recorded input: relative producer, or -(k+1) outside
+  int group = -1;                 // fusion group, or -1 (eager)
+  bool launch = false;            // the group's last member: its kernel runs here
+  TensorMeta out;                 // the output a deferred op must return
+  std::int32_t out_alias = -1;    // ... or the argument it returns (in-place)
+};
+
+struct PlanGroup {
+  std::string name;
+  std::vector<int> ops;  // trace indices of the members
+  bool gpu = false;
+  KernelSpec spec;       // gpu only
+  std::string cache_key;
+  // Per kernel argument: a tensor the group makes that died inside the recorded iteration and that
+  // no op outside the group reads; the kernel skips it even when a C++ temporary still holds it.
+  // cone[i]: the members (positions) that compute it, to restore it exactly if it is needed.
+  std::vector<bool> speculative;
+  std::vector<std::vector<int>> cone;
+  // Filled by the compile worker before Plan::ready is set.
+  std::string cubin;
+  double compile_ms = 0;
+  bool from_cache = false;
+  std::string error;  // why it stays eager (compile or load failure)
+  // Training thread only.
+  std::unique_ptr<CudaModule> module;
+  std::int64_t launches = 0;
+  std::int64_t eager_runs = 0;  // materialised instead (CPU, hazards, divergence)
+  // Verification (Config::verify): fused outputs against eager on the same inputs.
+  std::int64_t checks = 0;
+  double max_rel_error = 0;
+};
+
+struct Plan {
+  std::uint64_t signature = 0;
+  std::string hex;
+  std::int64_t hot_iteration = 0;
+  std::vector<PlanOp> ops;
+  std::vector<PlanGroup> groups;
+  int device_index = -1;
+  int arch = 0;
+  int sm_count = 0;
+  std::atomic<bool> ready{false};
+  double compile_ms = 0;  // worker wall time for all groups
+  int from_cache = 0;
+  // Training thread, under the executor's lock.
+  std::int64_t first_fused_iteration = -1;
+  std::int64_t fused_iterations = 0;
+  std::int64_t divergences = 0;
+  std::int64_t restored = 0;  // skipped values computed after all because someone needed them
+  // Kept for logs and tests.
+  std::shared_ptr<const Graph> graph;
+  Partition partition;
+};
+
+}  // namespace hotpath::detail

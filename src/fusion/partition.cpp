@@ -1,0 +1,224 @@
+#include "fusion/partition.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "fusion/op_table.h"
+
+namespace hotpath::detail {
+namespace {
+
+constexpr std::size_t kMaxGroupNodes = 64;
+
+bool float_type(c10::ScalarType t) {
+  return t == c10::ScalarType::Float || t == c10::ScalarType::Half ||
+         t == c10::ScalarType::BFloat16;
+}
+
+bool broadcastable(const TensorMeta& in, const TensorMeta& domain) {
+  if (in.sizes.size() > domain.sizes.size()) return false;
+  const std::size_t lead = domain.sizes.size() - in.sizes.size();
+  for (std::size_t d = 0; d < in.sizes.size(); ++d) {
+    if (in.sizes[d] != 1 && in.sizes[d] != domain.sizes[lead + d]) return false;
+  }
+  return true;
+}
+
+std::int64_t numel(const TensorMeta& m) {
+  std::int64_t n = 1;
+  for (auto s : m.sizes) n *= s;
+  return n;
+}
+
+struct Builder {
+  const Graph& g;
+  std::vector<std::vector<int>> groups;  // node lists, ascending
+  std::vector<int> group_of;
+
+  // Values produced by the nodes of `members`.
+  std::set<int> produced(const std::vector<int>& members) const {
+    std::set<int> out;
+    for (int m : members)
+      for (int v : g.node(m).outputs) out.insert(v);
+    return out;
+  }
+
+  bool writes_outside(const std::vector<int>& members) const {
+    const std::set<int> mine(members.begin(), members.end());
+    for (int m : members) {
+      for (const auto& in : g.node(m).inputs) {
+        if (!in.written || in.value < 0) continue;
+        const int producer = g.value(in.value).producer;
+        if (producer < 0 || !mine.count(producer)) return true;
+      }
+    }
+    return false;
+  }
+
+  bool legal(const std::vector<int>& members) const {
+    if (members.size() > kMaxGroupNodes) return false;
+    const std::set<int> mine(members.begin(), members.end());
+    const std::set<int> values = produced(members);
+    const bool contiguous_only = writes_outside(members);
+    for (int k = members.front() + 1; k < members.back(); ++k) {
+      if (mine.count(k)) continue;
+      if (contiguous_only) return false;
+      const Node& n = g.node(k);
+      if (n.mutates()) return false;
+      for (const auto& in : n.inputs) {
+        if (in.value >= 0 && values.count(in.value)) return false;
+      }
+    }
+    return true;
+  }
+};
+
+bool same_domain(const TensorMeta& a, const TensorMeta& b) {
+  return a.sizes == b.sizes && a.device == b.device;
+}
+
+}  // namespace
+
+std::string unfusable_reason(const Graph& g, const Node& n) {
+  const PointwiseOp* op = find_pointwise(n);
+  if (op == nullptr) return "not a pointwise op";
+  if (std::string why = op->check(n); !why.empty()) return why;
+  if (n.outputs.size() != 1) return "not one output";
+  const TensorMeta& out = g.value(n.outputs[0]).meta;
+  if (!out.defined || !float_type(out.dtype)) return "output is not fp32/fp16/bf16";
+  if (numel(out) == 0) return "empty";
+  const int alias = n.out_alias[0];
+  if (alias != op->writes) return "output aliasing differs from the op table";
+  if (alias < 0 && out.storage_offset != 0) return "output has a storage offset";
+  auto operand_ok = [&](int arg) -> std::string {
+    const int v = n.input_at(arg);
+    if (v < 0) return "undefined tensor operand";
+    const TensorMeta& m = g.value(v).meta;
+    if (m.device != out.device) return "operands on several devices";
+    if (!float_type(m.dtype) && m.dtype != c10::ScalarType::Bool) return "operand dtype";
+    if (!broadcastable(m, out)) return "operand does not broadcast to the output";
+    return {};
+  };
+  for (int a : op->tensors) {
+    if (std::string why = operand_ok(a); !why.empty()) return why;
+  }
+  if (op->writes >= 0) {
+    if (std::string why = operand_ok(op->writes); !why.empty()) return why;
+    const TensorMeta& w = g.value(n.input_at(op->writes)).meta;
+    if (w.sizes != out.sizes || w.strides != out.strides) return "in-place target shape";
+    for (std::size_t d = 0; d < w.sizes.size(); ++d) {
+      if (w.sizes[d] > 1 && w.strides[d] == 0) return "in-place target is expanded";
+    }
+  }
+  for (int s : op->scalars) {
+    if (static_cast<std::size_t>(s) >= n.args.size()) return "missing scalar argument";
+    const auto& v = n.args[s];
+    if (!v.isNone() && !(v.isDouble() || v.isInt() || v.isBool())) return "complex scalar";
+  }
+  return {};
+}
+
+Partition partition_graph(const Graph& g) {
+  Builder b{g, {}, std::vector<int>(g.nodes().size(), -1)};
+  Partition p;
+  p.eager_why.assign(g.nodes().size(), "");
+  for (const Node& n : g.nodes()) {
+    if (std::string why = unfusable_reason(g, n); !why.empty()) {
+      p.eager_why[static_cast<std::size_t>(n.index)] = why;
+      continue;
+    }
+    const TensorMeta& dom = g.value(n.outputs[0]).meta;
+    // Groups that produced one of this node's operands, over the same domain.
+    std::vector<int> cands;
+    for (const auto& in : n.inputs) {
+      if (in.value < 0) continue;
+      const int producer = g.value(in.value).producer;
+      if (producer < 0) continue;
+      const int grp = b.group_of[static_cast<std::size_t>(producer)];
+      if (grp < 0 || std::find(cands.begin(), cands.end(), grp) != cands.end()) continue;
+      const auto& first = g.node(b.groups[static_cast<std::size_t>(grp)].front());
+      if (!same_domain(g.value(first.outputs[0]).meta, dom)) continue;
+      cands.push_back(grp);
+    }
+    auto with = [&](const std::vector<int>& gs) {
+      std::vector<int> m;
+      for (int x : gs) {
+        const auto& nodes = b.groups[static_cast<std::size_t>(x)];
+        m.insert(m.end(), nodes.begin(), nodes.end());
+      }
+      m.push_back(n.index);
+      std::sort(m.begin(), m.end());
+      return m;
+    };
+    std::vector<int> chosen;  // groups that n joins (merged into the first)
+    if (cands.size() > 1 && b.legal(with(cands))) {
+      chosen = cands;
+    } else {
+      // The candidate whose last node is latest first.
+      std::sort(cands.begin(), cands.end(), [&](int x, int y) {
+        return b.groups[static_cast<std::size_t>(x)].back() >
+               b.groups[static_cast<std::size_t>(y)].back();
+      });
+      for (int c : cands) {
+        if (b.legal(with({c}))) {
+          chosen = {c};
+          break;
+        }
+      }
+    }
+    int target = static_cast<int>(b.groups.size());
+    if (chosen.empty()) {
+      b.groups.push_back({n.index});
+    } else {
+      target = chosen.front();
+      std::vector<int> members = with(chosen);
+      for (std::size_t c = 1; c < chosen.size(); ++c)
+        b.groups[static_cast<std::size_t>(chosen[c])].clear();
+      b.groups[static_cast<std::size_t>(target)] = std::move(members);
+    }
+    for (int m : b.groups[static_cast<std::size_t>(target)])
+      b.group_of[static_cast<std::size_t>(m)] = target;
+  }
+
+  p.group_of.assign(g.nodes().size(), -1);
+  for (const auto& nodes : b.groups) {
+    if (nodes.size() < 2) {
+      for (int m : nodes) p.eager_why[static_cast<std::size_t>(m)] = "alone (nothing to fuse with)";
+      continue;
+    }
+    FusionGroup fg;
+    fg.nodes = nodes;
+    fg.domain = g.value(g.node(nodes.front()).outputs[0]).meta;
+    std::string name, previous;
+    for (int m : nodes) {
+      std::string op = g.node(m).name.substr(g.node(m).name.rfind(':') + 1);
+      if (!op.empty() && op.back() == '_') op.pop_back();
+      if (op == previous) continue;
+      if (name.size() + op.size() > 48) break;
+      name += (name.empty() ? "" : "_") + op;
+      previous = op;
+    }
+    fg.name = name;
+    for (int m : nodes) p.group_of[static_cast<std::size_t>(m)] = static_cast<int>(p.groups.size());
+    p.groups.push_back(std::move(fg));
+  }
+  return p;
+}
+
+std::string Partition::to_text(const Graph& g) const {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto& grp = groups[i];
+    os << "group " << i << " " << grp.name << " over " << format_meta(grp.domain) << ":";
+    for (int m : grp.nodes) os << " " << m << ":" << g.node(m).short_name();
+    os << "\n";
+  }
+  for (std::size_t n = 0; n < group_of.size(); ++n) {
+    if (group_of[n] < 0) os << "eager " << n << ":" << g.node(static_cast<int>(n)).short_name()
+                            << " (" << eager_why[n] << ")\n";
+  }
+  return os.str();
+}
+
+}  // namespace hotpath::detail

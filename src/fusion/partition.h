@@ -1,0 +1,38 @@
+// Cuts a Graph into fusion groups: runs of pointwise and in-place ops over one iteration domain
+// (the shape of their outputs) that one kernel can compute. Everything else (matmuls,
+// convolutions, reductions, RNG, views, unknown ops) stays eager and bounds the groups.
+//
+// A group is legal only if, between its first and last member, no other op reads a value the
+// group produces or mutates anything, and a group that writes a tensor from outside itself (an
+// optimizer's in-place update) has no other op between its members at all: the group runs at its
+// last member, so those ops would otherwise see values the group has not written yet.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace hotpath::detail {
+
+struct FusionGroup {
+  std::vector<int> nodes;  // ascending node indices
+  TensorMeta domain;       // the members' output shape, dtype of the first member, device
+  std::string name;        // what it fuses, e.g. "mul_add_addcmul_sqrt_div_addcdiv"
+};
+
+struct Partition {
+  std::vector<FusionGroup> groups;
+  std::vector<int> group_of;          // per node: its group, or -1 (eager)
+  std::vector<std::string> eager_why;  // per node not in a group: why (empty for grouped nodes)
+
+  std::string to_text(const Graph& g) const;  // stable, for golden tests and logs
+};
+
+Partition partition_graph(const Graph& g);
+
+// Why `n` cannot be in any group, or "" if it can.
+std::string unfusable_reason(const Graph& g, const Node& n);
+
+}  // namespace hotpath::detail

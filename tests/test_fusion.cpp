@@ -1,0 +1,306 @@
+// Plans, guards, divergence, partitioning, codegen and NVRTC, on CPU (no GPU needed). With
+// Config::fuse_cpu the fused groups run through the executor's eager materialisation, so every
+// result must be bitwise identical to plain eager.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "codegen/kernel.h"
+#include "compile/kernel_cache.h"
+#include "compile/nvrtc.h"
+#include "exec/session.h"
+#include "fusion/partition.h"
+#include "hotpath/hotpath.h"
+#include "ir/graph.h"
+
+namespace {
+
+hotpath::Config cpu_plans(int threshold) {
+  hotpath::Config c;
+  c.threshold = threshold;
+  c.fuse_cpu = true;
+  c.log_level = hotpath::LogLevel::Warn;
+  return c;
+}
+
+struct Enabled {
+  explicit Enabled(const hotpath::Config& c) {
+    hotpath::disable_hot_path_detection();
+    hotpath::enable_hot_path_detection(c);
+  }
+  ~Enabled() { hotpath::disable_hot_path_detection(); }
+};
+
+std::shared_ptr<const hotpath::detail::Plan> last_plan() {
+  auto session = hotpath::detail::thread_session();
+  REQUIRE(session != nullptr);
+  return session->executor.plan(hotpath::stats().last_signature);
+}
+
+// Compares `text` with tests/golden/<name>; HOTPATH_UPDATE_GOLDEN=1 rewrites the file.
+void check_golden(const std::string& name, const std::string& text) {
+  const std::string path = std::string(HOTPATH_GOLDEN_DIR) + "/" + name;
+  const char* update = std::getenv("HOTPATH_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path) << text;
+    return;
+  }
+  std::ifstream f(path);
+  INFO("golden file " << path << " (HOTPATH_UPDATE_GOLDEN=1 rewrites it)");
+  REQUIRE(f.good());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  CHECK(ss.str() == text);
+}
+
+struct Mlp {
+  torch::nn::Sequential model;
+  torch::optim::AdamW opt;
+  torch::Tensor x, y;
+  Mlp()
+      : model(torch::nn::Linear(16, 32), torch::nn::GELU(), torch::nn::Linear(32, 16)),
+        opt(model->parameters(), torch::optim::AdamWOptions(1e-2)),
+        x(torch::randn({8, 16})),
+        y(torch::randn({8, 16})) {}
+  void train_step(int i) {
+    for (auto& g : opt.param_groups()) g.options().set_lr(1e-2 / (1.0 + 0.1 * i));  // a schedule
+    opt.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    opt.step();
+  }
+  std::vector<torch::Tensor> params() {
+    std::vector<torch::Tensor> p;
+    for (auto& t : model->parameters()) p.push_back(t.detach().clone());
+    return p;
+  }
+};
+
+std::vector<torch::Tensor> train_mlp(bool hot, int iterations) {
+  torch::manual_seed(7);
+  Mlp mlp;
+  std::unique_ptr<Enabled> on;
+  if (hot) on = std::make_unique<Enabled>(cpu_plans(3));
+  for (int i = 0; i < iterations; ++i) {
+    mlp.train_step(i);
+    hotpath::step();
+  }
+  return mlp.params();
+}
+
+}  // namespace
+
+TEST_CASE("CPU plans of an MLP + AdamW step are identical to eager", "[fusion]") {
+  const auto eager = train_mlp(false, 14);
+  torch::manual_seed(7);
+  Mlp mlp;
+  Enabled on(cpu_plans(3));
+  for (int i = 0; i < 14; ++i) {
+    mlp.train_step(i);
+    hotpath::step();
+  }
+  const auto s = hotpath::stats().last();
+  INFO(hotpath::format_stats(hotpath::stats()));
+  REQUIRE(s.fusion.planned);
+  CHECK(s.fusion.groups.size() >= 4);  // AdamW: one group per parameter at least
+  // Hot at the end of iteration hot_at; the plan (no compile on CPU) runs from the next one.
+  CHECK(s.fusion.first_fused_iteration == s.hot_at_iteration + 1);
+  CHECK(s.fusion.fused_iterations == 14 - s.hot_at_iteration);
+  CHECK(s.fusion.divergences == 0);
+  for (const auto& g : s.fusion.groups) CHECK(g.eager_runs == s.fusion.fused_iterations);
+  const auto fused = mlp.params();
+  REQUIRE(fused.size() == eager.size());
+  for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
+}
+
+TEST_CASE("an op that leaves the plan mid-group sees materialised values", "[fusion]") {
+  torch::manual_seed(1);
+  auto a = torch::randn({64, 32}), b = torch::randn({64, 32}), c = torch::randn({32});
+  const auto ref = (a * b + c).sigmoid();
+  const auto ref_sum = (a * b).sum();
+  std::vector<torch::Tensor> outs, sums;
+  {
+    Enabled on(cpu_plans(3));
+    for (int i = 0; i < 12; ++i) {
+      auto t1 = a * b;
+      if (i >= 6 && i % 2 == 0) sums.push_back(t1.sum());  // not in the plan: reads a deferred value
+      auto t2 = t1 + c;
+      outs.push_back(t2.sigmoid());
+      hotpath::step();
+    }
+    const auto s = hotpath::stats();
+    INFO(hotpath::format_stats(s));
+    std::int64_t divergences = 0, fused = 0;
+    for (const auto& sig : s.signatures) {
+      divergences += sig.fusion.divergences;
+      fused += sig.fusion.fused_iterations;
+    }
+    // Each sum leaves the plan; once the 4-op variant is hot too, the next plain iteration
+    // starts on its plan and leaves it at the add.
+    CHECK(divergences >= 3);
+    CHECK(fused >= 3);
+  }
+  for (const auto& o : outs) CHECK(torch::equal(o, ref));
+  REQUIRE(sums.size() == 3);
+  for (const auto& x : sums) CHECK(torch::allclose(x, ref_sum));
+}
+
+TEST_CASE("a shape change or a new scalar never reuses a plan wrongly", "[fusion]") {
+  torch::manual_seed(2);
+  auto a = torch::randn({16, 8}), b = torch::randn({16, 8});
+  auto a2 = torch::randn({8, 16}), b2 = torch::randn({8, 16});
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> runs;  // output, reference
+  {
+    Enabled on(cpu_plans(2));
+    for (int i = 0; i < 10; ++i) {
+      const double s = 0.5 + i;  // a run-time scalar: same signature, new value
+      const bool other = i == 6;
+      auto& x = other ? a2 : a;
+      auto& y = other ? b2 : b;
+      runs.emplace_back((x.mul(s) + y).relu() * y, torch::Tensor());
+      hotpath::step();
+    }
+  }
+  for (int i = 0; i < 10; ++i) {
+    const double s = 0.5 + i;
+    const bool other = i == 6;
+    const auto ref = ((other ? a2 : a).mul(s) + (other ? b2 : b)).relu() * (other ? b2 : b);
+    CHECK(torch::equal(runs[static_cast<std::size_t>(i)].first, ref));
+  }
+}
+
+TEST_CASE("the optimizer partition of an MLP + AdamW step", "[fusion][golden]") {
+  torch::manual_seed(7);
+  Mlp mlp;
+  Enabled on(cpu_plans(3));
+  for (int i = 0; i < 4; ++i) {
+    mlp.train_step(i);
+    hotpath::step();
+  }
+  const auto plan = last_plan();
+  REQUIRE(plan != nullptr);
+  check_golden("mlp_adamw_partition.txt", plan->partition.to_text(*plan->graph));
+}
+
+namespace {
+// Many fusable ops, forward and backward, casts, broadcasting, transposed and 0-dim operands.
+torch::Tensor op_zoo(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& row,
+                     const torch::Tensor& xt) {
+  auto h = torch::gelu(x * w + row, "tanh") + torch::gelu(x, "none");
+  h = torch::silu(h) * torch::sigmoid(x) - torch::tanh(xt).t();
+  h = torch::softplus(h, 2.0, 10.0).clamp(-3.0, 3.0);
+  h = torch::where(x > 0, h, h * 0.5).lerp(w, 0.3);
+  h = torch::addcmul(h, x, w, 0.2).addcdiv(x, w.abs() + 1, -0.1);
+  h = h.pow(2) / (1 + h.exp()) + h.sqrt().nan_to_num();
+  auto half = h.to(torch::kBFloat16) * 2;
+  return half.to(torch::kFloat).relu().sum();
+}
+}  // namespace
+
+TEST_CASE("every generated kernel compiles with NVRTC", "[fusion][nvrtc]") {
+  torch::manual_seed(3);
+  auto x = torch::randn({32, 64}, torch::requires_grad());
+  auto w = torch::randn({32, 64}, torch::requires_grad());
+  auto row = torch::randn({64});
+  auto xt = torch::randn({64, 32});
+  Enabled on(cpu_plans(2));
+  for (int i = 0; i < 3; ++i) {
+    auto loss = op_zoo(x, w, row, xt);
+    loss.backward();
+    hotpath::step();
+  }
+  const auto plan = last_plan();
+  REQUIRE(plan != nullptr);
+  REQUIRE(plan->partition.groups.size() >= 2);
+  const auto& g = *plan->graph;
+  std::set<std::string> ops;
+  int compiled = 0;
+  for (const auto& grp : plan->partition.groups) {
+    for (int n : grp.nodes) ops.insert(g.node(n).short_name());
+    const auto spec = hotpath::detail::generate_kernel(g, grp);
+    INFO(spec.source);
+    const auto out = hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
+                                                    hotpath::detail::runtime_headers(), "");
+    CHECK(out.cubin.size() > 0);
+    ++compiled;
+  }
+  INFO(plan->partition.to_text(g));
+  CHECK(compiled >= 2);
+  for (const char* op : {"gelu", "gelu_backward", "silu", "silu_backward", "sigmoid_backward",
+                         "softplus_backward", "addcmul", "where.self",
+                         "lerp.Scalar", "_to_copy", "mul.Tensor", "add.Tensor"}) {
+    CAPTURE(op);
+    CHECK(ops.count(op) == 1);
+  }
+}
+
+TEST_CASE("codegen of a small broadcast chain", "[fusion][golden]") {
+  torch::manual_seed(4);
+  auto a = torch::randn({4, 8}), b = torch::randn({8}), t = torch::randn({8, 4});
+  Enabled on(cpu_plans(2));
+  for (int i = 0; i < 2; ++i) {
+    auto y = ((a * b).add(t.t(), 0.5)).sigmoid().to(torch::kHalf);
+    hotpath::step();
+  }
+  const auto plan = last_plan();
+  REQUIRE(plan != nullptr);
+  REQUIRE(plan->partition.groups.size() == 1);
+  const auto spec = hotpath::detail::generate_kernel(*plan->graph, plan->partition.groups[0]);
+  check_golden("broadcast_chain.txt", plan->graph->to_text() + "\n" + spec.source);
+  CHECK(spec.vec == 1);  // a transposed operand: no vector path
+}
+
+namespace {
+std::string fresh_dir(const char* name) {
+  std::string tmpl = std::string("/tmp/") + name + "-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+  return tmpl;
+}
+}  // namespace
+
+TEST_CASE("the kernel cache: miss, hit, corrupt entry", "[fusion][cache]") {
+  const std::string dir = fresh_dir("hotpath-cache-test") + "/nested";
+  hotpath::detail::KernelCache cache(dir);
+  const std::string key = hotpath::detail::kernel_cache_key("source", 90);
+  CHECK(key != hotpath::detail::kernel_cache_key("source", 80));
+  CHECK(key != hotpath::detail::kernel_cache_key("source2", 90));
+  CHECK_FALSE(cache.load(key).has_value());
+  cache.store(key, std::string("\x7f" "ELF cubin bytes", 16));
+  REQUIRE(cache.load(key).has_value());
+  CHECK(*cache.load(key) == std::string("\x7f" "ELF cubin bytes", 16));
+  {
+    std::fstream f(cache.path(key), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f << "XYZ";  // damage the payload
+  }
+  CHECK_FALSE(cache.load(key).has_value());
+  cache.store(key, "recompiled");
+  CHECK(cache.load(key).value() == "recompiled");
+  std::remove(cache.path(key).c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("an NVRTC failure names the error and the dumped source", "[fusion][nvrtc]") {
+  const std::string dir = fresh_dir("hotpath-dump-test");
+  const std::string dumped = dir + "/broken.cu";
+  try {
+    hotpath::detail::nvrtc_compile("extern \"C\" __global__ void k() { undefined_thing(); }",
+                                   "broken", 90, {}, dir);
+    FAIL("no error");
+  } catch (const hotpath::Error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("undefined_thing") != std::string::npos);
+    CHECK(msg.find(dumped) != std::string::npos);
+    CHECK(msg.find("nvrtc.cpp:") != std::string::npos);
+  }
+  CHECK(std::ifstream(dumped).good());
+  std::remove(dumped.c_str());
+  ::rmdir(dir.c_str());
+}
