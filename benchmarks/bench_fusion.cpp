@@ -28,8 +28,11 @@ double median(std::vector<double> v) {
 
 // Per-iteration GPU times (ms) of `body`, from CUDA events around each iteration.
 std::vector<double> time_iterations(int iters, const std::function<void(int)>& body) {
-  std::vector<at::cuda::CUDAEvent> start(static_cast<std::size_t>(iters)),
-      stop(static_cast<std::size_t>(iters));
+  std::vector<at::cuda::CUDAEvent> start, stop;
+  for (int i = 0; i < iters; ++i) {
+    start.emplace_back(cudaEventDefault);  // timing enabled
+    stop.emplace_back(cudaEventDefault);
+  }
   for (int i = 0; i < iters; ++i) {
     const auto s = c10::cuda::getCurrentCUDAStream();
     start[static_cast<std::size_t>(i)].record(s);

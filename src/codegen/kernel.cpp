@@ -32,6 +32,8 @@ std::int64_t numel_of(const std::vector<std::int64_t>& sizes) {
 // Strides of `m` seen over the domain's dimensions (0 where broadcast).
 std::vector<std::int64_t> domain_strides(const TensorMeta& m, const TensorMeta& dom) {
   const std::size_t nd = dom.sizes.size();
+  HOTPATH_CHECK(m.sizes.size() <= nd && m.strides.size() == m.sizes.size(),
+                "operand rank exceeds the domain's: ", format_meta(m), " vs ", format_meta(dom));
   std::vector<std::int64_t> st(nd, 0);
   const std::size_t lead = nd - m.sizes.size();
   for (std::size_t d = 0; d < m.sizes.size(); ++d) {

@@ -49,7 +49,7 @@ struct OpInfo {
   std::uint64_t name_hash = 0;
   std::vector<bool> scalar_argument;  // Scalar/float arguments: values are run-time parameters
   std::vector<bool> written;          // Tensor(a!) arguments
-  std::vector<std::int32_t> return_alias;  // per return: the argument it aliases, or -1
+  std::vector<std::int32_t> return_alias;  // per return: the argument it writes and returns, or -1
   std::uint64_t scalar_mask = 0;
 };
 
@@ -77,7 +77,7 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
     }
     for (const auto& r : schema.returns()) {
       std::int32_t alias = -1;
-      if (r.alias_info() != nullptr) {
+      if (r.alias_info() != nullptr && r.alias_info()->isWrite()) {  // in-place / out=, not views
         for (std::size_t i = 0; i < schema.arguments().size(); ++i) {
           const auto* ai = schema.arguments()[i].alias_info();
           if (ai != nullptr && ai->beforeSets() == r.alias_info()->beforeSets()) {

@@ -179,8 +179,10 @@ void Executor::on_hot(HotTrace&& trace) {
         continue;
       }
       pg.cache_key = kernel_cache_key(pg.spec.source, plan->arch);
-      plan_speculative(g, trace, fg, pg);
+    } else {
+      pg.spec = generate_kernel(g, fg);  // not run on CPU, but kept for inspection and tests
     }
+    plan_speculative(g, trace, fg, pg);
     const int gi = static_cast<int>(plan->groups.size());
     for (int n : fg.nodes) plan->ops[static_cast<std::size_t>(n)].group = gi;
     plan->ops[static_cast<std::size_t>(fg.nodes.back())].launch = true;
