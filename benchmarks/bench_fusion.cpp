@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (!torch::cuda::is_available()) {
     std::cerr << "bench_fusion needs a CUDA device\n";
     return 1;
@@ -180,9 +181,10 @@ int main(int argc, char** argv) {
     (void)warm;
     const auto e1 = time_iterations(iters, [&](int) { eager.step(); });
     hotpath::enable_hot_path_detection(config(cache, false));
-    const auto f = time_iterations(iters, [&](int) {
+    const auto f = time_iterations(iters, [&](int i) {
       hot.step();
       hotpath::step();
+      if (i == 10) hotpath::wait_for_compilation();  // measure the steady state, not the compile
     });
     const auto st = hotpath::stats();
     hotpath::disable_hot_path_detection();
