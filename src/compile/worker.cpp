@@ -12,9 +12,23 @@ CompileWorker& CompileWorker::instance() {
   return worker;
 }
 
+void* CompileWorker::entry(void* self) {
+  static_cast<CompileWorker*>(self)->run();
+  return nullptr;
+}
+
 void CompileWorker::submit(std::function<void()> job) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (!started_) {
+    // NVRTC recurses deeply on long expressions; the default thread stack is not always enough.
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, std::size_t{256} << 20);
+    const int rc = pthread_create(&thread_, &attr, &CompileWorker::entry, this);
+    pthread_attr_destroy(&attr);
+    HOTPATH_CHECK(rc == 0, "cannot start the compile thread (pthread_create: ", rc, ")");
+    started_ = true;
+  }
   jobs_.push_back(std::move(job));
   cv_.notify_one();
 }
@@ -51,7 +65,7 @@ CompileWorker::~CompileWorker() {
     jobs_.clear();
     cv_.notify_all();
   }
-  if (thread_.joinable()) thread_.join();
+  if (started_) pthread_join(thread_, nullptr);
 }
 
 }  // namespace hotpath::detail

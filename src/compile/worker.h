@@ -6,7 +6,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <thread>
+#include <pthread.h>
 
 namespace hotpath::detail {
 
@@ -21,13 +21,15 @@ class CompileWorker {
  private:
   CompileWorker() = default;
   void run();
+  static void* entry(void* self);
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable idle_cv_;
   std::deque<std::function<void()>> jobs_;
   bool busy_ = false;
   bool stop_ = false;
-  std::thread thread_;
+  pthread_t thread_{};
+  bool started_ = false;
 };
 
 }  // namespace hotpath::detail
