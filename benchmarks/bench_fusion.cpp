@@ -42,7 +42,8 @@ std::vector<double> time_iterations(int iters, const std::function<void(int)>& b
   torch::cuda::synchronize();
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i)
-    ms.push_back(start[static_cast<std::size_t>(i)].elapsed_time(stop[static_cast<std::size_t>(i)]));
+    ms.push_back(
+        start[static_cast<std::size_t>(i)].elapsed_time(stop[static_cast<std::size_t>(i)]));
   return ms;
 }
 
@@ -107,10 +108,14 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::runtime_error("missing value for " + a);
       return argv[++i];
     };
-    if (a == "--iters") iters = std::stoi(next());
-    else if (a == "--elements") elements = std::stoll(next());
-    else if (a == "--csv") csv = next();
-    else if (a == "--cache") cache = next();
+    if (a == "--iters")
+      iters = std::stoi(next());
+    else if (a == "--elements")
+      elements = std::stoll(next());
+    else if (a == "--csv")
+      csv = next();
+    else if (a == "--cache")
+      cache = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
       return 2;
@@ -159,10 +164,11 @@ int main(int argc, char** argv) {
     const double err = ((y_fused - ref).norm() / ref.norm()).item<double>();
     const double fused_ms = median(tail(fused, static_cast<std::size_t>(iters / 2)));
     const double copy_bw = bytes / copy_ms / 1e6, fused_bw = bytes / fused_ms / 1e6;
-    std::printf("chain %lld elements: copy %.3f ms (%.0f GB/s), eager %.3f ms, fused %.3f ms "
-                "(%.0f GB/s, %.1f%% of copy), speedup %.2fx, rel err %.2g\n",
-                elements, copy_ms, copy_bw, eager_ms, fused_ms, fused_bw, 100 * fused_bw / copy_bw,
-                eager_ms / fused_ms, err);
+    std::printf(
+        "chain %lld elements: copy %.3f ms (%.0f GB/s), eager %.3f ms, fused %.3f ms "
+        "(%.0f GB/s, %.1f%% of copy), speedup %.2fx, rel err %.2g\n",
+        elements, copy_ms, copy_bw, eager_ms, fused_ms, fused_bw, 100 * fused_bw / copy_bw,
+        eager_ms / fused_ms, err);
     if (const auto* s = busiest(st)) print_groups(*s);
     if (out) {
       out << "chain,copy," << copy_ms << "," << copy_bw << ",\n";
@@ -192,11 +198,12 @@ int main(int argc, char** argv) {
     const double eager_ms = median(e1), eager2_ms = median(e2);
     const double fused_ms = median(tail(f, static_cast<std::size_t>(iters / 2)));
     const auto* s = busiest(st);
-    std::printf("mlp+adamw: eager %.3f ms (again after: %.3f ms), hotpath steady %.3f ms, speedup "
-                "%.2fx; first fused iteration %lld, compile %.0f ms (%d from cache)\n",
-                eager_ms, eager2_ms, fused_ms, eager_ms / fused_ms,
-                s ? static_cast<long long>(s->fusion.first_fused_iteration) : -1LL,
-                s ? s->fusion.compile_ms : 0.0, s ? s->fusion.kernels_from_cache : 0);
+    std::printf(
+        "mlp+adamw: eager %.3f ms (again after: %.3f ms), hotpath steady %.3f ms, speedup "
+        "%.2fx; first fused iteration %lld, compile %.0f ms (%d from cache)\n",
+        eager_ms, eager2_ms, fused_ms, eager_ms / fused_ms,
+        s ? static_cast<long long>(s->fusion.first_fused_iteration) : -1LL,
+        s ? s->fusion.compile_ms : 0.0, s ? s->fusion.kernels_from_cache : 0);
     if (s) print_groups(*s);
     // Parameters after the same number of steps from the same start: eager and fused agree?
     double worst = 0;

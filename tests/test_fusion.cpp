@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <unistd.h>
+#include <cstdlib>
 
 #include <cstdio>
 #include <fstream>
@@ -130,7 +130,8 @@ TEST_CASE("an op that leaves the plan mid-group sees materialised values", "[fus
     Enabled on(cpu_plans(3));
     for (int i = 0; i < 12; ++i) {
       auto t1 = a * b;
-      if (i >= 6 && i % 2 == 0) sums.push_back(t1.sum());  // not in the plan: reads a deferred value
+      if (i >= 6 && i % 2 == 0)
+        sums.push_back(t1.sum());  // not in the plan: reads a deferred value
       auto t2 = t1 + c;
       outs.push_back(t2.sigmoid());
       hotpath::step();
@@ -233,9 +234,9 @@ TEST_CASE("every generated kernel compiles with NVRTC", "[fusion][nvrtc]") {
   }
   INFO(plan->partition.to_text(g));
   CHECK(compiled >= 2);
-  for (const char* op : {"gelu", "gelu_backward", "silu", "silu_backward", "sigmoid_backward",
-                         "softplus_backward", "addcmul", "where.self",
-                         "lerp.Scalar", "_to_copy", "mul.Tensor", "add.Tensor"}) {
+  for (const char* op :
+       {"gelu", "gelu_backward", "silu", "silu_backward", "sigmoid_backward", "softplus_backward",
+        "addcmul", "where.self", "lerp.Scalar", "_to_copy", "mul.Tensor", "add.Tensor"}) {
     CAPTURE(op);
     CHECK(ops.count(op) == 1);
   }
@@ -272,9 +273,13 @@ TEST_CASE("the kernel cache: miss, hit, corrupt entry", "[fusion][cache]") {
   CHECK(key != hotpath::detail::kernel_cache_key("source", 80));
   CHECK(key != hotpath::detail::kernel_cache_key("source2", 90));
   CHECK_FALSE(cache.load(key).has_value());
-  cache.store(key, std::string("\x7f" "ELF cubin bytes", 16));
+  cache.store(key, std::string("\x7f"
+                               "ELF cubin bytes",
+                               16));
   REQUIRE(cache.load(key).has_value());
-  CHECK(*cache.load(key) == std::string("\x7f" "ELF cubin bytes", 16));
+  CHECK(*cache.load(key) == std::string("\x7f"
+                                        "ELF cubin bytes",
+                                        16));
   {
     std::fstream f(cache.path(key), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-3, std::ios::end);

@@ -46,8 +46,8 @@ struct Config {
 
 // Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD, HOTPATH_LOG_LEVEL
 // (trace|debug|info|warn|error|off), HOTPATH_FUSE (0/1), HOTPATH_FUSE_CPU (0/1) and
-// HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1) on top of `base`. Throws hotpath::Error on a value it cannot
-// use, naming the variable and the value.
+// HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1) on top of `base`. Throws hotpath::Error on a value it
+// cannot use, naming the variable and the value.
 Config config_from_env(Config base = Config{});
 
 // Starts intercepting the ATen ops of the calling thread (and the autograd work it launches).
@@ -80,10 +80,10 @@ class Iteration {
 struct GroupStats {
   std::string name;  // what it fuses, e.g. "mul_add_addcmul_sqrt_div_addcdiv"
   int ops = 0;
-  bool gpu = false;         // a CUDA kernel; false: CPU group run by ATen (Config::fuse_cpu)
-  double compile_ms = 0;    // NVRTC time on the worker thread (or cache load)
-  bool from_cache = false;  // loaded from the on-disk cache
-  std::string error;        // why it stays eager (compile/load failure), empty when fine
+  bool gpu = false;             // a CUDA kernel; false: CPU group run by ATen (Config::fuse_cpu)
+  double compile_ms = 0;        // NVRTC time on the worker thread (or cache load)
+  bool from_cache = false;      // loaded from the on-disk cache
+  std::string error;            // why it stays eager (compile/load failure), empty when fine
   std::int64_t launches = 0;    // kernel launches
   std::int64_t eager_runs = 0;  // times its ops ran eagerly instead (CPU, divergence, hazards)
   std::int64_t checks = 0;      // launches verified against eager (Config::verify)
@@ -91,9 +91,9 @@ struct GroupStats {
 };
 
 struct FusionStats {
-  bool planned = false;  // a plan was built when the signature turned hot
-  bool ready = false;    // its kernels are compiled (or it needs none)
-  int fused_ops = 0;     // ops of an iteration covered by fused groups
+  bool planned = false;   // a plan was built when the signature turned hot
+  bool ready = false;     // its kernels are compiled (or it needs none)
+  int fused_ops = 0;      // ops of an iteration covered by fused groups
   double compile_ms = 0;  // worker wall time for all of the plan's kernels
   int kernels_from_cache = 0;
   std::int64_t first_fused_iteration = -1;  // iteration in which fused kernels first ran

@@ -8,8 +8,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "dispatch/dispatch_hook.h"
 #include "compile/worker.h"
+#include "dispatch/dispatch_hook.h"
 #include "exec/session.h"
 
 namespace hotpath {

@@ -13,11 +13,16 @@ namespace hotpath::detail {
 
 const char* cuda_type(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Float: return "float";
-    case c10::ScalarType::Half: return "hp::half";
-    case c10::ScalarType::BFloat16: return "hp::bfloat16";
-    case c10::ScalarType::Bool: return "bool";
-    default: HOTPATH_FAIL("no CUDA storage type for ", c10::toString(t));
+    case c10::ScalarType::Float:
+      return "float";
+    case c10::ScalarType::Half:
+      return "hp::half";
+    case c10::ScalarType::BFloat16:
+      return "hp::bfloat16";
+    case c10::ScalarType::Bool:
+      return "bool";
+    default:
+      HOTPATH_FAIL("no CUDA storage type for ", c10::toString(t));
   }
 }
 
@@ -70,7 +75,8 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   const std::vector<std::int64_t> lin = contiguous_strides(dom);
 
   std::map<int, int> member_of;  // node -> member position
-  for (std::size_t i = 0; i < group.nodes.size(); ++i) member_of[group.nodes[i]] = static_cast<int>(i);
+  for (std::size_t i = 0; i < group.nodes.size(); ++i)
+    member_of[group.nodes[i]] = static_cast<int>(i);
   auto in_group = [&](int value) {
     const int p = g.value(value).producer;
     return p >= 0 && member_of.count(p) > 0;
@@ -111,8 +117,8 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
 
   // Element body: loads, per-node expressions, stores.
   std::ostringstream body;
-  std::map<int, std::string> var;   // value id -> C++ name
-  std::map<int, int> final_version; // tensor -> value id of its last version in the group
+  std::map<int, std::string> var;    // value id -> C++ name
+  std::map<int, int> final_version;  // tensor -> value id of its last version in the group
   std::vector<std::string> scalar_params;
   std::set<int> loaded;
   std::vector<std::pair<int, std::string>> loads;  // param index, variable
@@ -208,8 +214,8 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   spec.name = "hp_" + group.name + "_" + hex;
 
   std::ostringstream src;
-  src << "// hotpath fused kernel: " << group.nodes.size() << " ops over "
-      << format_meta(dom) << "\n//  ";
+  src << "// hotpath fused kernel: " << group.nodes.size() << " ops over " << format_meta(dom)
+      << "\n//  ";
   for (int m : group.nodes) src << " " << g.node(m).short_name();
   src << "\n#include \"hotpath_runtime.cuh\"\n\n";
   src << "typedef " << (use64 ? "long long" : "int") << " idx_t;\n";
@@ -356,8 +362,8 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     src << "      }\n";
     for (std::size_t k = 0; k < stores.size(); ++k) {
       const auto& a = spec.args[static_cast<std::size_t>(stores[k].first)];
-      src << "      " << (a.optional ? "if (" + a.name + " != nullptr) " : "")
-          << "hp::store_vec<" << V << ">(" << a.name << ", v, y" << k << "_v);\n";
+      src << "      " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << "hp::store_vec<"
+          << V << ">(" << a.name << ", v, y" << k << "_v);\n";
     }
     src << "    }\n";
     std::string tail = scalar_loop("kVectors * " + std::to_string(V) + " + start", true);

@@ -37,8 +37,8 @@ struct KernelSpec {
   std::string source;  // includes "hotpath_runtime.cuh"
   std::vector<KernelArg> args;
   std::int64_t numel = 0;
-  int vec = 1;         // elements per vector in the vector path (1: no vector path)
-  int vec_bytes = 0;   // alignment the vector path needs of every linear tensor
+  int vec = 1;        // elements per vector in the vector path (1: no vector path)
+  int vec_bytes = 0;  // alignment the vector path needs of every linear tensor
   int block = 256;
 };
 

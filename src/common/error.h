@@ -35,10 +35,10 @@ std::string cu_error_text(int code);  // defined in driver/cuda_driver.cpp
 }  // namespace hotpath::detail
 
 // Driver API calls: the CUresult must be CUDA_SUCCESS (0).
-#define HOTPATH_CU_CHECK(call)                                                             \
-  do {                                                                                     \
-    const int hotpath_cu_status = static_cast<int>(call);                                  \
-    if (hotpath_cu_status != 0) {                                                          \
+#define HOTPATH_CU_CHECK(call)                                                               \
+  do {                                                                                       \
+    const int hotpath_cu_status = static_cast<int>(call);                                    \
+    if (hotpath_cu_status != 0) {                                                            \
       HOTPATH_FAIL(#call, " failed: ", ::hotpath::detail::cu_error_text(hotpath_cu_status)); \
-    }                                                                                      \
+    }                                                                                        \
   } while (0)

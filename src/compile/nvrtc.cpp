@@ -8,12 +8,12 @@
 #include "common/error.h"
 #include "common/hash.h"
 
-#define HOTPATH_NVRTC_CHECK(call)                                                            \
-  do {                                                                                       \
-    const nvrtcResult hotpath_nvrtc_status = (call);                                         \
-    if (hotpath_nvrtc_status != NVRTC_SUCCESS) {                                             \
-      HOTPATH_FAIL(#call, " failed: ", nvrtcGetErrorString(hotpath_nvrtc_status));           \
-    }                                                                                        \
+#define HOTPATH_NVRTC_CHECK(call)                                                  \
+  do {                                                                             \
+    const nvrtcResult hotpath_nvrtc_status = (call);                               \
+    if (hotpath_nvrtc_status != NVRTC_SUCCESS) {                                   \
+      HOTPATH_FAIL(#call, " failed: ", nvrtcGetErrorString(hotpath_nvrtc_status)); \
+    }                                                                              \
   } while (0)
 
 namespace hotpath::detail {

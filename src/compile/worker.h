@@ -2,11 +2,11 @@
 // while NVRTC works. Jobs run in submission order.
 #pragma once
 
+#include <pthread.h>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <pthread.h>
 
 namespace hotpath::detail {
 

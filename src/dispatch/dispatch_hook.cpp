@@ -47,8 +47,8 @@ void release_thread_locked() {
 // Per-operator facts that do not change between calls.
 struct OpInfo {
   std::uint64_t name_hash = 0;
-  std::vector<bool> scalar_argument;  // Scalar/float arguments: values are run-time parameters
-  std::vector<bool> written;          // Tensor(a!) arguments
+  std::vector<bool> scalar_argument;       // Scalar/float arguments: values are run-time parameters
+  std::vector<bool> written;               // Tensor(a!) arguments
   std::vector<std::int32_t> return_alias;  // per return: the argument it writes and returns, or -1
   std::uint64_t scalar_mask = 0;
 };

@@ -23,8 +23,8 @@ struct Driver {
   CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**) = nullptr;
 };
 
 template <typename F>
@@ -120,8 +120,8 @@ CudaModule::~CudaModule() {
 
 void CudaModule::launch(unsigned grid, unsigned block, void* stream, void** params) const {
   const Driver& d = checked_driver();
-  HOTPATH_CU_CHECK(d.cuLaunchKernel(static_cast<CUfunction>(function_), grid, 1, 1, block, 1, 1,
-                                    0, static_cast<CUstream>(stream), params, nullptr));
+  HOTPATH_CU_CHECK(d.cuLaunchKernel(static_cast<CUfunction>(function_), grid, 1, 1, block, 1, 1, 0,
+                                    static_cast<CUstream>(stream), params, nullptr));
 }
 
 DeviceInfo device_info(int device) {
@@ -130,9 +130,12 @@ DeviceInfo device_info(int device) {
   HOTPATH_CU_CHECK(d.cuDeviceGet(&dev, device));
   DeviceInfo info;
   int major = 0, minor = 0;
-  HOTPATH_CU_CHECK(d.cuDeviceGetAttribute(&info.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-  HOTPATH_CU_CHECK(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  HOTPATH_CU_CHECK(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  HOTPATH_CU_CHECK(
+      d.cuDeviceGetAttribute(&info.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  HOTPATH_CU_CHECK(
+      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  HOTPATH_CU_CHECK(
+      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
   info.arch = major * 10 + minor;
   return info;
 }

@@ -68,7 +68,8 @@ void plan_speculative(const Graph& g, const HotTrace& trace, const FusionGroup& 
   for (std::size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
     if (a.kind != KernelArg::Kind::Tensor || !a.optional) continue;
-    const int base = g.node(fg.nodes[static_cast<std::size_t>(a.member)]).outputs[static_cast<std::size_t>(a.output)];
+    const int base = g.node(fg.nodes[static_cast<std::size_t>(a.member)])
+                         .outputs[static_cast<std::size_t>(a.output)];
     int final_value = base;
     for (int m : fg.nodes) {
       for (int v : g.node(m).outputs) {
@@ -79,7 +80,8 @@ void plan_speculative(const Graph& g, const HotTrace& trace, const FusionGroup& 
     for (int r : g.readers(final_value)) ok = ok && member_of.count(r) > 0;
     const Value& fv = g.value(final_value);
     const auto& alive = trace.ops[static_cast<std::size_t>(fv.producer)].output_alive;
-    if (static_cast<std::size_t>(fv.output) >= alive.size() || alive[static_cast<std::size_t>(fv.output)])
+    if (static_cast<std::size_t>(fv.output) >= alive.size() ||
+        alive[static_cast<std::size_t>(fv.output)])
       ok = false;
     // The members that compute it.
     std::set<int> cone;
@@ -105,8 +107,9 @@ void plan_speculative(const Graph& g, const HotTrace& trace, const FusionGroup& 
 }  // namespace
 
 Executor::Executor(Recorder& recorder, const Config& config)
-    : recorder_(recorder), config_(config), cache_(config.cache_dir.empty() ? default_cache_dir()
-                                                                            : config.cache_dir) {}
+    : recorder_(recorder),
+      config_(config),
+      cache_(config.cache_dir.empty() ? default_cache_dir() : config.cache_dir) {}
 
 Executor::~Executor() = default;
 
@@ -227,8 +230,8 @@ void Executor::compile(const std::shared_ptr<Plan>& plan) {
       } else {
         try {
           make_dirs(dump);
-          CompileOutput out = nvrtc_compile(g.spec.source, g.spec.name, plan->arch,
-                                            runtime_headers(), dump);
+          CompileOutput out =
+              nvrtc_compile(g.spec.source, g.spec.name, plan->arch, runtime_headers(), dump);
           g.cubin = std::move(out.cubin);
           cache.store(g.cache_key, g.cubin);
         } catch (const Error& e) {
@@ -286,10 +289,10 @@ void Executor::diverge(const std::string& why) {
   restore_unwritten(true);  // the op that left the plan may read a value a kernel skipped
   ++armed_->divergences;
   if (divergence_logs_++ < kDivergenceLogs) {
-    log_info(concat("hotpath: signature ", armed_->hex, ": iteration ", iteration_,
-                    " left the plan (", why, "); it finishes eagerly",
-                    divergence_logs_ == kDivergenceLogs ? " (further divergences are not logged)"
-                                                        : ""));
+    log_info(
+        concat("hotpath: signature ", armed_->hex, ": iteration ", iteration_, " left the plan (",
+               why, "); it finishes eagerly",
+               divergence_logs_ == kDivergenceLogs ? " (further divergences are not logged)" : ""));
   }
   armed_.reset();
 }
@@ -375,7 +378,8 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
     const KernelArg& a = args[i];
     const Deferred& m = *members[static_cast<std::size_t>(a.member)];
     if (a.kind == KernelArg::Kind::Scalar) {
-      scalars[i] = static_cast<float>(m.args[static_cast<std::size_t>(a.argument)].toScalar().toDouble());
+      scalars[i] =
+          static_cast<float>(m.args[static_cast<std::size_t>(a.argument)].toScalar().toDouble());
       params[i] = &scalars[i];
       continue;
     }
@@ -397,7 +401,8 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
     ptrs[i] = pass ? t.data_ptr() : nullptr;
     params[i] = &ptrs[i];
     if (pass && a.linear && g.spec.vec_bytes > 0 &&
-        reinterpret_cast<std::uintptr_t>(ptrs[i]) % static_cast<std::uintptr_t>(g.spec.vec_bytes) != 0)
+        reinterpret_cast<std::uintptr_t>(ptrs[i]) % static_cast<std::uintptr_t>(g.spec.vec_bytes) !=
+            0)
       vector_ok = 0;
   }
   // Element-wise in-place updates are only safe when a written tensor does not partly overlap
@@ -417,9 +422,10 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   if (config_.verify) prepare_verify(g, members, tensors, ptrs);
   const std::int64_t per_block = static_cast<std::int64_t>(g.spec.block) * g.spec.vec;
   std::int64_t grid = (g.spec.numel + per_block - 1) / per_block;
-  grid = std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
-  const auto stream = c10::cuda::getCurrentCUDAStream(
-      static_cast<c10::DeviceIndex>(armed_->device_index));
+  grid =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
+  const auto stream =
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(armed_->device_index));
   try {
     g.module->launch(static_cast<unsigned>(grid), static_cast<unsigned>(g.spec.block),
                      stream.stream(), params.data());
@@ -451,7 +457,8 @@ void Executor::materialize_all() {
   if (deferred_.empty()) return;
   std::vector<Deferred*> all;
   for (Deferred& d : deferred_) all.push_back(&d);
-  std::sort(all.begin(), all.end(), [](const Deferred* a, const Deferred* b) { return a->index < b->index; });
+  std::sort(all.begin(), all.end(),
+            [](const Deferred* a, const Deferred* b) { return a->index < b->index; });
   materialize(all);
   for (Deferred* d : all) {
     if (armed_) ++armed_->groups[static_cast<std::size_t>(d->group)].eager_runs;
@@ -584,7 +591,8 @@ void Executor::verify(PlanGroup& g, const std::vector<Deferred*>& members,
     const at::Tensor& fused = tensors[i];
     const at::Tensor& ref = remap.at(fused.unsafeGetTensorImpl());
     const double denom = at::norm(ref.to(at::kDouble)).item().toDouble();
-    const double diff = at::norm(at::sub(fused.to(at::kDouble), ref.to(at::kDouble))).item().toDouble();
+    const double diff =
+        at::norm(at::sub(fused.to(at::kDouble), ref.to(at::kDouble))).item().toDouble();
     double err = denom > 0 ? diff / denom : diff;
     if (std::isnan(err)) err = std::numeric_limits<double>::infinity();
     g.max_rel_error = std::max(g.max_rel_error, err);

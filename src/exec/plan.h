@@ -9,28 +9,28 @@
 #include <vector>
 
 #include "codegen/kernel.h"
+#include "driver/cuda_driver.h"
 #include "fusion/partition.h"
 #include "ir/graph.h"
-#include "driver/cuda_driver.h"
 #include "trace/op_record.h"
 
 namespace hotpath::detail {
 
 struct PlanOp {
-  std::string name;               // for logs
-  std::uint64_t input_key = 0;    // operator + input metadata + non-scalar arguments
-  std::vector<ValueRef> refs;     // per recorded input: relative producer, or -(k+1) outside
-  int group = -1;                 // fusion group, or -1 (eager)
-  bool launch = false;            // the group's last member: its kernel runs here
-  TensorMeta out;                 // the output a deferred op must return
-  std::int32_t out_alias = -1;    // ... or the argument it returns (in-place)
+  std::string name;             // for logs
+  std::uint64_t input_key = 0;  // operator + input metadata + non-scalar arguments
+  std::vector<ValueRef> refs;   // per recorded input: relative producer, or -(k+1) outside
+  int group = -1;               // fusion group, or -1 (eager)
+  bool launch = false;          // the group's last member: its kernel runs here
+  TensorMeta out;               // the output a deferred op must return
+  std::int32_t out_alias = -1;  // ... or the argument it returns (in-place)
 };
 
 struct PlanGroup {
   std::string name;
   std::vector<int> ops;  // trace indices of the members
   bool gpu = false;
-  KernelSpec spec;       // gpu only
+  KernelSpec spec;  // gpu only
   std::string cache_key;
   // Per kernel argument: a tensor the group makes that died inside the recorded iteration and that
   // no op outside the group reads; the kernel skips it even when a C++ temporary still holds it.

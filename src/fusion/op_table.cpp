@@ -85,14 +85,17 @@ struct Table {
     unary("relu", "hp::relu");
     unary("silu", "hp::silu");
     unary("square", "hp::square");
-    both("gelu", "", {0}, {},
-         [](const Strs& t, const Strs&, const Node& n, const Graph&) {
-           return (gelu_mode(n, 1) == "tanh" ? "hp::gelu_tanh(" : "hp::gelu_erf(") + t[0] + ")";
-         },
-         check_gelu(1));
-    add("gelu_backward", {0, 1}, {},
+    both(
+        "gelu", "", {0}, {},
         [](const Strs& t, const Strs&, const Node& n, const Graph&) {
-          return (gelu_mode(n, 2) == "tanh" ? "hp::gelu_tanh_backward(" : "hp::gelu_erf_backward(") +
+          return (gelu_mode(n, 1) == "tanh" ? "hp::gelu_tanh(" : "hp::gelu_erf(") + t[0] + ")";
+        },
+        check_gelu(1));
+    add(
+        "gelu_backward", {0, 1}, {},
+        [](const Strs& t, const Strs&, const Node& n, const Graph&) {
+          return (gelu_mode(n, 2) == "tanh" ? "hp::gelu_tanh_backward("
+                                            : "hp::gelu_erf_backward(") +
                  t[0] + ", " + t[1] + ")";
         },
         -1, check_gelu(2));
@@ -116,15 +119,18 @@ struct Table {
         [](const Strs& t, const Strs& s, const Node&, const Graph&) {
           return "hp::softplus_backward(" + t[0] + ", " + t[1] + ", " + s[0] + ", " + s[1] + ")";
         });
-    both("addcmul", "", {0, 1, 2}, {3}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      return "(" + t[0] + " + " + s[0] + " * " + t[1] + " * " + t[2] + ")";
-    });
-    both("addcdiv", "", {0, 1, 2}, {3}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      return "(" + t[0] + " + " + s[0] + " * (" + t[1] + " / " + t[2] + "))";
-    });
-    both("lerp", "Scalar", {0, 1}, {2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      return "hp::lerp(" + t[0] + ", " + t[1] + ", " + s[0] + ")";
-    });
+    both("addcmul", "", {0, 1, 2}, {3},
+         [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+           return "(" + t[0] + " + " + s[0] + " * " + t[1] + " * " + t[2] + ")";
+         });
+    both("addcdiv", "", {0, 1, 2}, {3},
+         [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+           return "(" + t[0] + " + " + s[0] + " * (" + t[1] + " / " + t[2] + "))";
+         });
+    both("lerp", "Scalar", {0, 1}, {2},
+         [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+           return "hp::lerp(" + t[0] + ", " + t[1] + ", " + s[0] + ")";
+         });
     both("lerp", "Tensor", {0, 1, 2}, {},
          [](const Strs& t, const Strs&, const Node&, const Graph&) {
            return "hp::lerp(" + t[0] + ", " + t[1] + ", " + t[2] + ")";
@@ -135,17 +141,17 @@ struct Table {
          });
     // clamp(self, Scalar? min, Scalar? max): a None bound is structural (part of the signature).
     // A None scalar operand reaches the emitter as an empty name.
-    both("clamp", "", {0}, {1, 2},
-         [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-           std::string e = t[0];
-           if (!s[0].empty()) e = "fmaxf(" + e + ", " + s[0] + ")";
-           if (!s[1].empty()) e = "fminf(" + e + ", " + s[1] + ")";
-           return e;
-         });
+    both("clamp", "", {0}, {1, 2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+      std::string e = t[0];
+      if (!s[0].empty()) e = "fmaxf(" + e + ", " + s[0] + ")";
+      if (!s[1].empty()) e = "fminf(" + e + ", " + s[1] + ")";
+      return e;
+    });
     add("where.self", {0, 1, 2}, {}, [](const Strs& t, const Strs&, const Node&, const Graph&) {
       return "(" + t[0] + " != 0.0f ? " + t[1] + " : " + t[2] + ")";
     });
-    add("mse_loss_backward", {0, 1, 2}, {},
+    add(
+        "mse_loss_backward", {0, 1, 2}, {},
         [](const Strs& t, const Strs&, const Node& n, const Graph& g) {
           // reduction: 0 none, 1 mean, 2 sum; ATen scales by 2/numel for mean.
           const auto& m = g.value(n.input_at(1)).meta;
@@ -154,22 +160,23 @@ struct Table {
           const double norm = n.args[3].toInt() == 1 ? 2.0 / numel : 2.0;
           return "((" + t[1] + " - " + t[2] + ") * " + hp_float(norm) + " * " + t[0] + ")";
         },
-        -1, [](const Node& n) -> std::string {
+        -1,
+        [](const Node& n) -> std::string {
           const auto r = n.args[3].isInt() ? n.args[3].toInt() : -1;
           return r >= 0 && r <= 2 ? "" : "mse_loss reduction " + std::to_string(r);
         });
     add("_to_copy", {0}, {}, [](const Strs& t, const Strs&, const Node&, const Graph&) {
       return t[0];  // the cast happens at the store
     });
-    add("copy_", {1}, {}, [](const Strs& t, const Strs&, const Node&, const Graph&) {
-      return t[0];
-    }, 0);
-    add("fill_.Scalar", {}, {1}, [](const Strs&, const Strs& s, const Node&, const Graph&) {
-      return s[0];
-    }, 0);
-    add("zero_", {}, {}, [](const Strs&, const Strs&, const Node&, const Graph&) {
-      return std::string("0.0f");
-    }, 0);
+    add(
+        "copy_", {1}, {},
+        [](const Strs& t, const Strs&, const Node&, const Graph&) { return t[0]; }, 0);
+    add(
+        "fill_.Scalar", {}, {1},
+        [](const Strs&, const Strs& s, const Node&, const Graph&) { return s[0]; }, 0);
+    add(
+        "zero_", {}, {},
+        [](const Strs&, const Strs&, const Node&, const Graph&) { return std::string("0.0f"); }, 0);
   }
 
   static std::string hp_float(double v) {

@@ -215,8 +215,9 @@ std::string Partition::to_text(const Graph& g) const {
     os << "\n";
   }
   for (std::size_t n = 0; n < group_of.size(); ++n) {
-    if (group_of[n] < 0) os << "eager " << n << ":" << g.node(static_cast<int>(n)).short_name()
-                            << " (" << eager_why[n] << ")\n";
+    if (group_of[n] < 0)
+      os << "eager " << n << ":" << g.node(static_cast<int>(n)).short_name() << " (" << eager_why[n]
+         << ")\n";
   }
   return os.str();
 }

@@ -24,7 +24,7 @@ struct FusionGroup {
 
 struct Partition {
   std::vector<FusionGroup> groups;
-  std::vector<int> group_of;          // per node: its group, or -1 (eager)
+  std::vector<int> group_of;           // per node: its group, or -1 (eager)
   std::vector<std::string> eager_why;  // per node not in a group: why (empty for grouped nodes)
 
   std::string to_text(const Graph& g) const;  // stable, for golden tests and logs

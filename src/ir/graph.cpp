@@ -31,15 +31,24 @@ int Node::input_at(int argument) const {
 
 const char* dtype_name(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Float: return "f32";
-    case c10::ScalarType::Double: return "f64";
-    case c10::ScalarType::Half: return "f16";
-    case c10::ScalarType::BFloat16: return "bf16";
-    case c10::ScalarType::Bool: return "b8";
-    case c10::ScalarType::Long: return "i64";
-    case c10::ScalarType::Int: return "i32";
-    case c10::ScalarType::Byte: return "u8";
-    default: return c10::toString(t);
+    case c10::ScalarType::Float:
+      return "f32";
+    case c10::ScalarType::Double:
+      return "f64";
+    case c10::ScalarType::Half:
+      return "f16";
+    case c10::ScalarType::BFloat16:
+      return "bf16";
+    case c10::ScalarType::Bool:
+      return "b8";
+    case c10::ScalarType::Long:
+      return "i64";
+    case c10::ScalarType::Int:
+      return "i32";
+    case c10::ScalarType::Byte:
+      return "u8";
+    default:
+      return c10::toString(t);
   }
 }
 
@@ -68,7 +77,7 @@ std::string format_meta(const TensorMeta& m) {
 Graph Graph::from_trace(const HotTrace& trace) {
   Graph g;
   std::map<std::pair<std::int64_t, std::int32_t>, int> produced;  // (node, output) -> value
-  std::map<std::int64_t, int> outside;                              // ordinal -> value
+  std::map<std::int64_t, int> outside;                            // ordinal -> value
   auto new_value = [&](const TensorMeta& meta) {
     Value v;
     v.id = static_cast<int>(g.values_.size());

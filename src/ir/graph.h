@@ -32,7 +32,7 @@ struct NodeInput {
 };
 
 struct Node {
-  int index = 0;  // position in the iteration
+  int index = 0;         // position in the iteration
   std::string name;      // "aten::add_"
   std::string overload;  // "Tensor"
   std::vector<NodeInput> inputs;
@@ -41,7 +41,7 @@ struct Node {
   std::vector<c10::IValue> args;        // non-tensor arguments by schema position (tensors: None)
   std::uint64_t scalar_mask = 0;        // bit i: args[i] is a run-time Scalar
   bool is_scalar_arg(int a) const { return a < 64 && ((scalar_mask >> a) & 1ULL); }
-  std::uint64_t input_key = 0;          // the guard for this op (see OpRecord)
+  std::uint64_t input_key = 0;  // the guard for this op (see OpRecord)
   bool mutates() const;
   // "add_.Tensor"-style short name without the namespace.
   std::string short_name() const;

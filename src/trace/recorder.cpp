@@ -184,7 +184,8 @@ HotTrace Recorder::make_trace(std::uint64_t signature, std::int64_t first, std::
     const ValueRef r = live.ref;
     if (r.producer < first || r.producer >= end || live.tensor.expired()) continue;
     auto& flags = alive[static_cast<std::size_t>(r.producer - first)];
-    if (static_cast<std::size_t>(r.output) < flags.size()) flags[static_cast<std::size_t>(r.output)] = true;
+    if (static_cast<std::size_t>(r.output) < flags.size())
+      flags[static_cast<std::size_t>(r.output)] = true;
   }
   for (std::int64_t i = first; i < end; ++i) {
     OpRecord op = ops_[static_cast<std::size_t>(i - base_)];

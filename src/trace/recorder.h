@@ -33,9 +33,9 @@ struct HotTrace {
 
 // Where the op stream stands, for the executor that decides whether to run a plan.
 struct StreamPosition {
-  std::int64_t next_op = 0;         // global index of the next op
+  std::int64_t next_op = 0;          // global index of the next op
   std::int64_t expected_start = -1;  // where the next iteration is expected to start, if known
-  std::int64_t iterations = 0;      // completed iterations
+  std::int64_t iterations = 0;       // completed iterations
   std::uint64_t last_signature = 0;
 };
 
