@@ -54,6 +54,7 @@ std::vector<double> tail(const std::vector<double>& v, std::size_t n) {
 hotpath::Config config(const std::string& cache, bool verify) {
   hotpath::Config c;
   c.threshold = 10;
+  c.fuse = true;
   c.cache_dir = cache;
   c.verify = verify;
   return c;

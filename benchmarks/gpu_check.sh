@@ -21,7 +21,7 @@ echo "build: $(( $(date +%s) - t0 )) s"
 ctest --test-dir "$BUILD" --output-on-failure -j4 >"$OUT/ctest.log" 2>&1
 echo "ctest: exit $?  $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
 
-"$BUILD"/examples/mlp_training --iterations 200 >"$OUT/mlp_training.txt" 2>&1
+HOTPATH_FUSE=1 "$BUILD"/examples/mlp_training --iterations 200 >"$OUT/mlp_training.txt" 2>&1
 echo "mlp_training: exit $?"; cat "$OUT/mlp_training.txt"
 
 "$BUILD"/benchmarks/bench_overhead --device cuda --csv "$OUT/overhead_cuda.csv" >"$OUT/overhead_cuda.txt" 2>&1

@@ -25,6 +25,7 @@ namespace {
 hotpath::Config cpu_plans(int threshold) {
   hotpath::Config c;
   c.threshold = threshold;
+  c.fuse = true;
   c.fuse_cpu = true;
   c.log_level = hotpath::LogLevel::Warn;
   return c;
