@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "fusion/op_table.h"
+#include "trace/signature.h"
 
 namespace hotpath::detail {
 
@@ -27,12 +28,6 @@ const char* cuda_type(c10::ScalarType t) {
 }
 
 namespace {
-
-std::int64_t numel_of(const std::vector<std::int64_t>& sizes) {
-  std::int64_t n = 1;
-  for (auto s : sizes) n *= s;
-  return n;
-}
 
 // Strides of `m` seen over the domain's dimensions (0 where broadcast).
 std::vector<std::int64_t> domain_strides(const TensorMeta& m, const TensorMeta& dom) {
@@ -71,7 +66,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   KernelSpec spec;
   const TensorMeta& dom = group.domain;
   const std::vector<std::int64_t> dsizes(dom.sizes.begin(), dom.sizes.end());
-  spec.numel = numel_of(dsizes);
+  spec.numel = dom.numel();
   const std::vector<std::int64_t> lin = contiguous_strides(dom);
 
   std::map<int, int> member_of;  // node -> member position
@@ -196,7 +191,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     if (a.kind != KernelArg::Kind::Tensor) continue;
     const TensorMeta& m = *meta_of_param[static_cast<int>(i)];
     a.name = "t" + std::to_string(i);
-    a.single = numel_of(std::vector<std::int64_t>(m.sizes.begin(), m.sizes.end())) == 1;
+    a.single = m.numel() == 1;
     strides[i] = domain_strides(m, dom);
     a.linear = !a.single && m.storage_offset == 0 && strides[i] == lin;
     if (!a.single) {
@@ -209,9 +204,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   spec.vec_bytes = spec.vec > 1 ? 16 : 0;
 
   const std::uint64_t h = hash_string(body.str() + std::to_string(spec.numel) + group.name);
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(h & 0xffffffffu));
-  spec.name = "hp_" + group.name + "_" + hex;
+  spec.name = "hp_" + group.name + "_" + short_hex(h);
 
   std::ostringstream src;
   src << "// hotpath fused kernel: " << group.nodes.size() << " ops over " << format_meta(dom)

@@ -23,6 +23,7 @@
 #include "compile/worker.h"
 #include "fusion/partition.h"
 #include "ir/graph.h"
+#include "trace/signature.h"
 
 namespace hotpath::detail {
 namespace {
@@ -128,12 +129,7 @@ void Executor::on_hot(HotTrace&& trace) {
   }
   auto plan = std::make_shared<Plan>();
   plan->signature = trace.signature;
-  plan->hex = [&] {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "%08llx",
-                  static_cast<unsigned long long>(trace.signature & 0xffffffffULL));
-    return std::string(buf);
-  }();
+  plan->hex = short_hex(trace.signature);
   plan->hot_iteration = trace.iteration;
   auto graph = std::make_shared<Graph>(Graph::from_trace(trace));
   const Graph& g = *graph;
@@ -419,7 +415,7 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
     }
   }
   params[args.size()] = &vector_ok;
-  if (config_.verify) prepare_verify(g, members, tensors, ptrs);
+  if (config_.verify) prepare_verify(g, tensors, ptrs);
   const std::int64_t per_block = static_cast<std::int64_t>(g.spec.block) * g.spec.vec;
   std::int64_t grid = (g.spec.numel + per_block - 1) / per_block;
   grid =
@@ -557,8 +553,7 @@ void Executor::restore_unwritten(bool all) {
   }
 }
 
-void Executor::prepare_verify(const PlanGroup& g, const std::vector<Deferred*>& members,
-                              const std::vector<at::Tensor>& tensors,
+void Executor::prepare_verify(const PlanGroup& g, const std::vector<at::Tensor>& tensors,
                               const std::vector<void*>& ptrs) {
   c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
   at::AutoDispatchBelowADInplaceOrView below;
@@ -575,7 +570,6 @@ void Executor::prepare_verify(const PlanGroup& g, const std::vector<Deferred*>& 
     if (a.kind == KernelArg::Kind::Tensor && a.written && a.output >= 0 && ptrs[i] != nullptr)
       tensors[i].fill_(std::numeric_limits<double>::quiet_NaN());
   }
-  (void)members;
 }
 
 void Executor::verify(PlanGroup& g, const std::vector<Deferred*>& members,

@@ -68,8 +68,8 @@ class Executor {
   void restore_unwritten(bool all);
   static void run_eager(const std::vector<const Deferred*>& members,
                         std::map<const c10::TensorImpl*, at::Tensor>& remap);
-  void prepare_verify(const PlanGroup& g, const std::vector<Deferred*>& members,
-                      const std::vector<at::Tensor>& tensors, const std::vector<void*>& ptrs);
+  void prepare_verify(const PlanGroup& g, const std::vector<at::Tensor>& tensors,
+                      const std::vector<void*>& ptrs);
   void verify(PlanGroup& g, const std::vector<Deferred*>& members,
               const std::vector<at::Tensor>& tensors, const std::vector<void*>& ptrs);
   bool guard(const PlanOp& p, const OpRecord& rec);

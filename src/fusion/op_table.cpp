@@ -154,9 +154,7 @@ struct Table {
         "mse_loss_backward", {0, 1, 2}, {},
         [](const Strs& t, const Strs&, const Node& n, const Graph& g) {
           // reduction: 0 none, 1 mean, 2 sum; ATen scales by 2/numel for mean.
-          const auto& m = g.value(n.input_at(1)).meta;
-          double numel = 1;
-          for (auto s : m.sizes) numel *= static_cast<double>(s);
+          const double numel = static_cast<double>(g.value(n.input_at(1)).meta.numel());
           const double norm = n.args[3].toInt() == 1 ? 2.0 / numel : 2.0;
           return "((" + t[1] + " - " + t[2] + ") * " + hp_float(norm) + " * " + t[0] + ")";
         },

@@ -25,12 +25,6 @@ bool broadcastable(const TensorMeta& in, const TensorMeta& domain) {
   return true;
 }
 
-std::int64_t numel(const TensorMeta& m) {
-  std::int64_t n = 1;
-  for (auto s : m.sizes) n *= s;
-  return n;
-}
-
 struct Builder {
   const Graph& g;
   std::vector<std::vector<int>> groups;  // node lists, ascending
@@ -87,7 +81,7 @@ std::string unfusable_reason(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1) return "not one output";
   const TensorMeta& out = g.value(n.outputs[0]).meta;
   if (!out.defined || !float_type(out.dtype)) return "output is not fp32/fp16/bf16";
-  if (numel(out) == 0) return "empty";
+  if (out.numel() == 0) return "empty";
   const int alias = n.out_alias[0];
   if (alias != op->writes) return "output aliasing differs from the op table";
   if (alias < 0 && out.storage_offset != 0) return "output has a storage offset";

@@ -6,6 +6,7 @@
 #include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/SmallVector.h>
+#include <c10/util/accumulate.h>
 
 #include <cstdint>
 #include <string_view>
@@ -20,6 +21,7 @@ struct TensorMeta {
   c10::SmallVector<std::int64_t, 5> sizes;
   c10::SmallVector<std::int64_t, 5> strides;
   std::int64_t storage_offset = 0;
+  std::int64_t numel() const { return c10::multiply_integers(sizes); }
 };
 
 // Where a tensor input came from. producer >= 0: the global index of the op whose output it is;
