@@ -61,6 +61,10 @@ hotpath::Config config(const std::string& cache, bool verify) {
 }
 
 void print_groups(const hotpath::SignatureStats& s) {
+  std::printf("    %lld fused iterations, %lld divergences, %lld skipped values restored\n",
+              static_cast<long long>(s.fusion.fused_iterations),
+              static_cast<long long>(s.fusion.divergences),
+              static_cast<long long>(s.fusion.restored));
   for (const auto& g : s.fusion.groups) {
     std::printf("    group %-44s %2d ops  compile %7.1f ms%s  launches %lld  eager %lld",
                 g.name.c_str(), g.ops, g.compile_ms, g.from_cache ? " (cache)" : "",

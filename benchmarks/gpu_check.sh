@@ -2,6 +2,8 @@
 # One call on the GPU machine: build, test, run the example and the benchmarks; results under
 # $OUT (or ./gpu_out). Run through the device tool as:
 #   source .device-deps/gpu-env.sh; bash benchmarks/gpu_check.sh
+# A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
+# backtraces of all threads are written next to its output.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
@@ -21,16 +23,32 @@ echo "build: $(( $(date +%s) - t0 )) s"
 ctest --test-dir "$BUILD" --output-on-failure -j4 >"$OUT/ctest.log" 2>&1
 echo "ctest: exit $?  $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
 
-HOTPATH_FUSE=1 "$BUILD"/examples/mlp_training --iterations 200 >"$OUT/mlp_training.txt" 2>&1
-echo "mlp_training: exit $?"; cat "$OUT/mlp_training.txt"
+# run NAME CMD...: output to $OUT/NAME.txt; on a signal, backtraces to $OUT/NAME.crash.txt.
+run() {
+  local name=$1; shift
+  "$@" >"$OUT/$name.txt" 2>&1
+  local rc=$?
+  echo "$name: exit $rc"
+  if (( rc > 128 )); then
+    tail -5 "$OUT/$name.txt"
+    timeout 300 cuda-gdb -q -batch -ex "set pagination off" -ex run -ex "thread apply all bt 25" \
+      --args "$@" >"$OUT/$name.crash.txt" 2>&1
+    grep -m1 -B2 -A25 "received signal" "$OUT/$name.crash.txt"
+  fi
+  return 0
+}
 
-"$BUILD"/benchmarks/bench_overhead --device cuda --csv "$OUT/overhead_cuda.csv" >"$OUT/overhead_cuda.txt" 2>&1
+export HOTPATH_FUSE=1
+run mlp_training "$BUILD"/examples/mlp_training --iterations 200
+cat "$OUT/mlp_training.txt"
+
+run overhead_cuda "$BUILD"/benchmarks/bench_overhead --device cuda --csv "$OUT/overhead_cuda.csv"
 tail -4 "$OUT/overhead_cuda.txt"
-"$BUILD"/benchmarks/bench_overhead --device cpu --csv "$OUT/overhead_cpu.csv" >"$OUT/overhead_cpu.txt" 2>&1
+run overhead_cpu "$BUILD"/benchmarks/bench_overhead --device cpu --csv "$OUT/overhead_cpu.csv"
 tail -4 "$OUT/overhead_cpu.txt"
 
-HOTPATH_LOG_LEVEL=info "$BUILD"/benchmarks/bench_fusion --iters 200 --csv "$OUT/fusion.csv" >"$OUT/fusion.txt" 2>&1
-echo "bench_fusion: exit $?"; cat "$OUT/fusion.txt"
+HOTPATH_LOG_LEVEL=info run fusion "$BUILD"/benchmarks/bench_fusion --iters 200 --csv "$OUT/fusion.csv"
+cat "$OUT/fusion.txt"
 # A second run finds every kernel in the on-disk cache.
-"$BUILD"/benchmarks/bench_fusion --iters 50 >"$OUT/fusion_second_run.txt" 2>&1
-echo "bench_fusion (second run): exit $?"; grep -E "^mlp|^chain|compile" "$OUT/fusion_second_run.txt" | head -8
+run fusion_second_run "$BUILD"/benchmarks/bench_fusion --iters 50
+grep -E "^mlp|^chain|compile" "$OUT/fusion_second_run.txt" | head -8

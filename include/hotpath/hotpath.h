@@ -100,6 +100,9 @@ struct FusionStats {
   std::int64_t first_fused_iteration = -1;  // iteration in which fused kernels first ran
   std::int64_t fused_iterations = 0;        // iterations that ran the whole plan
   std::int64_t divergences = 0;             // iterations that left the plan part-way
+  // Values a kernel skipped (the recorded iterations never kept them) that the program held after
+  // all, so they were computed eagerly; a steady loop has none.
+  std::int64_t restored = 0;
   std::vector<GroupStats> groups;
 };
 

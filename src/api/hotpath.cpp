@@ -134,6 +134,7 @@ std::string format_stats(const Stats& s) {
       if (f.first_fused_iteration >= 0) os << ", fused since iteration " << f.first_fused_iteration;
       os << ", " << f.fused_iterations << " fused iteration(s), " << f.divergences
          << " divergence(s)";
+      if (f.restored > 0) os << ", " << f.restored << " skipped value(s) restored";
     }
     os << "\n";
     for (const GroupStats& g : f.groups) {

@@ -508,22 +508,35 @@ void Executor::run_eager(const std::vector<const Deferred*>& members,
 
 void Executor::speculate(const at::Tensor& t, const PlanGroup& g, std::size_t arg,
                          const std::vector<Deferred*>& members) {
-  Unwritten u{WeakTensor(t.getIntrusivePtr()), {}, {}, {}, 0};
+  Unwritten u{WeakTensor(t.getIntrusivePtr())};
   u.group = g.name;
+  u.plan = armed_;
   u.epoch = iteration_;
-  std::set<const c10::TensorImpl*> made;
+  std::map<const c10::TensorImpl*, int> slot_of;  // tensors the cone makes
   for (int m : g.cone[arg]) {
     const Deferred& d = *members[static_cast<std::size_t>(m)];
-    u.cone.push_back(d);
-    made.insert(d.output.unsafeGetTensorImpl());
-  }
-  for (const Deferred& d : u.cone) {
-    for (const auto& a : d.args) {
-      if (!a.isTensor() || !a.toTensor().defined()) continue;
-      const at::Tensor& in = a.toTensor();
-      if (!made.count(in.unsafeGetTensorImpl())) u.versions.emplace_back(in, in._version());
+    ConeOp c{d.op, d.keys, d.args, {}, -1};
+    for (std::size_t k = 0; k < c.args.size(); ++k) {
+      if (!c.args[k].isTensor() || !c.args[k].toTensor().defined()) continue;
+      const at::Tensor& in = c.args[k].toTensor();
+      const auto it = slot_of.find(in.unsafeGetTensorImpl());
+      if (it != slot_of.end()) {
+        c.made.emplace_back(k, it->second);
+        c.args[k] = c10::IValue();
+      } else {
+        u.versions.emplace_back(in, in._version());
+      }
     }
+    if (d.out_alias < 0) {
+      c.out_slot = u.slots++;
+      slot_of[d.output.unsafeGetTensorImpl()] = c.out_slot;
+    }
+    u.cone.push_back(std::move(c));
   }
+  const auto it = slot_of.find(t.unsafeGetTensorImpl());
+  HOTPATH_CHECK(it != slot_of.end(), "the members of group ", g.name,
+                " that compute a skipped value do not make it");
+  u.target_slot = it->second;
   unwritten_.push_back(std::move(u));
 }
 
@@ -541,12 +554,17 @@ void Executor::restore_unwritten(bool all) {
                       "inputs have changed since; it cannot be restored. Disable fusion for this "
                       "loop (HOTPATH_FUSE=0) and report the loop.");
       }
-      std::vector<const Deferred*> cone;
-      for (const Deferred& d : it->cone) cone.push_back(&d);
-      std::map<const c10::TensorImpl*, at::Tensor> remap;
-      run_eager(cone, remap);
-      adopt(target, remap.at(target.unsafeGetTensorImpl()));
-      if (armed_) ++armed_->restored;
+      c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+      at::AutoDispatchBelowADInplaceOrView below;
+      std::vector<at::Tensor> slots(static_cast<std::size_t>(it->slots));
+      for (const ConeOp& c : it->cone) {
+        torch::jit::Stack s(c.args.begin(), c.args.end());
+        for (const auto& [k, slot] : c.made) s[k] = slots[static_cast<std::size_t>(slot)];
+        c.op.redispatchBoxed(c.keys, &s);
+        if (c.out_slot >= 0) slots[static_cast<std::size_t>(c.out_slot)] = s.at(0).toTensor();
+      }
+      adopt(target, slots[static_cast<std::size_t>(it->target_slot)]);
+      ++it->plan->restored;
       log_debug(concat("hotpath: restored a skipped value of group ", it->group));
     }
     it = unwritten_.erase(it);
@@ -608,6 +626,7 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.first_fused_iteration = p.first_fused_iteration;
     sig.fusion.fused_iterations = p.fused_iterations;
     sig.fusion.divergences = p.divergences;
+    sig.fusion.restored = p.restored;
     for (const PlanGroup& g : p.groups) {
       GroupStats gs;
       gs.name = g.name;

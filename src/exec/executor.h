@@ -52,12 +52,25 @@ class Executor {
   };
 
   using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  // One op of the members that compute a skipped value. Tensors made by earlier ops of the cone
+  // are not held (they are slots), so that holding the cone keeps no skipped value alive.
+  struct ConeOp {
+    c10::OperatorHandle op;
+    c10::DispatchKeySet keys;
+    std::vector<c10::IValue> args;                 // cone-made tensors replaced by None
+    std::vector<std::pair<std::size_t, int>> made;  // (argument, slot) for cone-made tensors
+    int out_slot = -1;                             // the slot its result fills (not in-place)
+  };
   // A tensor a kernel did not write (PlanGroup::speculative) and how to compute it if needed.
   struct Unwritten {
+    explicit Unwritten(WeakTensor t) : target(std::move(t)) {}
     WeakTensor target;
-    std::vector<Deferred> cone;
+    int target_slot = -1;
+    int slots = 0;
+    std::vector<ConeOp> cone;
     std::vector<std::pair<at::Tensor, std::uint32_t>> versions;  // inputs and their versions
     std::string group;
+    std::shared_ptr<Plan> plan;
     std::int64_t epoch = 0;  // iteration it was skipped in
   };
 
