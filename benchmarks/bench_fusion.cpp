@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -19,6 +20,8 @@
 
 #include "hotpath/hotpath.h"
 
+#include "crash_backtrace.h"
+
 namespace {
 
 double median(std::vector<double> v) {
@@ -26,8 +29,11 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Per-iteration GPU times (ms) of `body`, from CUDA events around each iteration.
-std::vector<double> time_iterations(int iters, const std::function<void(int)>& body) {
+// Per-iteration GPU times (ms) of `body`, from CUDA events around each iteration. `host`, if
+// given, receives the host time (ms) each iteration's body took to return (no synchronisation):
+// when it is as long as the GPU time, the loop is bound by the CPU, not the GPU.
+std::vector<double> time_iterations(int iters, const std::function<void(int)>& body,
+                                    std::vector<double>* host = nullptr) {
   std::vector<at::cuda::CUDAEvent> start, stop;
   for (int i = 0; i < iters; ++i) {
     start.emplace_back(cudaEventDefault);  // timing enabled
@@ -36,7 +42,11 @@ std::vector<double> time_iterations(int iters, const std::function<void(int)>& b
   for (int i = 0; i < iters; ++i) {
     const auto s = c10::cuda::getCurrentCUDAStream();
     start[static_cast<std::size_t>(i)].record(s);
+    const auto t0 = std::chrono::steady_clock::now();
     body(i);
+    if (host != nullptr)
+      host->push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     stop[static_cast<std::size_t>(i)].record(s);
   }
   torch::cuda::synchronize();
@@ -104,6 +114,7 @@ struct Mlp {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hotpath_tools::install_crash_backtrace();
   int iters = 200;
   long long elements = 64LL << 20;
   std::string csv, cache = "/tmp/hotpath-bench-cache";
@@ -187,13 +198,17 @@ int main(int argc, char** argv) {
     torch::manual_seed(1);
     Mlp hot;
     time_iterations(20, [&](int) { eager.step(); });  // warm-up: cuBLAS handles, allocator
-    const auto e1 = time_iterations(iters, [&](int) { eager.step(); });
+    std::vector<double> eager_host, hot_host;
+    const auto e1 = time_iterations(iters, [&](int) { eager.step(); }, &eager_host);
     hotpath::enable_hot_path_detection(config(cache, false));
-    const auto f = time_iterations(iters, [&](int i) {
-      hot.step();
-      hotpath::step();
-      if (i == 10) hotpath::wait_for_compilation();  // measure the steady state, not the compile
-    });
+    const auto f = time_iterations(
+        iters,
+        [&](int i) {
+          hot.step();
+          hotpath::step();
+          if (i == 10) hotpath::wait_for_compilation();  // the steady state, not the compile
+        },
+        &hot_host);
     const auto st = hotpath::stats();
     hotpath::disable_hot_path_detection();
     const auto e2 = time_iterations(iters, [&](int) { eager.step(); });
@@ -206,6 +221,8 @@ int main(int argc, char** argv) {
         eager_ms, eager2_ms, fused_ms, eager_ms / fused_ms,
         s ? static_cast<long long>(s->fusion.first_fused_iteration) : -1LL,
         s ? s->fusion.compile_ms : 0.0, s ? s->fusion.kernels_from_cache : 0);
+    std::printf("    host time per iteration (medians): eager %.3f ms, hotpath %.3f ms\n",
+                median(eager_host), median(tail(hot_host, static_cast<std::size_t>(iters / 2))));
     if (s) print_groups(*s);
     if (out) {
       out << "mlp_adamw,eager," << eager_ms << ",,1\n";
@@ -227,7 +244,8 @@ int main(int argc, char** argv) {
       if (i == 10) hotpath::wait_for_compilation();
     }
     std::printf("verify mlp+adamw (fp32):\n");
-    if (const auto* s = busiest(hotpath::stats())) print_groups(*s);
+    const auto mlp_stats = hotpath::stats();  // busiest() points into it
+    if (const auto* s = busiest(mlp_stats)) print_groups(*s);
     hotpath::disable_hot_path_detection();
 
     for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
@@ -247,7 +265,8 @@ int main(int argc, char** argv) {
       }
       std::printf("verify layernorm->gelu->residual (%s):\n",
                   dtype == torch::kFloat ? "fp32" : "bf16");
-      if (const auto* s = busiest(hotpath::stats())) print_groups(*s);
+      const auto chain_stats = hotpath::stats();  // busiest() points into it
+      if (const auto* s = busiest(chain_stats)) print_groups(*s);
       hotpath::disable_hot_path_detection();
     }
   }

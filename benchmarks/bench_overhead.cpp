@@ -3,6 +3,8 @@
 //
 //   bench_overhead [--device cpu|cuda] [--rounds R] [--iters K] [--csv FILE]
 #include <hotpath/hotpath.h>
+
+#include "crash_backtrace.h"
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -76,6 +78,7 @@ Result measure(const Workload& w, bool cuda, int rounds, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hotpath_tools::install_crash_backtrace();
   std::string device = torch::cuda::is_available() ? "cuda" : "cpu";
   int rounds = 20, iters = 25;
   std::string csv;

@@ -5,8 +5,13 @@
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu_out}
-mkdir -p "$OUT"
+# Everything goes to $RES; the device tool returns at most 8 files, so $OUT gets the summaries
+# and one archive of all of it.
+FINAL=${OUT:-$PWD/gpu_out}
+RES=/tmp/hotpath-gpu-results
+rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
+OUT=$RES
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/fusion.txt "$RES"/fusion.csv "$RES"/mlp_training.txt "$RES"/overhead_cuda.csv "$FINAL"/ 2>/dev/null' EXIT
 BUILD=${BUILD_DIR:-/tmp/hotpath-build}
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"

@@ -6,6 +6,8 @@
 // Defaults: Linear 1024->4096, GELU, Linear 4096->1024, batch 256 on a GPU; a quarter of each
 // size on the CPU so that the run stays short.
 #include <hotpath/hotpath.h>
+
+#include "crash_backtrace.h"
 #include <torch/torch.h>
 
 #include <chrono>
@@ -70,6 +72,7 @@ Options parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hotpath_tools::install_crash_backtrace();
   Options o = parse(argc, argv);
   const bool cuda = !o.force_cpu && torch::cuda::is_available();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
