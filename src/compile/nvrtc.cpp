@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <mutex>
 
 #include "common/error.h"
 #include "common/hash.h"
@@ -57,6 +58,15 @@ std::string program_log(nvrtcProgram p) {
 std::vector<std::string> nvrtc_options(int arch) {
   return {"--gpu-architecture=sm_" + std::to_string(arch), "--std=c++17", "-default-device",
           "-lineinfo"};
+}
+
+void nvrtc_prime() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    nvrtcProgram prog = nullptr;
+    HOTPATH_NVRTC_CHECK(nvrtcCreateProgram(&prog, " ", "hotpath_prime.cu", 0, nullptr, nullptr));
+    nvrtcDestroyProgram(&prog);
+  });
 }
 
 std::string nvrtc_version() {

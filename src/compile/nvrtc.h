@@ -21,6 +21,12 @@ CompileOutput nvrtc_compile(const std::string& source, const std::string& name, 
                             const std::vector<std::pair<std::string, std::string>>& headers,
                             const std::string& dump_dir);
 
+// Initialises NVRTC on the calling thread, once per process: NVRTC is known to crash when its first
+// program is created on a thread other than the one that will run the training loop (seen on the
+// H200 machine: a segfault inside nvrtcCompileProgram on the compile worker, on fresh machines).
+// Cheap (no compilation). Call it from the thread that enables fusion.
+void nvrtc_prime();
+
 // "13.0"
 std::string nvrtc_version();
 // The options nvrtc_compile passes, for cache keys.

@@ -110,7 +110,9 @@ void plan_speculative(const Graph& g, const HotTrace& trace, const FusionGroup& 
 Executor::Executor(Recorder& recorder, const Config& config)
     : recorder_(recorder),
       config_(config),
-      cache_(config.cache_dir.empty() ? default_cache_dir() : config.cache_dir) {}
+      cache_(config.cache_dir.empty() ? default_cache_dir() : config.cache_dir) {
+  if (config.fuse) nvrtc_prime();
+}
 
 Executor::~Executor() = default;
 
@@ -118,6 +120,7 @@ void Executor::configure(const Config& config) {
   std::lock_guard<std::mutex> lock(mu_);
   config_ = config;
   cache_ = KernelCache(config.cache_dir.empty() ? default_cache_dir() : config.cache_dir);
+  if (config.fuse) nvrtc_prime();
 }
 
 void Executor::on_hot(HotTrace&& trace) {
