@@ -199,7 +199,8 @@ int main(int argc, char** argv) {
     Mlp hot;
     time_iterations(20, [&](int) { eager.step(); });  // warm-up: cuBLAS handles, allocator
     std::vector<double> eager_host, hot_host;
-    const auto e1 = time_iterations(iters, [&](int) { eager.step(); }, &eager_host);
+    const auto e1 = time_iterations(
+        iters, [&](int) { eager.step(); }, &eager_host);
     hotpath::enable_hot_path_detection(config(cache, false));
     const auto f = time_iterations(
         iters,
@@ -224,6 +225,9 @@ int main(int argc, char** argv) {
     std::printf("    host time per iteration (medians): eager %.3f ms, hotpath %.3f ms\n",
                 median(eager_host), median(tail(hot_host, static_cast<std::size_t>(iters / 2))));
     if (s) print_groups(*s);
+    // The governor's verdict for the loop's signature, as the library reports it.
+    for (const auto& r : hotpath::report().signatures)
+      if (s && r.hex == s->hex) std::printf("%s", hotpath::format_report(r).c_str());
     if (out) {
       out << "mlp_adamw,eager," << eager_ms << ",,1\n";
       out << "mlp_adamw,eager_after," << eager2_ms << ",,\n";

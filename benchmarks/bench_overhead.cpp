@@ -4,8 +4,8 @@
 //   bench_overhead [--device cpu|cuda] [--rounds R] [--iters K] [--csv FILE]
 #include <hotpath/hotpath.h>
 
-#include "crash_backtrace.h"
 #include <torch/torch.h>
+#include "crash_backtrace.h"
 
 #include <algorithm>
 #include <chrono>

@@ -7,8 +7,8 @@
 // size on the CPU so that the run stays short.
 #include <hotpath/hotpath.h>
 
-#include "crash_backtrace.h"
 #include <torch/torch.h>
+#include "crash_backtrace.h"
 
 #include <chrono>
 #include <cstdio>
@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
     }
   }
   hotpath::disable_hot_path_detection();
-  std::printf("%s", hotpath::format_stats(hotpath::stats()).c_str());
+  std::printf("%s\n", hotpath::format_stats(hotpath::stats()).c_str());
+  std::printf("%s", hotpath::format_report(hotpath::report()).c_str());
   return hotpath::stats().hot_signatures() > 0 ? 0 : 1;
 }

@@ -43,11 +43,21 @@ struct Config {
   // poisoned with NaN first) and records the relative error per group in stats(). Slow: for tests
   // and benchmarks' correctness checks. HOTPATH_VERIFY=1.
   bool verify = false;
+  // Regression revert (the governor). A signature whose fused iterations' median over this many
+  // iterations is slower than its eager median by more than `revert_margin` (a fraction) goes
+  // back to eager; where dropping single groups makes it faster, only those groups go.
+  // HOTPATH_REVERT_WINDOW, HOTPATH_REVERT_MARGIN.
+  int revert_window = 20;
+  double revert_margin = 0.03;
+  // Remember verdicts in cache_dir: a later run compiles known winners as soon as their
+  // signature appears and never compiles known losers. HOTPATH_REMEMBER (0/1).
+  bool remember = true;
 };
 
 // Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD, HOTPATH_LOG_LEVEL
 // (trace|debug|info|warn|error|off), HOTPATH_FUSE (0/1), HOTPATH_FUSE_CPU (0/1) and
-// HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1) on top of `base`. Throws hotpath::Error on a value it
+// HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1), HOTPATH_REVERT_WINDOW, HOTPATH_REVERT_MARGIN and
+// HOTPATH_REMEMBER (0/1) on top of `base`. Throws hotpath::Error on a value it
 // cannot use, naming the variable and the value.
 Config config_from_env(Config base = Config{});
 
@@ -89,6 +99,7 @@ struct GroupStats {
   std::int64_t eager_runs = 0;  // times its ops ran eagerly instead (CPU, divergence, hazards)
   std::int64_t checks = 0;      // launches verified against eager (Config::verify)
   double max_rel_error = 0;     // largest ||fused - eager|| / ||eager|| over those checks
+  bool active = true;           // false: reverted (its ops run eagerly); see FusionStats::reason
 };
 
 struct FusionStats {
@@ -103,6 +114,12 @@ struct FusionStats {
   // Values a kernel skipped (the recorded iterations never kept them) that the program held after
   // all, so they were computed eagerly; a steady loop has none.
   std::int64_t restored = 0;
+  double stall_ms = 0;  // the training thread waited for compiles and module loads
+  // The governor's decision: the whole signature (or some groups) went back to eager, and why.
+  bool reverted = false;
+  std::string reason;
+  // The plan came from a verdict of an earlier run ("known winner" / "known loser").
+  std::string remembered;
   std::vector<GroupStats> groups;
 };
 
@@ -140,6 +157,63 @@ Stats stats();
 
 // A short human-readable summary of stats(), a few lines.
 std::string format_stats(const Stats& s);
+
+// Did compiling pay off? Per signature: the eager baseline (median of its iterations before the
+// plan ran) against what this run measured, split into warm-up (the iterations before fused
+// kernels first ran) and steady state; compile cost; break-even; a verdict. Times come from
+// iteration boundaries: CUDA events for loops on the GPU, a steady clock on the CPU. The "no
+// compile" column is the eager median times the iteration count (those iterations did not run
+// eagerly, so it is a projection).
+enum class Verdict {
+  Pending,      // not enough measurements yet
+  NotCompiled,  // cold, nothing to fuse, or fusion off: it ran eagerly throughout
+  CompileWins,
+  EagerWins,  // reverted (or a known loser)
+  Even,       // within the margin either way
+};
+
+struct SignatureReport {
+  std::string hex;
+  std::int64_t ops_per_iteration = 0;
+  std::int64_t iterations = 0;        // of this signature
+  std::int64_t timed_iterations = 0;  // with a time (auto-detected loops: once the period is known)
+  std::int64_t hot_at_iteration = -1;       // per-signature iteration count when it turned hot
+  std::int64_t first_fused_iteration = -1;  // per-signature iteration count
+  bool cuda_events = false;                 // times from CUDA events (else a steady clock)
+  double eager_median_ms = 0;               // baseline
+  double fused_median_ms = 0;               // fused iterations, current plan
+  // Warm-up: the timed iterations before fused kernels first ran; steady: the rest.
+  std::int64_t warmup_iterations = 0;
+  double warmup_ms = 0;
+  std::int64_t steady_iterations = 0;
+  double steady_ms = 0;
+  double compile_ms = 0;  // worker wall time for the plan's kernels
+  double stall_ms = 0;    // time the training thread waited for compilation and module loads
+  int kernels = 0;
+  int kernels_from_cache = 0;
+  // Iteration (of this signature) at which the time saved repays the compile cost the loop paid:
+  // projected from the medians, and as it happened. -1: not (yet) reached.
+  std::int64_t break_even_projected = -1;
+  std::int64_t break_even_actual = -1;
+  Verdict verdict = Verdict::Pending;
+  std::string reason;  // for reverts, known winners/losers, not compiled
+};
+
+struct Report {
+  std::vector<SignatureReport> signatures;  // in order of first appearance
+};
+
+// The calling thread's report (the thread that enabled detection).
+Report report();
+
+// The table for one signature, e.g.
+//   Results                          No Compile     Compile    Speedup
+//   Warm-up (first 12 iters):          10.2 ms      10.9 ms      0.94x
+//   ...
+//   VERDICT: COMPILE WINS (1.63x faster overall) · steady state 2.26x · break-even at iteration 12
+std::string format_report(const SignatureReport& r);
+// Every signature that ran more than once, and a one-line note for the rest.
+std::string format_report(const Report& r);
 
 // Blocks until every kernel compile started so far has finished (the loop never needs to: plans
 // swap in at the next iteration start after their kernels are ready).

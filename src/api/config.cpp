@@ -22,6 +22,15 @@ long long parse_integer(const char* name, const char* text, long long min, long 
   return v;
 }
 
+double parse_fraction(const char* text) {
+  const std::string s = text;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  HOTPATH_CHECK(!s.empty() && end == s.c_str() + s.size() && v >= 0 && v < 10,
+                "HOTPATH_REVERT_MARGIN='", s, "' must be a fraction such as 0.03 (3%)");
+  return v;
+}
+
 bool parse_flag(const char* name, const char* text) {
   const std::string s = text;
   HOTPATH_CHECK(s == "0" || s == "1", name, "='", s, "' must be 0 or 1");
@@ -44,6 +53,11 @@ Config config_from_env(Config base) {
   if (const char* v = env("HOTPATH_FUSE_CPU")) base.fuse_cpu = parse_flag("HOTPATH_FUSE_CPU", v);
   if (const char* v = env("HOTPATH_CACHE_DIR")) base.cache_dir = v;
   if (const char* v = env("HOTPATH_VERIFY")) base.verify = parse_flag("HOTPATH_VERIFY", v);
+  if (const char* v = env("HOTPATH_REVERT_WINDOW")) {
+    base.revert_window = static_cast<int>(parse_integer("HOTPATH_REVERT_WINDOW", v, 2, 1'000'000));
+  }
+  if (const char* v = env("HOTPATH_REVERT_MARGIN")) base.revert_margin = parse_fraction(v);
+  if (const char* v = env("HOTPATH_REMEMBER")) base.remember = parse_flag("HOTPATH_REMEMBER", v);
   if (const char* v = env("HOTPATH_LOG_LEVEL")) {
     const std::string s = v;
     if (s == "trace")

@@ -3,6 +3,7 @@
 
 #include <torch/version.h>
 
+#include <chrono>
 #include <memory>
 #include <sstream>
 
@@ -46,9 +47,12 @@ void enable_hot_path_detection(const Config& requested) {
   HOTPATH_CHECK(config.max_period_ops >= 1, "max_period_ops must be >= 1, got ",
                 config.max_period_ops);
   detail::set_log_level(config.log_level);
+  HOTPATH_CHECK(config.revert_window >= 2, "revert_window must be >= 2, got ",
+                config.revert_window);
+  HOTPATH_CHECK(config.revert_margin >= 0, "revert_margin must be >= 0, got ",
+                config.revert_margin);
   if (detail::current_thread_attached()) {
-    tls_state.session->recorder.configure(config);
-    tls_state.session->executor.configure(config);
+    tls_state.session->configure(config);
     return;
   }
   auto session = std::make_shared<detail::Session>(config);
@@ -66,23 +70,40 @@ bool is_enabled() { return detail::current_thread_attached(); }
 
 void step() {
   if (!detail::current_thread_attached()) return;
-  tls_state.session->executor.on_boundary();
+  tls_state.session->boundary();
   tls_state.session->recorder.mark_step();
 }
 
 Iteration::Iteration() {
   if (!detail::current_thread_attached()) return;
-  tls_state.session->executor.on_boundary();
+  tls_state.session->boundary();
   tls_state.session->recorder.begin_scope();
 }
 
 Iteration::~Iteration() {
   if (!detail::current_thread_attached()) return;
-  tls_state.session->executor.on_boundary();
+  tls_state.session->boundary();
   tls_state.session->recorder.end_scope();
 }
 
-void wait_for_compilation() { detail::CompileWorker::instance().drain(); }
+void wait_for_compilation() {
+  std::vector<std::uint64_t> pending;
+  if (tls_state.session) pending = tls_state.session->executor.pending_plans();
+  const auto t0 = std::chrono::steady_clock::now();
+  detail::CompileWorker::instance().drain();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (tls_state.session) tls_state.session->executor.add_stall(pending, ms);
+}
+
+Report report() {
+  Report r;
+  if (!tls_state.session) return r;
+  Stats s = tls_state.session->recorder.snapshot();
+  tls_state.session->executor.fill_stats(s);
+  tls_state.session->governor.fill_report(s, r);
+  return r;
+}
 
 Stats stats() {
   Stats s;

@@ -129,7 +129,8 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
         KernelArg& p = tensor_param(v);
         p.read = true;
         const int idx = param_of_tensor[g.value(v).tensor];
-        const std::string name = "x" + std::to_string(v);
+        // Names count within the group, so that groups doing the same work read the same.
+        const std::string name = "x" + std::to_string(loads.size());
         loads.emplace_back(idx, name);
         var[v] = name;
       }
@@ -150,7 +151,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
       spec.args.push_back(sa);
     }
     const int out = n.outputs[0];
-    const std::string name = "v" + std::to_string(out);
+    const std::string name = "v" + std::to_string(mi);
     const auto dt = g.value(out).meta.dtype;
     std::string expr = op->emit(t, s, n, g);
     if (dt != c10::ScalarType::Float) {
@@ -203,16 +204,18 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   spec.vec = all_linear ? 16 / max_elem : 1;
   spec.vec_bytes = spec.vec > 1 ? 16 : 0;
 
-  const std::uint64_t h = hash_string(body.str() + std::to_string(spec.numel) + group.name);
-  spec.name = "hp_" + group.name + "_" + short_hex(h);
-
+  // The element count is a kernel parameter: groups that differ only in size (an optimizer's
+  // update of each parameter) share one kernel, compiled once. Sizes and strides of broadcast or
+  // strided operands stay in the source (the signature guarantees them).
+  spec.index64 = use64;
+  const std::string kName = "@KERNEL_NAME@";
   std::ostringstream src;
-  src << "// hotpath fused kernel: " << group.nodes.size() << " ops over " << format_meta(dom)
-      << "\n//  ";
+  src << "// hotpath fused kernel: " << group.nodes.size() << " ops";
+  if (!all_linear) src << " over " << format_meta(dom);
+  src << "\n//  ";
   for (int m : group.nodes) src << " " << g.node(m).short_name();
   src << "\n#include \"hotpath_runtime.cuh\"\n\n";
-  src << "typedef " << (use64 ? "long long" : "int") << " idx_t;\n";
-  src << "constexpr idx_t kNumel = " << spec.numel << ";\n\n";
+  src << "typedef " << (use64 ? "long long" : "int") << " idx_t;\n\n";
 
   // The element function: loaded operands in, values to store out.
   src << "__device__ __forceinline__ void element(";
@@ -236,8 +239,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   src << "}\n\n";
 
   // Kernel signature.
-  src << "extern \"C\" __global__ void __launch_bounds__(" << spec.block << ") " << spec.name
-      << "(";
+  src << "extern \"C\" __global__ void __launch_bounds__(" << spec.block << ") " << kName << "(";
   first = true;
   for (const KernelArg& a : spec.args) {
     src << (first ? "\n    " : ",\n    ");
@@ -248,7 +250,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
       src << (a.written ? "" : "const ") << cuda_type(a.dtype) << "* __restrict__ " << a.name;
     }
   }
-  src << (first ? "" : ",\n    ") << "const int vector_ok) {\n";
+  src << (first ? "" : ",\n    ") << "const idx_t kNumel,\n    const int vector_ok) {\n";
   src << "  const idx_t stride = static_cast<idx_t>(gridDim.x) * blockDim.x;\n";
   src << "  const idx_t start = static_cast<idx_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
   for (const auto& [idx, name] : loads) {
@@ -327,7 +329,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   if (spec.vec > 1) {
     const int V = spec.vec;
     src << "  if (vector_ok) {\n";
-    src << "    constexpr idx_t kVectors = kNumel / " << V << ";\n";
+    src << "    const idx_t kVectors = kNumel / " << V << ";\n";
     src << "    for (idx_t v = start; v < kVectors; v += stride) {\n";
     for (const auto& [idx, name] : loads) {
       const auto& a = spec.args[static_cast<std::size_t>(idx)];
@@ -367,7 +369,11 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   }
   src << scalar_loop("start", false);
   src << "}\n";
-  spec.source = src.str();
+  std::string source = src.str();
+  spec.name = "hp_" + group.name + "_" + short_hex(hash_string(source));
+  for (std::size_t at = source.find(kName); at != std::string::npos; at = source.find(kName))
+    source.replace(at, kName.size(), spec.name);
+  spec.source = std::move(source);
   return spec;
 }
 

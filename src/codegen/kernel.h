@@ -1,6 +1,8 @@
 // Fusion group -> CUDA C++ source. Pure string generation: no CUDA headers, testable without a
-// GPU. Shapes and strides are compile-time constants (the signature guarantees them); scalars are
-// kernel parameters (they change between iterations: learning-rate schedules, bias corrections).
+// GPU. Strides of broadcast/strided operands are compile-time constants (the signature guarantees
+// them); the element count and the scalars are kernel parameters (scalars change between
+// iterations: learning-rate schedules, bias corrections), so that same-shaped work of different
+// sizes shares one kernel.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -36,9 +38,10 @@ struct KernelSpec {
   std::string name;    // function name in the source
   std::string source;  // includes "hotpath_runtime.cuh"
   std::vector<KernelArg> args;
-  std::int64_t numel = 0;
-  int vec = 1;        // elements per vector in the vector path (1: no vector path)
-  int vec_bytes = 0;  // alignment the vector path needs of every linear tensor
+  std::int64_t numel = 0;  // passed as the kernel's kNumel (idx_t), after the args
+  bool index64 = false;    // idx_t is long long (else int)
+  int vec = 1;             // elements per vector in the vector path (1: no vector path)
+  int vec_bytes = 0;       // alignment the vector path needs of every linear tensor
   int block = 256;
 };
 

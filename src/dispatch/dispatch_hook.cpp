@@ -201,6 +201,19 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   rec.scalar_mask = info.scalar_mask;
   session->recorder.resolve_inputs(rec, inputs);
 
+  // The governor times iterations between boundaries; in an auto-detected loop the boundary is
+  // the op where the detector expects the next iteration to start.
+  if (!session->governor.cuda_noted()) {
+    for (const TensorInput& in : rec.inputs) {
+      if (in.meta.defined && in.meta.device.is_cuda()) {
+        session->governor.note_cuda(in.meta.device.index());
+        break;
+      }
+    }
+  }
+  const std::int64_t index = session->recorder.next_index();
+  if (index == session->recorder.boundary_due()) session->governor.stamp(index);
+
   // A hot plan may run the op itself (deferred into a fused group); otherwise it runs eagerly.
   if (!session->executor.intercept(op, keys & below, stack, rec)) {
     op.redispatchBoxed(keys & below, stack);

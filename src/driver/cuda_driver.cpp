@@ -25,6 +25,11 @@ struct Driver {
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
+  CUresult (*cuEventDestroy)(CUevent) = nullptr;
+  CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
+  CUresult (*cuEventQuery)(CUevent) = nullptr;
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent) = nullptr;
 };
 
 template <typename F>
@@ -42,17 +47,21 @@ const Driver& driver() {
       d.error = std::string("cannot open libcuda.so.1: ") + (e ? e : "unknown error");
       return d;
     }
-    const bool all = bind(lib, "cuInit", d.cuInit) &&
-                     bind(lib, "cuGetErrorString", d.cuGetErrorString) &&
-                     bind(lib, "cuCtxGetCurrent", d.cuCtxGetCurrent) &&
-                     bind(lib, "cuCtxSetCurrent", d.cuCtxSetCurrent) &&
-                     bind(lib, "cuDeviceGet", d.cuDeviceGet) &&
-                     bind(lib, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain) &&
-                     bind(lib, "cuDeviceGetAttribute", d.cuDeviceGetAttribute) &&
-                     bind(lib, "cuModuleLoadData", d.cuModuleLoadData) &&
-                     bind(lib, "cuModuleUnload", d.cuModuleUnload) &&
-                     bind(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
-                     bind(lib, "cuLaunchKernel", d.cuLaunchKernel);
+    const bool all =
+        bind(lib, "cuInit", d.cuInit) && bind(lib, "cuGetErrorString", d.cuGetErrorString) &&
+        bind(lib, "cuCtxGetCurrent", d.cuCtxGetCurrent) &&
+        bind(lib, "cuCtxSetCurrent", d.cuCtxSetCurrent) &&
+        bind(lib, "cuDeviceGet", d.cuDeviceGet) &&
+        bind(lib, "cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain) &&
+        bind(lib, "cuDeviceGetAttribute", d.cuDeviceGetAttribute) &&
+        bind(lib, "cuModuleLoadData", d.cuModuleLoadData) &&
+        bind(lib, "cuModuleUnload", d.cuModuleUnload) &&
+        bind(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
+        bind(lib, "cuLaunchKernel", d.cuLaunchKernel) &&
+        bind(lib, "cuEventCreate", d.cuEventCreate) &&
+        bind(lib, "cuEventDestroy_v2", d.cuEventDestroy) &&
+        bind(lib, "cuEventRecord", d.cuEventRecord) && bind(lib, "cuEventQuery", d.cuEventQuery) &&
+        bind(lib, "cuEventElapsedTime_v2", d.cuEventElapsedTime);
     if (!all) {
       d.error = "libcuda.so.1 lacks a Driver API entry point hotpath needs";
       return d;
@@ -122,6 +131,37 @@ void CudaModule::launch(unsigned grid, unsigned block, void* stream, void** para
   const Driver& d = checked_driver();
   HOTPATH_CU_CHECK(d.cuLaunchKernel(static_cast<CUfunction>(function_), grid, 1, 1, block, 1, 1, 0,
                                     static_cast<CUstream>(stream), params, nullptr));
+}
+
+CudaEvent::CudaEvent(int device) {
+  const Driver& d = checked_driver();
+  ensure_context(device);
+  CUevent e = nullptr;
+  HOTPATH_CU_CHECK(d.cuEventCreate(&e, CU_EVENT_DEFAULT));  // timing enabled
+  event_ = e;
+}
+
+CudaEvent::~CudaEvent() {
+  if (event_ != nullptr && driver().ok) driver().cuEventDestroy(static_cast<CUevent>(event_));
+}
+
+void CudaEvent::record(void* stream) {
+  HOTPATH_CU_CHECK(
+      checked_driver().cuEventRecord(static_cast<CUevent>(event_), static_cast<CUstream>(stream)));
+}
+
+bool CudaEvent::done() const {
+  const CUresult r = checked_driver().cuEventQuery(static_cast<CUevent>(event_));
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  HOTPATH_CU_CHECK(r);
+  return true;
+}
+
+float CudaEvent::elapsed_ms(const CudaEvent& start, const CudaEvent& end) {
+  float ms = 0;
+  HOTPATH_CU_CHECK(checked_driver().cuEventElapsedTime(&ms, static_cast<CUevent>(start.event_),
+                                                       static_cast<CUevent>(end.event_)));
+  return ms;
 }
 
 DeviceInfo device_info(int device) {

@@ -32,6 +32,22 @@ class CudaModule {
   std::string name_;
 };
 
+// A timing event (RAII). Recording and querying never synchronise with the device.
+class CudaEvent {
+ public:
+  explicit CudaEvent(int device);
+  ~CudaEvent();
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  void record(void* stream);  // a CUstream / cudaStream_t
+  bool done() const;          // the work before the record has finished
+  // Milliseconds between two recorded events that are both done.
+  static float elapsed_ms(const CudaEvent& start, const CudaEvent& end);
+
+ private:
+  void* event_ = nullptr;  // CUevent
+};
+
 // Multiprocessor count and compute capability (major*10+minor) of a device.
 struct DeviceInfo {
   int sm_count = 0;

@@ -123,7 +123,7 @@ void Executor::configure(const Config& config) {
   if (config.fuse) nvrtc_prime();
 }
 
-void Executor::on_hot(HotTrace&& trace) {
+void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembered) {
   Config config;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -134,6 +134,17 @@ void Executor::on_hot(HotTrace&& trace) {
   plan->signature = trace.signature;
   plan->hex = short_hex(trace.signature);
   plan->hot_iteration = trace.iteration;
+  if (remembered && !remembered->compile) {
+    plan->reverted = true;
+    plan->remembered = "known loser from an earlier run";
+    plan->reason = remembered->reason.empty() ? plan->remembered : remembered->reason;
+    log_info(concat("hotpath: signature ", plan->hex, " is a known loser (", plan->reason,
+                    "); it runs eagerly, nothing is compiled"));
+    plan->ready = true;  // nothing to compile; never armed
+    std::lock_guard<std::mutex> lock(mu_);
+    plans_[plan->signature] = plan;
+    return;
+  }
   auto graph = std::make_shared<Graph>(Graph::from_trace(trace));
   const Graph& g = *graph;
   Partition part = partition_graph(g);
@@ -186,10 +197,21 @@ void Executor::on_hot(HotTrace&& trace) {
     }
     plan_speculative(g, trace, fg, pg);
     const int gi = static_cast<int>(plan->groups.size());
+    if (remembered && remembered->groups.size() == part.groups.size() &&
+        static_cast<std::size_t>(gi) < remembered->names.size() &&
+        remembered->names[static_cast<std::size_t>(gi)] == pg.name &&
+        !remembered->groups[static_cast<std::size_t>(gi)]) {
+      pg.active_default = false;  // lost in an earlier run: not compiled, runs eagerly
+      pg.active = false;
+    }
     for (int n : fg.nodes) plan->ops[static_cast<std::size_t>(n)].group = gi;
     plan->ops[static_cast<std::size_t>(fg.nodes.back())].launch = true;
     fused_ops += static_cast<int>(fg.nodes.size());
     plan->groups.push_back(std::move(pg));
+  }
+  if (remembered && remembered->compile) {
+    plan->remembered = "known winner from an earlier run";
+    log_info(concat("hotpath: signature ", plan->hex, " is a known winner; compiling at once"));
   }
   if (plan->groups.empty()) {
     log_info(concat("hotpath: signature ", plan->hex, ": nothing to fuse (", trace.ops.size(),
@@ -219,10 +241,16 @@ void Executor::compile(const std::shared_ptr<Plan>& plan) {
   CompileWorker::instance().submit([plan, cache, ready] {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dump = cache.dir().empty() ? temp_dir() : cache.dir();
+    std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
     for (PlanGroup& g : plan->groups) {
-      if (!g.gpu) continue;
+      if (!g.gpu || !g.active_default) continue;
       const auto g0 = std::chrono::steady_clock::now();
-      if (auto hit = cache.load(g.cache_key)) {
+      if (const auto same = done.find(g.cache_key); same != done.end()) {
+        g.cubin = same->second->cubin;
+        g.error = same->second->error;
+        g.from_cache = true;
+        ++plan->from_cache;
+      } else if (auto hit = cache.load(g.cache_key)) {
         g.cubin = std::move(*hit);
         g.from_cache = true;
         ++plan->from_cache;
@@ -240,6 +268,7 @@ void Executor::compile(const std::shared_ptr<Plan>& plan) {
       }
       g.compile_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - g0).count();
+      done.emplace(g.cache_key, &g);
     }
     plan->compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -251,11 +280,21 @@ void Executor::compile(const std::shared_ptr<Plan>& plan) {
   });
 }
 
+void Executor::apply_requests(Plan& plan) {
+  if (plan.requested_epoch == plan.epoch) return;
+  for (std::size_t g = 0; g < plan.groups.size() && g < plan.requested_active.size(); ++g)
+    plan.groups[g].active = plan.requested_active[g] && plan.groups[g].active_default;
+  plan.epoch = plan.requested_epoch;
+}
+
 bool Executor::try_arm() {
   const StreamPosition pos = recorder_.position();
   if (pos.expected_start != pos.next_op) return false;
   const auto it = plans_.find(pos.last_signature);
-  if (it == plans_.end() || !it->second->ready || it->second->groups.empty()) return false;
+  if (it == plans_.end() || !it->second->ready || it->second->groups.empty() ||
+      it->second->reverted)
+    return false;
+  apply_requests(*it->second);
   armed_ = it->second;
   cursor_ = 0;
   iter_start_ = pos.next_op;
@@ -313,7 +352,9 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   }
   ++cursor_;
   bool handled = false;
-  if (p.group >= 0 && armed_->groups[static_cast<std::size_t>(p.group)].error.empty()) {
+  const PlanGroup* group =
+      p.group >= 0 ? &armed_->groups[static_cast<std::size_t>(p.group)] : nullptr;
+  if (group != nullptr && group->active && group->error.empty()) {
     defer(op, keys, stack, p, static_cast<int>(index));
     handled = true;
     if (p.launch) run_group(p.group);
@@ -359,7 +400,10 @@ void Executor::run_group(int group) {
 bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   if (g.module == nullptr) {
     try {
+      const auto t0 = std::chrono::steady_clock::now();
       g.module = std::make_unique<CudaModule>(g.cubin, g.spec.name, armed_->device_index);
+      armed_->stall_ms +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     } catch (const Error& e) {
       g.error = e.what();
       log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
@@ -370,7 +414,9 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   std::vector<void*> ptrs(args.size(), nullptr);
   std::vector<float> scalars(args.size(), 0.0f);
   std::vector<at::Tensor> tensors(args.size());
-  std::vector<void*> params(args.size() + 1, nullptr);
+  std::vector<void*> params(args.size() + 2, nullptr);
+  long long numel64 = g.spec.numel;
+  int numel32 = static_cast<int>(g.spec.numel);
   int vector_ok = g.spec.vec > 1 ? 1 : 0;
   const std::size_t unwritten_before = unwritten_.size();
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -417,7 +463,8 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
       }
     }
   }
-  params[args.size()] = &vector_ok;
+  params[args.size()] = g.spec.index64 ? static_cast<void*>(&numel64) : &numel32;
+  params[args.size() + 1] = &vector_ok;
   if (config_.verify) prepare_verify(g, tensors, ptrs);
   const std::int64_t per_block = static_cast<std::int64_t>(g.spec.block) * g.spec.vec;
   std::int64_t grid = (g.spec.numel + per_block - 1) / per_block;
@@ -468,10 +515,18 @@ void Executor::materialize_all() {
 void Executor::complete_iteration() {
   materialize_all();  // empty unless a group's kernel could not run
   ++armed_->fused_iterations;
+  completed_[completed_next_++ % std::size(completed_)] =
+      Completed{armed_->signature, iter_start_, armed_->epoch};
   iter_start_ += static_cast<std::int64_t>(armed_->ops.size());
   ++iteration_;
   cursor_ = 0;
   outside_.clear();
+  // The governor's requests take effect between iterations.
+  if (armed_->reverted) {
+    armed_.reset();
+    return;
+  }
+  apply_requests(*armed_);
 }
 
 void Executor::on_boundary() {
@@ -630,6 +685,10 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.fused_iterations = p.fused_iterations;
     sig.fusion.divergences = p.divergences;
     sig.fusion.restored = p.restored;
+    sig.fusion.stall_ms = p.stall_ms;
+    sig.fusion.reverted = p.reverted;
+    sig.fusion.reason = p.reason;
+    sig.fusion.remembered = p.remembered;
     for (const PlanGroup& g : p.groups) {
       GroupStats gs;
       gs.name = g.name;
@@ -644,6 +703,7 @@ void Executor::fill_stats(Stats& s) const {
       gs.eager_runs = g.eager_runs;
       gs.checks = g.checks;
       gs.max_rel_error = g.max_rel_error;
+      gs.active = g.active && !p.reverted;
       sig.fusion.fused_ops += gs.ops;
       sig.fusion.groups.push_back(std::move(gs));
     }
@@ -653,6 +713,48 @@ void Executor::fill_stats(Stats& s) const {
 }  // namespace hotpath::detail
 
 namespace hotpath::detail {
+Executor::RunInfo Executor::ran(std::uint64_t signature, std::int64_t first) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Completed& c : completed_) {
+    if (c.signature == signature && c.first == first) return RunInfo{true, c.epoch};
+  }
+  return RunInfo{};
+}
+
+std::int64_t Executor::set_active(std::uint64_t signature, const std::vector<bool>& active,
+                                  const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  if (it == plans_.end()) return 0;
+  it->second->requested_active = active;
+  if (!reason.empty()) it->second->reason = reason;
+  return ++it->second->requested_epoch;
+}
+
+void Executor::revert(std::uint64_t signature, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  if (it == plans_.end()) return;
+  it->second->reverted = true;
+  it->second->reason = reason;
+}
+
+std::vector<std::uint64_t> Executor::pending_plans() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::uint64_t> out;
+  for (const auto& [sig, p] : plans_)
+    if (!p->ready) out.push_back(sig);
+  return out;
+}
+
+void Executor::add_stall(const std::vector<std::uint64_t>& signatures, double ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::uint64_t sig : signatures) {
+    const auto it = plans_.find(sig);
+    if (it != plans_.end()) it->second->stall_ms += ms;
+  }
+}
+
 std::shared_ptr<const Plan> Executor::plan(std::uint64_t signature) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = plans_.find(signature);

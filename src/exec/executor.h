@@ -13,10 +13,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "compile/kernel_cache.h"
 #include "exec/plan.h"
 #include "hotpath/hotpath.h"
+#include "policy/decisions.h"
 #include "trace/recorder.h"
 
 namespace hotpath::detail {
@@ -27,8 +29,26 @@ class Executor {
   ~Executor();
 
   void configure(const Config& config);
-  // A signature turned hot: build its plan and compile it in the background.
-  void on_hot(HotTrace&& trace);
+  // A signature turned hot: build its plan and compile it in the background. `remembered`: the
+  // verdict of an earlier run (a known loser is not compiled; a winner keeps its groups).
+  void on_hot(HotTrace&& trace, const std::optional<Decision>& remembered = std::nullopt);
+
+  // For the governor. Whether the iteration of `signature` that started at global op `first` ran
+  // the whole plan, and under which configuration of active groups.
+  struct RunInfo {
+    bool fused = false;
+    std::int64_t epoch = 0;
+  };
+  RunInfo ran(std::uint64_t signature, std::int64_t first) const;
+  // Which groups run fused from the next iteration start on (`reason`, if not empty, is what
+  // stats() shows); returns the new configuration's epoch.
+  std::int64_t set_active(std::uint64_t signature, const std::vector<bool>& active,
+                          const std::string& reason = {});
+  // The signature runs eagerly from the next iteration start on (its plan is kept, not rebuilt).
+  void revert(std::uint64_t signature, const std::string& reason);
+  // The training thread waited `ms` for compiles: charged to every plan not ready yet.
+  std::vector<std::uint64_t> pending_plans() const;
+  void add_stall(const std::vector<std::uint64_t>& signatures, double ms);
   // Before the op runs. Returns true when the plan ran the op (its outputs are on the stack).
   bool intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
                  const OpRecord& rec);
@@ -57,9 +77,9 @@ class Executor {
   struct ConeOp {
     c10::OperatorHandle op;
     c10::DispatchKeySet keys;
-    std::vector<c10::IValue> args;                 // cone-made tensors replaced by None
+    std::vector<c10::IValue> args;                  // cone-made tensors replaced by None
     std::vector<std::pair<std::size_t, int>> made;  // (argument, slot) for cone-made tensors
-    int out_slot = -1;                             // the slot its result fills (not in-place)
+    int out_slot = -1;                              // the slot its result fills (not in-place)
   };
   // A tensor a kernel did not write (PlanGroup::speculative) and how to compute it if needed.
   struct Unwritten {
@@ -75,6 +95,7 @@ class Executor {
   };
 
   bool try_arm();
+  void apply_requests(Plan& plan);
   void speculate(const at::Tensor& t, const PlanGroup& g, std::size_t arg,
                  const std::vector<Deferred*>& members);
   // Computes skipped values that are still held: all, or those of earlier iterations.
@@ -112,6 +133,13 @@ class Executor {
   std::vector<Unwritten> unwritten_;
   std::map<const c10::TensorImpl*, at::Tensor> verify_inputs_;
   std::int64_t divergence_logs_ = 0;
+  struct Completed {
+    std::uint64_t signature = 0;
+    std::int64_t first = -1;
+    std::int64_t epoch = 0;
+  };
+  Completed completed_[8];  // the last iterations that ran their plan to the end (a ring)
+  std::size_t completed_next_ = 0;
 };
 
 }  // namespace hotpath::detail

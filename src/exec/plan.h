@@ -49,6 +49,9 @@ struct PlanGroup {
   // Verification (Config::verify): fused outputs against eager on the same inputs.
   std::int64_t checks = 0;
   double max_rel_error = 0;
+  // The governor's choice (applied at an iteration start); inactive groups run eagerly.
+  bool active = true;
+  bool active_default = true;  // from a remembered verdict: a known loser group starts inactive
 };
 
 struct Plan {
@@ -68,6 +71,14 @@ struct Plan {
   std::int64_t fused_iterations = 0;
   std::int64_t divergences = 0;
   std::int64_t restored = 0;  // skipped values computed after all because someone needed them
+  double stall_ms = 0;        // the training thread waited: module loads, wait_for_compilation
+  // The governor's decisions. Requests take effect at the next iteration start.
+  std::vector<bool> requested_active;
+  std::int64_t requested_epoch = 0;
+  std::int64_t epoch = 0;  // configuration of the groups' activity in force
+  bool reverted = false;
+  std::string reason;
+  std::string remembered;  // "known winner ..." / "known loser ..." from an earlier run
   // Kept for logs and tests.
   std::shared_ptr<const Graph> graph;
   Partition partition;

@@ -60,6 +60,9 @@ struct Table {
     both("sub", "Tensor", {0, 1}, {2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
       return "(" + t[0] + " - " + s[0] + " * " + t[1] + ")";
     });
+    both("sub", "Scalar", {0}, {1, 2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+      return "(" + t[0] + " - " + s[0] + " * " + s[1] + ")";
+    });
     add("rsub.Scalar", {0}, {1, 2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
       return "(" + s[0] + " - " + s[1] + " * " + t[0] + ")";
     });

@@ -16,17 +16,44 @@ void Recorder::set_hot_listener(HotListener listener) {
   hot_listener_ = std::move(listener);
 }
 
+void Recorder::set_iteration_listener(IterationListener listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  iteration_listener_ = std::move(listener);
+}
+
+void Recorder::set_instant_hot(InstantHot predicate) {
+  std::lock_guard<std::mutex> lock(mu_);
+  instant_hot_ = std::move(predicate);
+}
+
 void Recorder::notify_hot() {
   std::vector<HotTrace> traces;
+  std::vector<IterationEvent> closed;
   HotListener listener;
+  IterationListener iteration_listener;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (hot_traces_.empty()) return;
+    if (hot_traces_.empty() && closed_.empty()) return;
     traces.swap(hot_traces_);
+    closed.swap(closed_);
     listener = hot_listener_;
+    iteration_listener = iteration_listener_;
   }
-  if (!listener) return;
-  for (auto& t : traces) listener(std::move(t));
+  // Hot first: a plan built now can be in place for the iteration events that follow.
+  if (listener) {
+    for (auto& t : traces) listener(std::move(t));
+  }
+  if (iteration_listener) {
+    for (const auto& e : closed) iteration_listener(e);
+  }
+}
+
+void Recorder::publish_locked() {
+  next_atomic_.store(next_, std::memory_order_relaxed);
+  const std::int64_t due = (mode_ == BoundaryMode::Auto && detector_ && detector_->locked())
+                               ? detector_->expected_boundary()
+                               : -1;
+  due_atomic_.store(due, std::memory_order_relaxed);
 }
 
 void Recorder::configure(const Config& config) {
@@ -56,13 +83,14 @@ void Recorder::resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*
 }
 
 void Recorder::commit(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs) {
-  bool hot = false;
+  bool events = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     commit_locked(std::move(rec), outputs);
-    hot = !hot_traces_.empty();
+    publish_locked();
+    events = !hot_traces_.empty() || !closed_.empty();
   }
-  if (hot) notify_hot();
+  if (events) notify_hot();
 }
 
 void Recorder::commit_locked(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs) {
@@ -141,7 +169,9 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t e
   ++iterations_;
   last_signature_ = signature;
   auto [it, inserted] = index_.try_emplace(signature, signatures_.size());
+  bool instant = false;
   if (inserted) {
+    instant = instant_hot_ && instant_hot_(signature);
     SignatureStats s;
     s.id = signature;
     s.hex = short_hex(signature);
@@ -158,13 +188,19 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t e
   }
   SignatureStats& s = signatures_[it->second];
   ++s.count;
-  if (!s.hot && s.count >= config_.threshold) {
+  if (!s.hot && (s.count >= config_.threshold || instant)) {
     s.hot = true;
     s.hot_at_iteration = iterations_;
-    log_info(concat("hotpath: signature ", s.hex, " hot after ", s.count, " iterations (", ops,
-                    " ops)"));
+    if (instant) {
+      log_info(concat("hotpath: signature ", s.hex, " (", ops,
+                      " ops) won in an earlier run; hot at first sight"));
+    } else {
+      log_info(concat("hotpath: signature ", s.hex, " hot after ", s.count, " iterations (", ops,
+                      " ops)"));
+    }
     hot_traces_.push_back(make_trace(signature, first, end));
   }
+  closed_.push_back(IterationEvent{signature, first, end, s.count, s.hot});
 }
 
 HotTrace Recorder::make_trace(std::uint64_t signature, std::int64_t first, std::int64_t end) const {
@@ -234,6 +270,7 @@ void Recorder::mark_step() {
     std::lock_guard<std::mutex> lock(mu_);
     use_explicit_boundaries();
     close_iteration(next_);
+    publish_locked();
   }
   notify_hot();
 }
@@ -250,6 +287,7 @@ void Recorder::end_scope() {
     std::lock_guard<std::mutex> lock(mu_);
     if (scope_depth_ == 0) return;
     if (--scope_depth_ == 0) close_iteration(next_);
+    publish_locked();
   }
   notify_hot();
 }

@@ -9,6 +9,7 @@
 #include <c10/util/flat_hash_map.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -39,14 +40,33 @@ struct StreamPosition {
   std::uint64_t last_signature = 0;
 };
 
+// An iteration the recorder closed, for the governor.
+struct IterationEvent {
+  std::uint64_t signature = 0;
+  std::int64_t first = 0, end = 0;  // global op indices [first, end)
+  std::int64_t count = 0;           // this signature's iterations so far, this one included
+  bool hot = false;
+};
+
 class Recorder {
  public:
   using HotListener = std::function<void(HotTrace&&)>;
+  using IterationListener = std::function<void(const IterationEvent&)>;
+  using InstantHot = std::function<bool(std::uint64_t)>;
   explicit Recorder(const Config& config);
 
   // Called (outside the recorder's lock) with the trace of an iteration whose signature just
   // turned hot.
   void set_hot_listener(HotListener listener);
+  // Called (outside the lock) for every iteration closed.
+  void set_iteration_listener(IterationListener listener);
+  // Asked when a signature is first seen: true makes it hot at once (a known winner).
+  void set_instant_hot(InstantHot predicate);
+
+  // Lock-free, for the hook: the global index of the next op, and where an iteration is
+  // expected to start in an auto-detected loop (-1: not known).
+  std::int64_t next_index() const { return next_atomic_.load(std::memory_order_relaxed); }
+  std::int64_t boundary_due() const { return due_atomic_.load(std::memory_order_relaxed); }
 
   void configure(const Config& config);
 
@@ -78,7 +98,9 @@ class Recorder {
   void use_explicit_boundaries();
   void count(std::uint64_t signature, std::int64_t first, std::int64_t end);
   void prune_values();
-  void notify_hot();  // hands collected hot traces to the listener; called without the lock
+  void notify_hot();      // hands collected hot traces and closed iterations to the listeners;
+                          // called without the lock
+  void publish_locked();  // refreshes the lock-free positions
 
   mutable std::mutex mu_;
   Config config_;
@@ -106,7 +128,12 @@ class Recorder {
   bool warned_unbounded_ = false;
 
   HotListener hot_listener_;
-  std::vector<HotTrace> hot_traces_;  // collected under the lock, delivered after it
+  IterationListener iteration_listener_;
+  InstantHot instant_hot_;
+  std::vector<HotTrace> hot_traces_;    // collected under the lock, delivered after it
+  std::vector<IterationEvent> closed_;  // likewise
+  std::atomic<std::int64_t> next_atomic_{0};
+  std::atomic<std::int64_t> due_atomic_{-1};
 };
 
 }  // namespace hotpath::detail

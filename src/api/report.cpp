@@ -1,0 +1,142 @@
+// The verdict table (report()'s printer).
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "hotpath/hotpath.h"
+
+namespace hotpath {
+namespace {
+
+std::string ms(double v) {
+  char buf[32];
+  if (v >= 10000)
+    std::snprintf(buf, sizeof buf, "%.3f s", v / 1000);
+  else
+    std::snprintf(buf, sizeof buf, "%.3f ms", v);
+  return buf;
+}
+
+std::string ratio(double num, double den) {
+  if (num <= 0 || den <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2fx", num / den);
+  return buf;
+}
+
+std::string row(const std::string& label, double eager, double actual) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%-40s %14s %14s %10s\n", label.c_str(), ms(eager).c_str(),
+                ms(actual).c_str(), ratio(eager, actual).c_str());
+  return buf;
+}
+
+}  // namespace
+
+std::string format_report(const SignatureReport& r) {
+  std::ostringstream os;
+  os << "hotpath report: signature " << r.hex << ", " << r.ops_per_iteration << " ops/iteration, "
+     << r.iterations << " iterations (" << r.timed_iterations << " timed with "
+     << (r.cuda_events ? "CUDA events" : "a steady clock") << ")\n";
+  if (r.hot_at_iteration >= 0) {
+    os << "  hot at iteration " << r.hot_at_iteration;
+    if (r.first_fused_iteration >= 0) os << ", fused from iteration " << r.first_fused_iteration;
+    if (r.kernels > 0) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "; %d kernel(s), %.1f ms compiling on the worker (%d from the cache), "
+                    "training thread waited %.1f ms",
+                    r.kernels, r.compile_ms, r.kernels_from_cache, r.stall_ms);
+      os << buf;
+    }
+    os << "\n";
+  }
+  const double e = r.eager_median_ms;
+  const bool table = e > 0 && r.timed_iterations > 0;
+  if (table) {
+    const std::string line(82, '-');
+    char head[160];
+    std::snprintf(head, sizeof head, "%-40s %14s %14s %10s\n", "Results", "No Compile", "Compile",
+                  "Speedup");
+    os << "\n" << head << line << "\n";
+    const auto wn = r.warmup_iterations, sn = r.steady_iterations;
+    os << row("Warm-up (first " + std::to_string(wn) + " iters):", e * static_cast<double>(wn),
+              r.warmup_ms);
+    if (wn > 0) os << row("  Per iteration:", e, r.warmup_ms / static_cast<double>(wn));
+    os << row("Steady state (remaining " + std::to_string(sn) + " iters):",
+              e * static_cast<double>(sn), r.steady_ms);
+    if (sn > 0) os << row("  Per iteration:", e, r.steady_ms / static_cast<double>(sn));
+    os << line << "\n";
+    const auto n = wn + sn;
+    const double total = r.warmup_ms + r.steady_ms;
+    os << row("TOTAL TIME:", e * static_cast<double>(n), total);
+    if (n > 0) os << row("Average per iteration:", e, total / static_cast<double>(n));
+    os << "(No Compile: the eager median, " << ms(e)
+       << ", times the iterations; measured before the plan ran)\n";
+    if (r.first_fused_iteration >= 0) {
+      os << "Medians: eager " << ms(e) << ", fused " << ms(r.fused_median_ms) << "; break-even ";
+      if (r.break_even_projected >= 0)
+        os << "projected at iteration " << r.break_even_projected;
+      else
+        os << "never (no saving)";
+      if (r.break_even_actual >= 0) {
+        os << ", reached at iteration " << r.break_even_actual;
+        if (r.hot_at_iteration >= 0)
+          os << " (" << r.break_even_actual - r.hot_at_iteration << " after hot)";
+      } else {
+        os << ", not reached";
+      }
+      os << "\n";
+    }
+  }
+  const double overall_eager = e * static_cast<double>(r.warmup_iterations + r.steady_iterations);
+  const double overall = r.warmup_ms + r.steady_ms;
+  const std::string steady =
+      r.steady_iterations > 0 && r.fused_median_ms > 0 ? ratio(e, r.fused_median_ms) : "-";
+  os << "\nVERDICT: ";
+  switch (r.verdict) {
+    case Verdict::CompileWins:
+      os << "COMPILE WINS (" << ratio(overall_eager, overall) << " faster overall) · steady state "
+         << steady;
+      if (r.break_even_actual >= 0)
+        os << " · break-even at iteration " << r.break_even_actual;
+      else if (r.break_even_projected >= 0)
+        os << " · break-even projected at iteration " << r.break_even_projected;
+      break;
+    case Verdict::EagerWins:
+      os << "EAGER WINS";
+      if (table) os << " (" << ratio(overall_eager, overall) << " overall)";
+      os << (r.reason.empty() ? "" : " · ") << r.reason;
+      break;
+    case Verdict::Even:
+      os << "EVEN (" << ratio(overall_eager, overall) << " overall) · steady state " << steady;
+      break;
+    case Verdict::Pending:
+      os << "PENDING (still measuring)";
+      break;
+    case Verdict::NotCompiled:
+      os << "NOT COMPILED (" << r.reason << ")";
+      break;
+  }
+  if (!r.reason.empty() && r.verdict != Verdict::EagerWins && r.verdict != Verdict::NotCompiled)
+    os << " · " << r.reason;
+  os << "\n";
+  return os.str();
+}
+
+std::string format_report(const Report& r) {
+  std::ostringstream os;
+  int quiet = 0;
+  for (const SignatureReport& s : r.signatures) {
+    if (s.hot_at_iteration < 0) {
+      ++quiet;
+      continue;
+    }
+    os << format_report(s) << "\n";
+  }
+  if (quiet > 0)
+    os << quiet << " other signature(s) never turned hot (they ran eagerly, untouched)\n";
+  return os.str();
+}
+
+}  // namespace hotpath

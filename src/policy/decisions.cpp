@@ -1,0 +1,101 @@
+#include "policy/decisions.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/log.h"
+
+namespace hotpath::detail {
+namespace {
+constexpr const char* kMagic = "hotpath-decision 1";
+
+std::string hex16(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+}  // namespace
+
+DecisionStore::DecisionStore(std::string dir)
+    : dir_(dir.empty() ? std::string() : dir + "/decisions") {}
+
+std::string DecisionStore::path(std::uint64_t signature) const {
+  return dir_ + "/" + hex16(signature) + ".txt";
+}
+
+std::optional<Decision> DecisionStore::load(std::uint64_t signature) const {
+  if (dir_.empty()) return std::nullopt;
+  std::ifstream f(path(signature));
+  if (!f) return std::nullopt;
+  std::string line;
+  if (!std::getline(f, line) || line != kMagic) {
+    log_warn(concat("hotpath: ignoring unreadable decision file ", path(signature)));
+    return std::nullopt;
+  }
+  Decision d;
+  bool have_verdict = false;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string key;
+    in >> key;
+    if (key == "verdict") {
+      std::string v;
+      in >> v;
+      d.compile = v == "compile";
+      have_verdict = v == "compile" || v == "eager";
+    } else if (key == "group") {
+      int keep = 0;
+      std::string name;
+      in >> keep >> name;
+      d.groups.push_back(keep != 0);
+      d.names.push_back(name);
+    } else if (key == "eager_ms") {
+      in >> d.eager_ms;
+    } else if (key == "fused_ms") {
+      in >> d.fused_ms;
+    } else if (key == "reason") {
+      std::getline(in >> std::ws, d.reason);
+    }
+  }
+  if (!have_verdict) {
+    log_warn(concat("hotpath: ignoring unreadable decision file ", path(signature)));
+    return std::nullopt;
+  }
+  return d;
+}
+
+void DecisionStore::save(std::uint64_t signature, const Decision& d) const {
+  if (dir_.empty()) return;
+  if (!make_dirs(dir_)) {
+    log_warn(concat("hotpath: cannot create ", dir_, "; verdicts are not remembered"));
+    return;
+  }
+  const std::string final_path = path(signature);
+  const std::string tmp = final_path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << kMagic << "\n";
+    f << "verdict " << (d.compile ? "compile" : "eager") << "\n";
+    for (std::size_t i = 0; i < d.groups.size(); ++i)
+      f << "group " << (d.groups[i] ? 1 : 0) << " " << (i < d.names.size() ? d.names[i] : "?")
+        << "\n";
+    f << "eager_ms " << d.eager_ms << "\nfused_ms " << d.fused_ms << "\n";
+    f << "reason " << d.reason << "\n";
+    if (!f) {
+      log_warn(concat("hotpath: could not write ", tmp));
+      remove_file(tmp);
+      return;
+    }
+  }
+  if (!rename_file(tmp, final_path)) {
+    log_warn(concat("hotpath: could not write ", final_path));
+    remove_file(tmp);
+  }
+}
+
+}  // namespace hotpath::detail

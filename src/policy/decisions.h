@@ -1,0 +1,33 @@
+// Verdicts that outlive the process: one small text file per signature under
+// <cache_dir>/decisions/, written atomically (temp file + rename). A later run of the same
+// program compiles known winners as soon as their signature appears and never compiles losers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hotpath::detail {
+
+struct Decision {
+  bool compile = false;               // false: a known loser, stays eager
+  std::vector<bool> groups;           // per fused group of the plan: keep it (winners only)
+  std::vector<std::string> names;     // the groups' names, to notice a plan that changed
+  double eager_ms = 0, fused_ms = 0;  // medians that led to it
+  std::string reason;
+};
+
+class DecisionStore {
+ public:
+  explicit DecisionStore(std::string dir);  // empty: remembers nothing
+  std::optional<Decision> load(std::uint64_t signature) const;
+  void save(std::uint64_t signature, const Decision& d) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string path(std::uint64_t signature) const;
+  std::string dir_;
+};
+
+}  // namespace hotpath::detail

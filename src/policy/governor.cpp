@@ -1,0 +1,379 @@
+#include "policy/governor.h"
+
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "compile/kernel_cache.h"
+#include "exec/executor.h"
+#include "trace/signature.h"
+
+namespace hotpath::detail {
+namespace {
+
+constexpr std::size_t kRecent = 256;     // fused samples kept for the steady-state median
+constexpr std::size_t kEagerCap = 1024;  // baseline samples kept
+constexpr std::size_t kMinEager = 1;     // baseline samples needed before judging
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string ms_text(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", ms);
+  return buf;
+}
+
+std::string percent(double a, double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", b > 0 ? 100.0 * (a - b) / b : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+Governor::Governor(Executor& executor, const Config& config)
+    : executor_(executor),
+      config_(config),
+      store_(config.remember ? (config.cache_dir.empty() ? default_cache_dir() : config.cache_dir)
+                             : std::string()) {}
+
+void Governor::configure(const Config& config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  config_ = config;
+  store_ = DecisionStore(config.remember
+                             ? (config.cache_dir.empty() ? default_cache_dir() : config.cache_dir)
+                             : std::string());
+  remembered_.clear();
+}
+
+void Governor::set_clock(std::function<double()> now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fake_clock_ = std::move(now_ms);
+}
+
+void Governor::note_cuda(int index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cuda_device_ == -1) cuda_device_ = index;
+  cuda_noted_ = true;
+}
+
+double Governor::now_ms() const {
+  if (fake_clock_) return fake_clock_();
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Governor::Stamp Governor::take_stamp(std::int64_t index) {
+  Stamp s;
+  s.index = index;
+  s.cpu_ms = now_ms();
+  if (cuda_device_ >= 0 && !fake_clock_) {
+    try {
+      s.event = std::make_shared<CudaEvent>(cuda_device_);
+      s.event->record(
+          c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(cuda_device_)).stream());
+    } catch (const Error& e) {
+      log_warn(concat("hotpath: CUDA event timing unavailable (", e.what(),
+                      "); timing with the CPU clock"));
+      cuda_device_ = -2;  // do not try again
+      s.event.reset();
+    }
+  }
+  return s;
+}
+
+void Governor::stamp(std::int64_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stamps_.empty() && stamps_.back().index == index) return;
+  stamps_.push_back(take_stamp(index));
+  while (stamps_.size() > 64) stamps_.pop_front();
+}
+
+void Governor::on_iteration(const ClosedIteration& c) {
+  // The executor is asked outside our lock (it never calls us, but keep the order simple).
+  const Executor::RunInfo run = executor_.ran(c.signature, c.first);
+  std::lock_guard<std::mutex> lock(mu_);
+  const Stamp* a = nullptr;
+  const Stamp* b = nullptr;
+  for (const Stamp& s : stamps_) {
+    if (s.index == c.first) a = &s;
+    if (s.index == c.end) b = &s;
+  }
+  Sig& sig = sigs_[c.signature];
+  if (c.hot && sig.hot_count < 0) sig.hot_count = c.count;
+  if (a != nullptr && b != nullptr) {
+    pending_.push_back(Pending{c, run.fused, run.epoch, *a, *b});
+  }
+  while (!stamps_.empty() && stamps_.front().index < c.end) stamps_.pop_front();
+  drain(false);
+}
+
+void Governor::drain(bool block) {
+  while (!pending_.empty()) {
+    const Pending& p = pending_.front();
+    double ms = p.b.cpu_ms - p.a.cpu_ms;
+    bool cuda = false;
+    if (p.a.event && p.b.event) {
+      try {
+        if (!block && !p.b.event->done()) return;  // later; never wait in the steady state
+        if (block) {
+          while (!p.b.event->done()) {
+          }
+        }
+        ms = CudaEvent::elapsed_ms(*p.a.event, *p.b.event);
+        cuda = true;
+      } catch (const Error& e) {
+        log_warn(concat("hotpath: reading CUDA event times failed: ", e.what()));
+      }
+    }
+    const Pending done = p;
+    pending_.pop_front();
+    process(done, ms, cuda);
+  }
+}
+
+void Governor::process(const Pending& p, double ms, bool cuda) {
+  Sig& s = sigs_[p.it.signature];
+  ++s.timed;
+  s.cuda_events = s.cuda_events || cuda;
+  if (p.fused && s.first_fused < 0 && s.phase != Phase::Reverted) {
+    s.first_fused = p.it.count;
+    // Freeze the baseline; what the iterations between hot and now cost is the compile's price.
+    if (s.eager.size() >= kMinEager) {
+      s.eager_median = median(s.eager);
+      s.baseline_remembered = false;
+    }
+    if (s.eager_median > 0) {
+      for (const Sample& e : s.early) s.cost_ms += e.ms - s.eager_median;
+      s.cost_ms = std::max(0.0, s.cost_ms);
+      s.net_ms = -s.cost_ms;
+    }
+    s.early.clear();
+  }
+  if (s.first_fused < 0) {
+    s.warm_n++;
+    s.warm_ms += ms;
+    if (!p.fused && s.eager.size() < kEagerCap) s.eager.push_back(ms);
+    if (s.hot_count >= 0 && p.it.count > s.hot_count) s.early.push_back({p.it.count, ms});
+    return;
+  }
+  s.steady_n++;
+  s.steady_ms += ms;
+  if (s.eager_median > 0 && s.phase != Phase::Reverted) {
+    s.net_ms += s.eager_median - ms;
+    if (s.break_even < 0 && s.net_ms >= 0) s.break_even = p.it.count;
+  }
+  if (p.fused && p.epoch == s.epoch) fused_sample(p.it.signature, s, ms);
+}
+
+void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
+  if (s.phase == Phase::Reverted) return;
+  if (s.phase == Phase::Eager) s.phase = Phase::Measuring;
+  s.recent.push_back(ms);
+  if (s.recent.size() > kRecent) s.recent.pop_front();
+  s.window.push_back(ms);
+  if (s.eager_median <= 0) {
+    // No baseline (a known winner compiled at once, and nothing remembered): keep the plan.
+    if (s.window.size() >= static_cast<std::size_t>(config_.revert_window)) s.window.clear();
+    return;
+  }
+  const std::size_t need =
+      s.phase == Phase::Trial
+          ? std::max<std::size_t>(5, static_cast<std::size_t>(config_.revert_window) / 2)
+          : static_cast<std::size_t>(config_.revert_window);
+  if (s.window.size() >= need) judge_window(signature, s);
+}
+
+void Governor::judge_window(std::uint64_t signature, Sig& s) {
+  const double m = median(s.window);
+  const double e = s.eager_median;
+  s.window.clear();
+  const auto plan = executor_.plan(signature);
+  const std::size_t groups = plan ? plan->groups.size() : 0;
+  if (s.active.size() != groups) s.active.assign(groups, true);
+  if (plan) {
+    for (std::size_t g = 0; g < groups; ++g)
+      if (!plan->groups[g].active_default) s.active[g] = false;
+  }
+
+  if (s.phase == Phase::Trial) {
+    s.trial_result[s.trial_pos] = m;
+    s.active[static_cast<std::size_t>(s.trial_groups[s.trial_pos])] = true;  // back in
+    if (++s.trial_pos < s.trial_groups.size()) {
+      s.active[static_cast<std::size_t>(s.trial_groups[s.trial_pos])] = false;
+      apply(signature, s);
+      return;
+    }
+    // A group loses when leaving it out saves more than half the margin.
+    std::vector<std::string> losers;
+    for (std::size_t i = 0; i < s.trial_groups.size(); ++i) {
+      if (s.trial_result[i] < s.trial_base - 0.5 * config_.revert_margin * e) {
+        const int g = s.trial_groups[i];
+        s.active[static_cast<std::size_t>(g)] = false;
+        losers.push_back(plan->groups[static_cast<std::size_t>(g)].name);
+        log_info(concat("hotpath: signature ", short_hex(signature), ": group ",
+                        plan->groups[static_cast<std::size_t>(g)].name, " loses (",
+                        ms_text(s.trial_result[i]), " per iteration without it, ",
+                        ms_text(s.trial_base), " with it); it runs eagerly"));
+      }
+    }
+    s.trialed = true;
+    if (std::none_of(s.active.begin(), s.active.end(), [](bool a) { return a; })) {
+      revert(signature, s, "every fused group made the iteration slower");
+      return;
+    }
+    if (!losers.empty()) {
+      s.reason = concat(losers.size(), " of ", groups,
+                        " group(s) reverted: each made the "
+                        "iteration slower");
+    }
+    s.phase = Phase::Measuring;
+    apply(signature, s);
+    return;
+  }
+
+  if (m > e * (1 + config_.revert_margin)) {
+    const std::string why = concat("fused median ", ms_text(m), " vs eager ", ms_text(e), " (",
+                                   percent(m, e), ") over ", config_.revert_window, " iterations");
+    std::vector<int> candidates;
+    for (std::size_t g = 0; g < groups; ++g)
+      if (s.active[g]) candidates.push_back(static_cast<int>(g));
+    if (!s.trialed && candidates.size() > 1) {
+      log_info(concat("hotpath: signature ", short_hex(signature), ": ", why,
+                      "; timing each group left out"));
+      s.phase = Phase::Trial;
+      s.trial_groups = candidates;
+      s.trial_pos = 0;
+      s.trial_base = m;
+      s.trial_result.assign(candidates.size(), 0);
+      s.active[static_cast<std::size_t>(candidates[0])] = false;
+      apply(signature, s);
+      return;
+    }
+    revert(signature, s, why);
+    return;
+  }
+  if (s.phase != Phase::Settled) {
+    s.phase = Phase::Settled;
+    log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
+                    " vs eager ", ms_text(e), " (", percent(m, e), "); keeping the fused path"));
+    remember(signature, s, true);
+  }
+}
+
+void Governor::apply(std::uint64_t signature, Sig& s) {
+  s.epoch = executor_.set_active(signature, s.active, s.reason);
+  s.window.clear();
+  s.recent.clear();
+}
+
+void Governor::revert(std::uint64_t signature, Sig& s, const std::string& why) {
+  s.phase = Phase::Reverted;
+  s.reason = "reverted: " + why;
+  executor_.revert(signature, s.reason);
+  log_info(concat("hotpath: signature ", short_hex(signature), ": ", why,
+                  "; back to eager for the rest of this run"));
+  remember(signature, s, false);
+}
+
+void Governor::remember(std::uint64_t signature, const Sig& s, bool compile) {
+  Decision d;
+  d.compile = compile;
+  d.eager_ms = s.eager_median;
+  d.fused_ms = median(std::vector<double>(s.recent.begin(), s.recent.end()));
+  d.reason = s.reason;
+  if (const auto plan = executor_.plan(signature)) {
+    for (std::size_t g = 0; g < plan->groups.size(); ++g) {
+      d.groups.push_back(g < s.active.size() ? s.active[g] : true);
+      d.names.push_back(plan->groups[g].name);
+    }
+  }
+  store_.save(signature, d);
+  remembered_[signature] = d;
+}
+
+std::optional<Decision> Governor::remembered(std::uint64_t signature) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = remembered_.find(signature);
+  if (it != remembered_.end()) return it->second;
+  auto d = store_.load(signature);
+  remembered_[signature] = d;
+  if (d && d->compile && d->eager_ms > 0) {
+    // A baseline measured by the earlier run, used until this run has its own.
+    Sig& s = sigs_[signature];
+    s.eager_median = d->eager_ms;
+    s.baseline_remembered = true;
+  }
+  return d;
+}
+
+void Governor::fill_report(const Stats& stats, Report& report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drain(true);
+  for (const SignatureStats& st : stats.signatures) {
+    SignatureReport r;
+    r.hex = st.hex;
+    r.ops_per_iteration = st.ops_per_iteration;
+    r.iterations = st.count;
+    const FusionStats& f = st.fusion;
+    r.compile_ms = f.compile_ms;
+    r.stall_ms = f.stall_ms;
+    for (const GroupStats& g : f.groups) r.kernels += g.gpu ? 1 : 0;
+    r.kernels_from_cache = f.kernels_from_cache;
+    const auto it = sigs_.find(st.id);
+    if (it != sigs_.end()) {
+      const Sig& s = it->second;
+      r.timed_iterations = s.timed;
+      r.hot_at_iteration = s.hot_count;
+      r.cuda_events = s.cuda_events;
+      r.first_fused_iteration = s.first_fused;
+      r.eager_median_ms = s.eager_median > 0 ? s.eager_median : median(s.eager);
+      r.fused_median_ms = median(std::vector<double>(s.recent.begin(), s.recent.end()));
+      r.warmup_iterations = s.warm_n;
+      r.warmup_ms = s.warm_ms;
+      r.steady_iterations = s.steady_n;
+      r.steady_ms = s.steady_ms;
+      r.break_even_actual = s.break_even;
+      const double saving = r.eager_median_ms - r.fused_median_ms;
+      if (s.first_fused >= 0 && r.fused_median_ms > 0 && saving > 0) {
+        r.break_even_projected =
+            s.first_fused + static_cast<std::int64_t>(std::ceil(s.cost_ms / saving));
+      }
+      r.reason = s.reason;
+    }
+    if (!f.remembered.empty()) {
+      r.reason = r.reason.empty() ? f.remembered : f.remembered + "; " + r.reason;
+    }
+    // The verdict.
+    if (f.reverted) {
+      r.verdict = Verdict::EagerWins;
+      if (r.reason.empty()) r.reason = f.reason;
+    } else if (!f.planned || f.groups.empty() || r.first_fused_iteration < 0) {
+      r.verdict = f.planned && !f.groups.empty() ? Verdict::Pending : Verdict::NotCompiled;
+      if (r.verdict == Verdict::NotCompiled && r.reason.empty()) {
+        r.reason = !st.hot ? "never hot" : !f.planned ? "fusion is off" : "nothing to fuse";
+      }
+    } else if (r.eager_median_ms <= 0 || r.fused_median_ms <= 0) {
+      r.verdict = Verdict::Pending;
+    } else if (r.fused_median_ms < r.eager_median_ms * (1 - config_.revert_margin)) {
+      r.verdict = Verdict::CompileWins;
+    } else if (r.fused_median_ms > r.eager_median_ms * (1 + config_.revert_margin)) {
+      r.verdict = Verdict::EagerWins;
+    } else {
+      r.verdict = Verdict::Even;
+    }
+    report.signatures.push_back(std::move(r));
+  }
+}
+
+}  // namespace hotpath::detail

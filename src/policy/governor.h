@@ -1,0 +1,125 @@
+// The governor: times iterations per signature (CUDA events at iteration boundaries for loops on
+// the GPU, a steady clock on the CPU; never a synchronisation), keeps the eager baseline from the
+// iterations before a plan ran, compares medians of fused iterations against it over a window,
+// reverts a signature (or only the groups that lose) that turned out slower, computes break-even
+// and verdicts, and remembers verdicts in the cache directory for later runs.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "driver/cuda_driver.h"
+#include "hotpath/hotpath.h"
+#include "policy/decisions.h"
+
+namespace hotpath::detail {
+
+class Executor;
+
+// An iteration the recorder has just closed.
+struct ClosedIteration {
+  std::uint64_t signature = 0;
+  std::int64_t first = 0, end = 0;  // global op indices [first, end)
+  std::int64_t count = 0;           // this signature's iterations so far, this one included
+  bool hot = false;                 // the signature is hot (after this iteration)
+};
+
+class Governor {
+ public:
+  Governor(Executor& executor, const Config& config);
+  void configure(const Config& config);
+  // Tests: a controllable clock (milliseconds); CUDA events are not used while it is set.
+  void set_clock(std::function<double()> now_ms);
+
+  // The loop runs ops on CUDA device `index`: boundaries get CUDA events from now on.
+  void note_cuda(int index);
+  bool cuda_noted() const { return cuda_noted_.load(std::memory_order_relaxed); }
+  // An iteration boundary lies before global op `index`.
+  void stamp(std::int64_t index);
+  void on_iteration(const ClosedIteration& c);
+
+  // A verdict of an earlier run, if remembered.
+  std::optional<Decision> remembered(std::uint64_t signature);
+
+  // Fills the timing half of each signature's report (the rest comes from stats).
+  void fill_report(const Stats& stats, Report& report);
+
+ private:
+  struct Stamp {
+    std::int64_t index = 0;
+    double cpu_ms = 0;
+    std::shared_ptr<CudaEvent> event;
+  };
+  struct Pending {
+    ClosedIteration it;
+    bool fused = false;
+    std::int64_t epoch = 0;
+    Stamp a, b;
+  };
+  enum class Phase { Eager, Measuring, Trial, Settled, Reverted };
+  struct Sample {
+    std::int64_t count;
+    double ms;
+  };
+  struct Sig {
+    Phase phase = Phase::Eager;
+    bool cuda_events = false;
+    std::int64_t timed = 0;
+    std::int64_t hot_count = -1;
+    std::int64_t first_fused = -1;
+    std::vector<double> eager;  // baseline samples (iterations before the plan ran)
+    double eager_median = 0;    // frozen at the first fused sample
+    bool baseline_remembered = false;
+    std::vector<double> window;  // fused samples of the current configuration
+    std::deque<double> recent;   // last fused samples of the current configuration (report)
+    std::int64_t epoch = 0;      // configuration the window belongs to
+    // Trials: one group left out at a time, to find groups that lose.
+    bool trialed = false;
+    std::vector<int> trial_groups;
+    std::size_t trial_pos = 0;
+    double trial_base = 0;
+    std::vector<double> trial_result;
+    std::vector<bool> active;
+    // Totals of timed iterations before (warm-up) and from (steady) the first fused one.
+    std::int64_t warm_n = 0, steady_n = 0;
+    double warm_ms = 0, steady_ms = 0;
+    // Break-even: samples after hot until the baseline is frozen, then a running sum.
+    std::vector<Sample> early;
+    double net_ms = 0;
+    double cost_ms = 0;  // what the iterations between hot and the first fused one cost
+    std::int64_t break_even = -1;
+    std::string reason;
+  };
+
+  Stamp take_stamp(std::int64_t index);
+  void drain(bool block);  // processes finished samples in order
+  void process(const Pending& p, double ms, bool cuda);
+  void fused_sample(std::uint64_t signature, Sig& s, double ms);
+  void judge_window(std::uint64_t signature, Sig& s);
+  void apply(std::uint64_t signature, Sig& s);
+  void revert(std::uint64_t signature, Sig& s, const std::string& why);
+  void remember(std::uint64_t signature, const Sig& s, bool compile);
+  double now_ms() const;
+
+  Executor& executor_;
+  mutable std::mutex mu_;
+  Config config_;
+  DecisionStore store_;
+  std::map<std::uint64_t, std::optional<Decision>> remembered_;
+  std::function<double()> fake_clock_;
+  int cuda_device_ = -1;
+  std::atomic<bool> cuda_noted_{false};
+  std::deque<Stamp> stamps_;
+  std::deque<Pending> pending_;
+  std::map<std::uint64_t, Sig> sigs_;
+};
+
+}  // namespace hotpath::detail

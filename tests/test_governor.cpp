@@ -1,0 +1,235 @@
+// The governor on CPU plans with a controllable clock: each iteration "takes" 10 ms eager, and
+// each fused group that ran in it adds its own delta. Regressions are reverted within the window,
+// winners stay, a mixed plan keeps only its winning groups, and a second run (a new session on
+// the same cache directory) picks up the verdicts.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "exec/session.h"
+#include "hotpath/hotpath.h"
+
+namespace {
+
+std::string temp_cache() {
+  std::string tmpl = "/tmp/hotpath-governor-test-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+  return tmpl;
+}
+
+hotpath::Config config(const std::string& cache) {
+  hotpath::Config c;
+  c.threshold = 5;
+  c.fuse = true;
+  c.fuse_cpu = true;
+  c.cache_dir = cache;
+  c.revert_window = 20;
+  c.revert_margin = 0.03;
+  c.log_level = hotpath::LogLevel::Warn;
+  return c;
+}
+
+// Group runs so far (CPU groups run through the executor: eager_runs) of the busiest signature.
+std::vector<std::int64_t> group_runs() {
+  const auto s = hotpath::stats();
+  std::vector<std::int64_t> runs;
+  for (const auto& sig : s.signatures) {
+    if (!sig.fusion.planned) continue;
+    for (const auto& g : sig.fusion.groups) runs.push_back(g.launches + g.eager_runs);
+  }
+  return runs;
+}
+
+// Runs `iterations` of `body` with a fake clock: 10 ms per iteration plus deltas[g] for each
+// group g that ran fused in it.
+struct FakeLoop {
+  double now = 0;
+  std::vector<double> deltas;
+  std::function<void()> body;
+
+  void run(int iterations) {
+    hotpath::detail::thread_session()->governor.set_clock([this] { return now; });
+    hotpath::step();  // the first boundary
+    for (int i = 0; i < iterations; ++i) {
+      const auto before = group_runs();
+      body();
+      const auto after = group_runs();
+      double cost = 10.0;
+      for (std::size_t g = 0; g < after.size() && g < deltas.size(); ++g) {
+        const std::int64_t was = g < before.size() ? before[g] : 0;
+        if (after[g] > was) cost += deltas[g];
+      }
+      now += cost;
+      hotpath::step();
+    }
+  }
+};
+
+// One group: a pointwise chain.
+std::function<void()> one_group() {
+  auto x = torch::randn({32, 32});
+  return [x] { auto y = (x * 1.5 + 0.5).relu(); };
+}
+
+// Two groups, separated by a matmul (a group boundary).
+std::function<void()> two_groups() {
+  auto x = torch::randn({32, 32});
+  auto w = torch::randn({32, 32});
+  return [x, w] {
+    auto a = (x * 1.5 + 0.5).relu();
+    auto b = torch::mm(a, w);
+    auto c = (b * 0.5 - 1.0).sigmoid();
+  };
+}
+
+const hotpath::SignatureStats* planned(const hotpath::Stats& s) {
+  for (const auto& sig : s.signatures)
+    if (sig.fusion.planned) return &sig;
+  return nullptr;
+}
+
+const hotpath::SignatureReport* hot_report(const hotpath::Report& r) {
+  for (const auto& sig : r.signatures)
+    if (sig.hot_at_iteration >= 0) return &sig;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("a fused path that is slower is reverted within the window", "[governor]") {
+  const std::string cache = temp_cache();
+  hotpath::disable_hot_path_detection();
+  hotpath::enable_hot_path_detection(config(cache));
+  FakeLoop loop{0, {5.0}, one_group()};  // fused: 15 ms vs 10 ms eager
+  loop.run(60);
+  const auto st = hotpath::stats();
+  const auto* sig = planned(st);
+  REQUIRE(sig != nullptr);
+  CHECK(sig->fusion.reverted);
+  CHECK(sig->fusion.reason.find("over 20 iterations") != std::string::npos);
+  // Reverted as soon as one window of fused iterations was in: no fused iteration after it.
+  CHECK(sig->fusion.fused_iterations == 20);
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  CHECK(r->verdict == hotpath::Verdict::EagerWins);
+  CHECK(r->eager_median_ms == Approx(10.0));
+  CHECK(hotpath::format_report(*r).find("VERDICT: EAGER WINS") != std::string::npos);
+  hotpath::disable_hot_path_detection();
+
+  SECTION("a second run never compiles the known loser") {
+    hotpath::enable_hot_path_detection(config(cache));
+    FakeLoop again{0, {5.0}, one_group()};
+    again.run(30);
+    const auto st2 = hotpath::stats();
+    const auto* sig2 = planned(st2);
+    REQUIRE(sig2 != nullptr);
+    CHECK(sig2->fusion.reverted);
+    CHECK(sig2->fusion.remembered.find("known loser") != std::string::npos);
+    CHECK(sig2->fusion.fused_iterations == 0);
+    CHECK(sig2->fusion.groups.empty());  // nothing was planned, nothing compiled
+    hotpath::disable_hot_path_detection();
+  }
+}
+
+TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[governor]") {
+  const std::string cache = temp_cache();
+  hotpath::disable_hot_path_detection();
+  hotpath::enable_hot_path_detection(config(cache));
+  FakeLoop loop{0, {-4.0}, one_group()};  // fused: 6 ms vs 10 ms eager
+  loop.run(100);
+  const auto st = hotpath::stats();
+  const auto* sig = planned(st);
+  REQUIRE(sig != nullptr);
+  CHECK_FALSE(sig->fusion.reverted);
+  CHECK(sig->fusion.fused_iterations >= 90);
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  CHECK(r->verdict == hotpath::Verdict::CompileWins);
+  CHECK(r->eager_median_ms == Approx(10.0));
+  CHECK(r->fused_median_ms == Approx(6.0));
+  // Nothing was lost while compiling (CPU plans are ready at once), so the first fused
+  // iteration pays off.
+  CHECK(r->break_even_actual == r->first_fused_iteration);
+  CHECK(r->break_even_projected == r->first_fused_iteration);
+  CHECK(r->steady_ms == Approx(6.0 * static_cast<double>(r->steady_iterations)));
+  const std::string text = hotpath::format_report(*r);
+  INFO(text);
+  CHECK(text.find("VERDICT: COMPILE WINS") != std::string::npos);
+  CHECK(text.find("steady state 1.67x") != std::string::npos);
+  hotpath::disable_hot_path_detection();
+
+  SECTION("a second run compiles the known winner at first sight") {
+    hotpath::enable_hot_path_detection(config(cache));
+    FakeLoop again{0, {-4.0}, one_group()};
+    again.run(30);
+    const auto st2 = hotpath::stats();
+    const auto* sig2 = planned(st2);
+    REQUIRE(sig2 != nullptr);
+    CHECK(sig2->fusion.remembered.find("known winner") != std::string::npos);
+    const auto rep2 = hotpath::report();
+    const auto* r2 = hot_report(rep2);
+    REQUIRE(r2 != nullptr);
+    CHECK(r2->hot_at_iteration == 1);  // no threshold wait
+    CHECK(r2->first_fused_iteration == 2);
+    CHECK(sig2->fusion.fused_iterations >= 28);
+    hotpath::disable_hot_path_detection();
+  }
+}
+
+TEST_CASE("a mixed plan keeps only its winning groups", "[governor]") {
+  const std::string cache = temp_cache();
+  hotpath::disable_hot_path_detection();
+  hotpath::enable_hot_path_detection(config(cache));
+  // Group 0 saves 4 ms, group 1 costs 6 ms: together 12 ms vs 10 ms eager (a regression); without
+  // group 1, 6 ms.
+  FakeLoop loop{0, {-4.0, 6.0}, two_groups()};
+  loop.run(120);
+  const auto st = hotpath::stats();
+  const auto* sig = planned(st);
+  REQUIRE(sig != nullptr);
+  REQUIRE(sig->fusion.groups.size() == 2);
+  CHECK_FALSE(sig->fusion.reverted);
+  CHECK(sig->fusion.groups[0].active);
+  CHECK_FALSE(sig->fusion.groups[1].active);
+  CHECK(sig->fusion.reason.find("1 of 2 group(s) reverted") != std::string::npos);
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  CHECK(r->verdict == hotpath::Verdict::CompileWins);
+  CHECK(r->fused_median_ms == Approx(6.0));
+  hotpath::disable_hot_path_detection();
+
+  SECTION("a second run starts with the losing group eager") {
+    hotpath::enable_hot_path_detection(config(cache));
+    FakeLoop again{0, {-4.0, 6.0}, two_groups()};
+    again.run(30);
+    const auto st2 = hotpath::stats();
+    const auto* sig2 = planned(st2);
+    REQUIRE(sig2 != nullptr);
+    REQUIRE(sig2->fusion.groups.size() == 2);
+    CHECK(sig2->fusion.groups[0].active);
+    CHECK_FALSE(sig2->fusion.groups[1].active);
+    CHECK(sig2->fusion.groups[1].eager_runs == 0);  // never ran as a group
+    CHECK(sig2->fusion.groups[0].eager_runs >= 28);
+    hotpath::disable_hot_path_detection();
+  }
+}
+
+TEST_CASE("governor settings are validated", "[governor]") {
+  hotpath::Config c;
+  c.revert_window = 1;
+  CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(c),
+                    Catch::Contains("revert_window must be >= 2"));
+  c.revert_window = 20;
+  c.revert_margin = -0.5;
+  CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(c),
+                    Catch::Contains("revert_margin must be >= 0"));
+}
