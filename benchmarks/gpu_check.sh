@@ -48,9 +48,9 @@ export HOTPATH_FUSE=1
 # compiles the known winner at first sight from the cache.
 export HOTPATH_CACHE_DIR=/tmp/hotpath-example-cache
 rm -rf "$HOTPATH_CACHE_DIR"
-run mlp_training "$BUILD"/examples/mlp_training --iterations 200
+run mlp_training "$BUILD"/examples/mlp_training --iterations 1000
 cat "$OUT/mlp_training.txt"
-run mlp_training_second "$BUILD"/examples/mlp_training --iterations 200
+run mlp_training_second "$BUILD"/examples/mlp_training --iterations 1000
 sed -n '/hotpath report/,$p' "$OUT/mlp_training_second.txt"
 unset HOTPATH_CACHE_DIR
 

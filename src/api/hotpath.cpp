@@ -142,16 +142,16 @@ std::string format_stats(const Stats& s) {
     os << "  " << sig.hex << "  " << sig.count << "x  " << sig.ops_per_iteration << " ops";
     if (sig.hot) os << "  hot since iteration " << sig.hot_at_iteration;
     const FusionStats& f = sig.fusion;
-    if (f.planned) {
+    if (f.planned && !f.ready) {
+      os << "  being analysed and compiled in the background";
+    } else if (f.planned) {
       os << "  " << f.groups.size() << " fused group(s), " << f.fused_ops << " ops";
       if (!f.groups.empty()) {
-        if (f.ready) {
-          os << ", compiled in " << static_cast<long long>(f.compile_ms + 0.5) << " ms";
-          if (f.kernels_from_cache > 0) os << " (" << f.kernels_from_cache << " from cache)";
-        } else {
-          os << ", compiling";
-        }
+        os << ", compiled in " << static_cast<long long>(f.compile_ms + 0.5) << " ms";
+        if (f.kernels_from_cache > 0) os << " (" << f.kernels_from_cache << " from cache)";
       }
+      if (f.reverted) os << ", REVERTED (" << f.reason << ")";
+      if (!f.remembered.empty()) os << ", " << f.remembered;
       if (f.first_fused_iteration >= 0) os << ", fused since iteration " << f.first_fused_iteration;
       os << ", " << f.fused_iterations << " fused iteration(s), " << f.divergences
          << " divergence(s)";
@@ -162,6 +162,7 @@ std::string format_stats(const Stats& s) {
       os << "    " << g.name << " (" << g.ops << " ops" << (g.gpu ? "" : ", cpu");
       if (g.gpu && f.ready) os << ", " << g.compile_ms << " ms" << (g.from_cache ? " cached" : "");
       os << "): " << g.launches << " launches, " << g.eager_runs << " eager runs";
+      if (!g.active && !f.reverted) os << ", reverted (runs eagerly)";
       if (!g.error.empty()) os << ", eager: " << g.error.substr(0, g.error.find('\n'));
       os << "\n";
     }

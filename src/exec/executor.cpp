@@ -124,16 +124,19 @@ void Executor::configure(const Config& config) {
 }
 
 void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembered) {
-  Config config;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    config = config_;
-    if (!config.fuse || plans_.count(trace.signature)) return;
-  }
   auto plan = std::make_shared<Plan>();
   plan->signature = trace.signature;
   plan->hex = short_hex(trace.signature);
   plan->hot_iteration = trace.iteration;
+  Config config;
+  KernelCache cache = cache_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    config = config_;
+    cache = cache_;
+    if (!config.fuse || plans_.count(trace.signature)) return;
+    plans_[plan->signature] = plan;  // never analysed twice; not armed before it is ready
+  }
   if (remembered && !remembered->compile) {
     plan->reverted = true;
     plan->remembered = "known loser from an earlier run";
@@ -141,10 +144,35 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembere
     log_info(concat("hotpath: signature ", plan->hex, " is a known loser (", plan->reason,
                     "); it runs eagerly, nothing is compiled"));
     plan->ready = true;  // nothing to compile; never armed
-    std::lock_guard<std::mutex> lock(mu_);
-    plans_[plan->signature] = plan;
     return;
   }
+  bool cuda = false;
+  for (const OpRecord& r : trace.ops) {
+    for (const TensorInput& in : r.inputs)
+      cuda = cuda || (in.meta.defined && in.meta.device.is_cuda());
+  }
+  auto ready = ready_plans_;
+  if (!cuda) {
+    // CPU plans (Config::fuse_cpu) have nothing to compile: built here, ready at once.
+    build(*plan, trace, remembered, config);
+    plan->ready = true;
+    if (!plan->groups.empty()) ++*ready;
+    return;
+  }
+  // Everything else happens on the worker, so the training thread does not wait: analysis,
+  // code generation, NVRTC (or the disk cache) and module loads.
+  auto shared_trace = std::make_shared<HotTrace>(std::move(trace));
+  CompileWorker::instance().submit([plan, shared_trace, remembered, config, cache, ready] {
+    build(*plan, *shared_trace, remembered, config);
+    if (!plan->groups.empty()) compile(*plan, cache);
+    plan->ready = true;
+    if (!plan->groups.empty()) ++*ready;
+  });
+}
+
+void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decision>& remembered,
+                     const Config& config) {
+  Plan* plan = &out;
   auto graph = std::make_shared<Graph>(Graph::from_trace(trace));
   const Graph& g = *graph;
   Partition part = partition_graph(g);
@@ -181,6 +209,8 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembere
           plan->sm_count = info.sm_count;
         } catch (const Error& e) {
           log_warn(concat("hotpath: signature ", plan->hex, " stays eager: ", e.what()));
+          plan->groups.clear();
+          for (PlanOp& op : plan->ops) op.group = -1;
           return;
         }
       }
@@ -216,68 +246,60 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembere
   if (plan->groups.empty()) {
     log_info(concat("hotpath: signature ", plan->hex, ": nothing to fuse (", trace.ops.size(),
                     " ops); it runs eagerly"));
-    std::lock_guard<std::mutex> lock(mu_);
-    plans_[plan->signature] = plan;  // remembered so that it is not analysed again
     return;
   }
   log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
                   " fused group(s) cover ", fused_ops, " of ", trace.ops.size(), " ops",
                   plan->device_index >= 0 ? "; compiling in the background" : ""));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    plans_[plan->signature] = plan;
-  }
-  if (plan->device_index < 0) {
-    plan->ready = true;
-    ++*ready_plans_;
-    return;
-  }
-  compile(plan);
 }
 
-void Executor::compile(const std::shared_ptr<Plan>& plan) {
-  KernelCache cache = cache_;
-  auto ready = ready_plans_;
-  CompileWorker::instance().submit([plan, cache, ready] {
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::string dump = cache.dir().empty() ? temp_dir() : cache.dir();
-    std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
-    for (PlanGroup& g : plan->groups) {
-      if (!g.gpu || !g.active_default) continue;
-      const auto g0 = std::chrono::steady_clock::now();
-      if (const auto same = done.find(g.cache_key); same != done.end()) {
-        g.cubin = same->second->cubin;
-        g.error = same->second->error;
-        g.from_cache = true;
-        ++plan->from_cache;
-      } else if (auto hit = cache.load(g.cache_key)) {
-        g.cubin = std::move(*hit);
-        g.from_cache = true;
-        ++plan->from_cache;
-      } else {
-        try {
-          make_dirs(dump);
-          CompileOutput out =
-              nvrtc_compile(g.spec.source, g.spec.name, plan->arch, runtime_headers(), dump);
-          g.cubin = std::move(out.cubin);
-          cache.store(g.cache_key, g.cubin);
-        } catch (const Error& e) {
-          g.error = e.what();
-          log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
-        }
+void Executor::compile(Plan& out, const KernelCache& cache) {
+  Plan* plan = &out;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string dump = cache.dir().empty() ? temp_dir() : cache.dir();
+  std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
+  for (PlanGroup& g : plan->groups) {
+    if (!g.gpu || !g.active_default) continue;
+    const auto g0 = std::chrono::steady_clock::now();
+    if (const auto same = done.find(g.cache_key); same != done.end()) {
+      g.cubin = same->second->cubin;
+      g.error = same->second->error;
+      g.from_cache = true;
+      ++plan->from_cache;
+    } else if (auto hit = cache.load(g.cache_key)) {
+      g.cubin = std::move(*hit);
+      g.from_cache = true;
+      ++plan->from_cache;
+    } else {
+      try {
+        make_dirs(dump);
+        CompileOutput compiled =
+            nvrtc_compile(g.spec.source, g.spec.name, plan->arch, runtime_headers(), dump);
+        g.cubin = std::move(compiled.cubin);
+        cache.store(g.cache_key, g.cubin);
+      } catch (const Error& e) {
+        g.error = e.what();
+        log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
       }
-      g.compile_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - g0).count();
-      done.emplace(g.cache_key, &g);
     }
-    plan->compile_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
-                    " kernel(s) ready in ", static_cast<long long>(plan->compile_ms + 0.5), " ms (",
-                    plan->from_cache, " from the cache)"));
-    plan->ready = true;
-    ++*ready;
-  });
+    // Loaded here too: cuModuleLoadData on the training thread would be a stall.
+    if (g.error.empty()) {
+      try {
+        g.module = std::make_unique<CudaModule>(g.cubin, g.spec.name, plan->device_index);
+      } catch (const Error& e) {
+        g.error = e.what();
+        log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
+      }
+    }
+    g.compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - g0).count();
+    done.emplace(g.cache_key, &g);
+  }
+  plan->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
+                  " kernel(s) ready in ", static_cast<long long>(plan->compile_ms + 0.5), " ms (",
+                  plan->from_cache, " from the cache)"));
 }
 
 void Executor::apply_requests(Plan& plan) {
@@ -679,13 +701,14 @@ void Executor::fill_stats(Stats& s) const {
     const Plan& p = *it->second;
     sig.fusion.planned = true;
     sig.fusion.ready = p.ready;
-    sig.fusion.compile_ms = p.ready ? p.compile_ms : 0;
+    sig.fusion.stall_ms = p.stall_ms;
+    if (!p.ready) continue;  // the worker is still building it: nothing else to read yet
+    sig.fusion.compile_ms = p.compile_ms;
     sig.fusion.kernels_from_cache = p.from_cache;
     sig.fusion.first_fused_iteration = p.first_fused_iteration;
     sig.fusion.fused_iterations = p.fused_iterations;
     sig.fusion.divergences = p.divergences;
     sig.fusion.restored = p.restored;
-    sig.fusion.stall_ms = p.stall_ms;
     sig.fusion.reverted = p.reverted;
     sig.fusion.reason = p.reason;
     sig.fusion.remembered = p.remembered;
@@ -694,11 +717,9 @@ void Executor::fill_stats(Stats& s) const {
       gs.name = g.name;
       gs.ops = static_cast<int>(g.ops.size());
       gs.gpu = g.gpu;
-      if (p.ready) {
-        gs.compile_ms = g.compile_ms;
-        gs.from_cache = g.from_cache;
-        gs.error = g.error;
-      }
+      gs.compile_ms = g.compile_ms;
+      gs.from_cache = g.from_cache;
+      gs.error = g.error;
       gs.launches = g.launches;
       gs.eager_runs = g.eager_runs;
       gs.checks = g.checks;

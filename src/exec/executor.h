@@ -115,7 +115,11 @@ class Executor {
   void materialize(const std::vector<Deferred*>& members);
   void materialize_all();
   void complete_iteration();
-  void compile(const std::shared_ptr<Plan>& plan);
+  // Graph, partition, kernels' source; then NVRTC (or the cache) and module loads. Both touch
+  // nothing but the plan (they run on the compile worker).
+  static void build(Plan& plan, const HotTrace& trace, const std::optional<Decision>& remembered,
+                    const Config& config);
+  static void compile(Plan& plan, const KernelCache& cache);
 
   Recorder& recorder_;
   mutable std::mutex mu_;
