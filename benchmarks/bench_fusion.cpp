@@ -57,6 +57,12 @@ std::vector<double> time_iterations(int iters, const std::function<void(int)>& b
   return ms;
 }
 
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
 std::vector<double> tail(const std::vector<double>& v, std::size_t n) {
   return std::vector<double>(v.end() - static_cast<std::ptrdiff_t>(std::min(n, v.size())), v.end());
 }
@@ -227,8 +233,18 @@ int main(int argc, char** argv) {
         eager_ms, eager2_ms, fused_ms, eager_ms / fused_ms,
         s ? static_cast<long long>(s->fusion.first_fused_iteration) : -1LL,
         s ? s->fusion.compile_ms : 0.0, s ? s->fusion.kernels_from_cache : 0);
-    std::printf("    host time per iteration (medians): eager %.3f ms, hotpath %.3f ms\n",
-                median(eager_host), median(tail(hot_host, static_cast<std::size_t>(iters / 2))));
+    const auto hot_tail = tail(hot_host, static_cast<std::size_t>(iters / 2));
+    std::printf(
+        "    host time per iteration, p10/p50/p90: eager %.3f/%.3f/%.3f ms, hotpath "
+        "%.3f/%.3f/%.3f ms\n",
+        quantile(eager_host, 0.1), median(eager_host), quantile(eager_host, 0.9),
+        quantile(hot_tail, 0.1), median(hot_tail), quantile(hot_tail, 0.9));
+    const auto f_tail = tail(f, static_cast<std::size_t>(iters / 2));
+    std::printf(
+        "    GPU time per iteration, p10/p50/p90: eager %.3f/%.3f/%.3f ms, hotpath "
+        "%.3f/%.3f/%.3f ms\n",
+        quantile(e1, 0.1), median(e1), quantile(e1, 0.9), quantile(f_tail, 0.1), median(f_tail),
+        quantile(f_tail, 0.9));
     if (s) print_groups(*s);
     // The governor's verdict for the loop's signature, as the library reports it.
     for (const auto& r : hotpath::report().signatures)

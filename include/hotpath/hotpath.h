@@ -30,9 +30,9 @@ struct Config {
   // Longest loop body (in ops) the period detector looks for.
   std::int64_t max_period_ops = 65536;
   LogLevel log_level = LogLevel::Info;
-  // Generate, compile and run fused kernels for hot signatures (CUDA tensors). Off by default
-  // while a crash seen on the GPU machine is open (see README, "Status"). HOTPATH_FUSE=1.
-  bool fuse = false;
+  // Generate, compile and run fused kernels for hot signatures (CUDA tensors). HOTPATH_FUSE=0
+  // turns it off (detection and statistics only).
+  bool fuse = true;
   // Also run plans for CPU tensors, with ATen's kernels executing each fused group. Makes no loop
   // faster; it exercises the plan, guards and divergence handling without a GPU.
   bool fuse_cpu = false;

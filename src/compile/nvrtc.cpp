@@ -69,6 +69,11 @@ void nvrtc_prime() {
   });
 }
 
+void nvrtc_warm_up(int arch) {
+  nvrtc_compile("extern \"C\" __global__ void hotpath_warm_up() {}\n", "hotpath_warm_up", arch, {},
+                "");
+}
+
 std::string nvrtc_version() {
   int major = 0, minor = 0;
   HOTPATH_NVRTC_CHECK(nvrtcVersion(&major, &minor));

@@ -27,6 +27,11 @@ CompileOutput nvrtc_compile(const std::string& source, const std::string& name, 
 // Cheap (no compilation). Call it from the thread that enables fusion.
 void nvrtc_prime();
 
+// Compiles a trivial kernel once per process, so that NVRTC's start-up (a few hundred ms on a
+// fresh machine) is paid on the compile worker while the loop's first iterations are profiled,
+// not when the first hot signature needs its kernels.
+void nvrtc_warm_up(int arch);
+
 // "13.0"
 std::string nvrtc_version();
 // The options nvrtc_compile passes, for cache keys.

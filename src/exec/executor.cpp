@@ -111,7 +111,7 @@ Executor::Executor(Recorder& recorder, const Config& config)
     : recorder_(recorder),
       config_(config),
       cache_(config.cache_dir.empty() ? default_cache_dir() : config.cache_dir) {
-  if (config.fuse) nvrtc_prime();
+  if (config.fuse) start_nvrtc();
 }
 
 Executor::~Executor() = default;
@@ -120,7 +120,28 @@ void Executor::configure(const Config& config) {
   std::lock_guard<std::mutex> lock(mu_);
   config_ = config;
   cache_ = KernelCache(config.cache_dir.empty() ? default_cache_dir() : config.cache_dir);
-  if (config.fuse) nvrtc_prime();
+  if (config.fuse) start_nvrtc();
+}
+
+void Executor::start_nvrtc() {
+  nvrtc_prime();  // on this (the enabling) thread, before the worker ever uses NVRTC
+  static std::once_flag warm;
+  std::call_once(warm, [] {
+    CompileWorker::instance().submit([] {
+      int arch = 90;  // NVRTC needs no GPU; without one any architecture warms it up
+      if (cuda_driver_available()) {
+        try {
+          arch = device_info(0).arch;
+        } catch (const Error&) {
+        }
+      }
+      try {
+        nvrtc_warm_up(arch);
+      } catch (const Error& e) {
+        log_warn(concat("hotpath: NVRTC does not work here: ", e.what()));
+      }
+    });
+  });
 }
 
 void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembered) {

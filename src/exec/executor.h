@@ -94,6 +94,8 @@ class Executor {
     std::int64_t epoch = 0;  // iteration it was skipped in
   };
 
+  // NVRTC initialised on this thread, then warmed up on the worker (once per process).
+  static void start_nvrtc();
   bool try_arm();
   void apply_requests(Plan& plan);
   void speculate(const at::Tensor& t, const PlanGroup& g, std::size_t arg,

@@ -15,9 +15,10 @@
 namespace hotpath::detail {
 namespace {
 
-constexpr std::size_t kRecent = 256;     // fused samples kept for the steady-state median
-constexpr std::size_t kEagerCap = 1024;  // baseline samples kept
-constexpr std::size_t kMinEager = 1;     // baseline samples needed before judging
+constexpr std::size_t kRecent = 256;      // fused samples kept for the steady-state median
+constexpr std::size_t kEagerCap = 1024;   // baseline samples kept
+constexpr std::size_t kMinEager = 1;      // baseline samples needed before judging
+constexpr std::size_t kTrustedEager = 5;  // ... to prefer them over a remembered baseline
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -149,7 +150,8 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
   if (p.fused && s.first_fused < 0 && s.phase != Phase::Reverted) {
     s.first_fused = p.it.count;
     // Freeze the baseline; what the iterations between hot and now cost is the compile's price.
-    if (s.eager.size() >= kMinEager) {
+    // A remembered baseline beats one or two samples of a loop that is still warming up.
+    if (s.eager.size() >= (s.baseline_remembered ? kTrustedEager : kMinEager)) {
       s.eager_median = median(s.eager);
       s.baseline_remembered = false;
     }
