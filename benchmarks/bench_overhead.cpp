@@ -34,12 +34,21 @@ struct Result {
   double eager_us = 0, hotpath_us = 0;
 };
 
+// Interception alone: fusion is off here (bench_fusion measures it), so that both sides run the
+// same kernels and the difference is the hook's cost.
+hotpath::Config detect_only(int threshold) {
+  hotpath::Config c;
+  c.threshold = threshold;
+  c.fuse = false;
+  return c;
+}
+
 Result measure(const Workload& w, bool cuda, int rounds, int iters) {
   auto sync = [&] {
     if (cuda) torch::cuda::synchronize();
   };
   // Learn the op count with explicit markers.
-  hotpath::enable_hot_path_detection(1);
+  hotpath::enable_hot_path_detection(detect_only(1));
   for (int i = 0; i < 3; ++i) {
     w.iteration();
     hotpath::step();
@@ -61,12 +70,13 @@ Result measure(const Workload& w, bool cuda, int rounds, int iters) {
     }
   };
   for (int i = 0; i < 5; ++i) w.iteration();  // warm-up
-  hotpath::enable_hot_path_detection(10);     // unmarked loop: the detector cuts iterations
+  hotpath::enable_hot_path_detection(
+      detect_only(10));  // unmarked loop: the detector cuts iterations
   for (int i = 0; i < 30; ++i) w.iteration();
   hotpath::disable_hot_path_detection();
   for (int round = 0; round < rounds; ++round) {
     timed(eager);
-    hotpath::enable_hot_path_detection(10);
+    hotpath::enable_hot_path_detection(detect_only(10));
     timed(hp);
     hotpath::disable_hot_path_detection();
   }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "codegen/kernel.h"
 #include "common/error.h"
 #include "common/hash.h"
 
@@ -70,8 +71,19 @@ void nvrtc_prime() {
 }
 
 void nvrtc_warm_up(int arch) {
-  nvrtc_compile("extern \"C\" __global__ void hotpath_warm_up() {}\n", "hotpath_warm_up", arch, {},
-                "");
+  // Like a generated kernel: the runtime headers, vector loads and the math library (the first
+  // compile that links libdevice is the slow one, not NVRTC's own start-up).
+  const char* source = R"(#include "hotpath_runtime.cuh"
+extern "C" __global__ void hotpath_warm_up(const float* __restrict__ x, hp::bfloat16* __restrict__ y,
+                                           const int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  y[i] = hp::from_float<hp::bfloat16>(hp::gelu_erf(v) + hp::gelu_tanh(v) + hp::sigmoid(v) +
+                                      sqrtf(v) + logf(v) + log1pf(v) + tanhf(v) + powf(v, 1.5f));
+}
+)";
+  nvrtc_compile(source, "hotpath_warm_up", arch, runtime_headers(), "");
 }
 
 std::string nvrtc_version() {
