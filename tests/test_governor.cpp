@@ -52,6 +52,7 @@ struct FakeLoop {
   double now = 0;
   std::vector<double> deltas;
   std::function<void()> body;
+  double base = 10.0;  // an eager iteration
 
   void run(int iterations) {
     hotpath::detail::thread_session()->governor.set_clock([this] { return now; });
@@ -60,7 +61,7 @@ struct FakeLoop {
       const auto before = group_runs();
       body();
       const auto after = group_runs();
-      double cost = 10.0;
+      double cost = base;
       for (std::size_t g = 0; g < after.size() && g < deltas.size(); ++g) {
         const std::int64_t was = g < before.size() ? before[g] : 0;
         if (after[g] > was) cost += deltas[g];
@@ -182,6 +183,32 @@ TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[
     CHECK(sig2->fusion.fused_iterations >= 28);
     hotpath::disable_hot_path_detection();
   }
+}
+
+TEST_CASE("a remembered baseline is checked against this run's eager time", "[governor]") {
+  const std::string cache = temp_cache();
+  hotpath::disable_hot_path_detection();
+  hotpath::enable_hot_path_detection(config(cache));
+  FakeLoop first{0, {-4.0}, one_group()};  // 6 ms fused vs 10 ms eager: remembered as a winner
+  first.run(60);
+  hotpath::disable_hot_path_detection();
+
+  // This run's machine is slower: 20 ms eager, 16 ms fused. Against the remembered 10 ms the
+  // fused path looks like a regression; timed against this run's eager it wins.
+  hotpath::enable_hot_path_detection(config(cache));
+  FakeLoop second{0, {-4.0}, one_group(), 20.0};
+  second.run(80);
+  const auto st = hotpath::stats();
+  const auto* sig = planned(st);
+  REQUIRE(sig != nullptr);
+  CHECK_FALSE(sig->fusion.reverted);
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  CHECK(r->eager_median_ms == Approx(20.0));
+  CHECK(r->fused_median_ms == Approx(16.0));
+  CHECK(r->verdict == hotpath::Verdict::CompileWins);
+  hotpath::disable_hot_path_detection();
 }
 
 TEST_CASE("a mixed plan keeps only its winning groups", "[governor]") {

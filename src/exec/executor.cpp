@@ -136,7 +136,13 @@ void Executor::start_nvrtc() {
         }
       }
       try {
+        const auto t0 = std::chrono::steady_clock::now();
         nvrtc_warm_up(arch);
+        log_debug(
+            concat("hotpath: NVRTC warmed up in ",
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                       .count(),
+                   " ms"));
       } catch (const Error& e) {
         log_warn(concat("hotpath: NVRTC does not work here: ", e.what()));
       }

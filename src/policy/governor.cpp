@@ -181,6 +181,21 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
 void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
   if (s.phase == Phase::Reverted) return;
   if (s.phase == Phase::Eager) s.phase = Phase::Measuring;
+  const std::size_t half =
+      std::max<std::size_t>(5, static_cast<std::size_t>(config_.revert_window) / 2);
+  if (s.phase == Phase::Rebase) {  // the plan ran with every group off: an eager iteration
+    s.eager.push_back(ms);
+    if (s.eager.size() >= half) {
+      s.eager_median = median(s.eager);
+      s.baseline_remembered = false;
+      log_info(concat("hotpath: signature ", short_hex(signature), ": eager in this run ",
+                      ms_text(s.eager_median), "; fused groups back on"));
+      s.phase = Phase::Measuring;
+      s.active = s.saved_active;
+      apply(signature, s);
+    }
+    return;
+  }
   s.recent.push_back(ms);
   if (s.recent.size() > kRecent) s.recent.pop_front();
   s.window.push_back(ms);
@@ -190,9 +205,7 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
     return;
   }
   const std::size_t need =
-      s.phase == Phase::Trial
-          ? std::max<std::size_t>(5, static_cast<std::size_t>(config_.revert_window) / 2)
-          : static_cast<std::size_t>(config_.revert_window);
+      s.phase == Phase::Trial ? half : static_cast<std::size_t>(config_.revert_window);
   if (s.window.size() >= need) judge_window(signature, s);
 }
 
@@ -244,6 +257,17 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
     return;
   }
 
+  if (m > e * (1 + config_.revert_margin) && s.baseline_remembered) {
+    log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
+                    " vs ", ms_text(e),
+                    " remembered from an earlier run; timing eager in this run"));
+    s.phase = Phase::Rebase;
+    s.saved_active = s.active;
+    s.active.assign(groups, false);
+    s.eager.clear();
+    apply(signature, s);
+    return;
+  }
   if (m > e * (1 + config_.revert_margin)) {
     const std::string why = concat("fused median ", ms_text(m), " vs eager ", ms_text(e), " (",
                                    percent(m, e), ") over ", config_.revert_window, " iterations");

@@ -64,7 +64,9 @@ class Governor {
     std::int64_t epoch = 0;
     Stamp a, b;
   };
-  enum class Phase { Eager, Measuring, Trial, Settled, Reverted };
+  // Rebase: every group off for a while, to measure this run's eager time when the baseline came
+  // from an earlier run (another process on another day is not a fair comparison).
+  enum class Phase { Eager, Measuring, Trial, Rebase, Settled, Reverted };
   struct Sample {
     std::int64_t count;
     double ms;
@@ -88,6 +90,7 @@ class Governor {
     double trial_base = 0;
     std::vector<double> trial_result;
     std::vector<bool> active;
+    std::vector<bool> saved_active;  // during Rebase
     // Totals of timed iterations before (warm-up) and from (steady) the first fused one.
     std::int64_t warm_n = 0, steady_n = 0;
     double warm_ms = 0, steady_ms = 0;
