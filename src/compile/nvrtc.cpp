@@ -61,15 +61,6 @@ std::vector<std::string> nvrtc_options(int arch) {
           "-lineinfo"};
 }
 
-void nvrtc_prime() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    nvrtcProgram prog = nullptr;
-    HOTPATH_NVRTC_CHECK(nvrtcCreateProgram(&prog, " ", "hotpath_prime.cu", 0, nullptr, nullptr));
-    nvrtcDestroyProgram(&prog);
-  });
-}
-
 void nvrtc_warm_up(int arch) {
   // Like a generated kernel: the runtime headers, vector loads and the math library (the first
   // compile that links libdevice is the slow one, not NVRTC's own start-up).

@@ -21,12 +21,6 @@ CompileOutput nvrtc_compile(const std::string& source, const std::string& name, 
                             const std::vector<std::pair<std::string, std::string>>& headers,
                             const std::string& dump_dir);
 
-// Initialises NVRTC on the calling thread, once per process: NVRTC is known to crash when its first
-// program is created on a thread other than the one that will run the training loop (seen on the
-// H200 machine: a segfault inside nvrtcCompileProgram on the compile worker, on fresh machines).
-// Cheap (no compilation). Call it from the thread that enables fusion.
-void nvrtc_prime();
-
 // Compiles a trivial kernel once per process, so that NVRTC's start-up (a few hundred ms on a
 // fresh machine) is paid on the compile worker while the loop's first iterations are profiled,
 // not when the first hot signature needs its kernels.

@@ -25,6 +25,7 @@ struct Driver {
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*cuFuncLoad)(CUfunction) = nullptr;  // optional (CUDA 12.4+ drivers)
   CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
   CUresult (*cuEventDestroy)(CUevent) = nullptr;
   CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
@@ -62,6 +63,7 @@ const Driver& driver() {
         bind(lib, "cuEventDestroy_v2", d.cuEventDestroy) &&
         bind(lib, "cuEventRecord", d.cuEventRecord) && bind(lib, "cuEventQuery", d.cuEventQuery) &&
         bind(lib, "cuEventElapsedTime_v2", d.cuEventElapsedTime);
+    bind(lib, "cuFuncLoad", d.cuFuncLoad);
     if (!all) {
       d.error = "libcuda.so.1 lacks a Driver API entry point hotpath needs";
       return d;
@@ -120,6 +122,15 @@ CudaModule::CudaModule(const std::string& cubin, const std::string& function, in
     HOTPATH_FAIL("cuModuleGetFunction(", function, ") failed: ", error_text(r));
   }
   function_ = f;
+  // With lazy module loading (CUDA's default) the first launch would load the function: do it
+  // now, on the thread that loads the module (the compile worker), not in the training loop.
+  if (d.cuFuncLoad != nullptr) {
+    const CUresult l = d.cuFuncLoad(f);
+    if (l != CUDA_SUCCESS) {
+      d.cuModuleUnload(m);
+      HOTPATH_FAIL("cuFuncLoad(", function, ") failed: ", error_text(l));
+    }
+  }
 }
 
 CudaModule::~CudaModule() {

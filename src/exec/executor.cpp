@@ -124,29 +124,35 @@ void Executor::configure(const Config& config) {
 }
 
 void Executor::start_nvrtc() {
-  nvrtc_prime();  // on this (the enabling) thread, before the worker ever uses NVRTC
-  static std::once_flag warm;
-  std::call_once(warm, [] {
-    CompileWorker::instance().submit([] {
-      int arch = 90;  // NVRTC needs no GPU; without one any architecture warms it up
-      if (cuda_driver_available()) {
-        try {
-          arch = device_info(0).arch;
-        } catch (const Error&) {
-        }
-      }
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // NVRTC's first compile in a process, here on the enabling thread and before the compile
+    // worker exists. Two reasons: NVRTC crashed (inside nvrtcCompileProgram) when its first use
+    // was on another thread; and LLVM inside NVRTC registers static destructors during its first
+    // compile, which must outlive the worker (at exit the worker finishes its job first), so they
+    // must be registered before it is created. It also moves NVRTC's start-up (libdevice and
+    // all; ~50 ms here, a few hundred ms on a fresh GPU machine) out of the first hot
+    // signature's compile.
+    runtime_headers();
+    log_enabled(LogLevel::Debug);
+    int arch = 90;  // NVRTC needs no GPU; without one any architecture warms it up
+    if (cuda_driver_available()) {
       try {
-        const auto t0 = std::chrono::steady_clock::now();
-        nvrtc_warm_up(arch);
-        log_debug(
-            concat("hotpath: NVRTC warmed up in ",
-                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                       .count(),
-                   " ms"));
-      } catch (const Error& e) {
-        log_warn(concat("hotpath: NVRTC does not work here: ", e.what()));
+        arch = device_info(0).arch;
+      } catch (const Error&) {
       }
-    });
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      nvrtc_warm_up(arch);
+    } catch (const Error& e) {
+      log_warn(concat("hotpath: NVRTC does not work here; hot paths stay eager: ", e.what()));
+      return;
+    }
+    log_debug(concat(
+        "hotpath: NVRTC started in ",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+        " ms"));
   });
 }
 
@@ -291,6 +297,7 @@ void Executor::compile(Plan& out, const KernelCache& cache) {
     if (const auto same = done.find(g.cache_key); same != done.end()) {
       g.cubin = same->second->cubin;
       g.error = same->second->error;
+      g.module = same->second->module;
       g.from_cache = true;
       ++plan->from_cache;
     } else if (auto hit = cache.load(g.cache_key)) {
@@ -310,9 +317,9 @@ void Executor::compile(Plan& out, const KernelCache& cache) {
       }
     }
     // Loaded here too: cuModuleLoadData on the training thread would be a stall.
-    if (g.error.empty()) {
+    if (g.error.empty() && g.module == nullptr) {
       try {
-        g.module = std::make_unique<CudaModule>(g.cubin, g.spec.name, plan->device_index);
+        g.module = std::make_shared<CudaModule>(g.cubin, g.spec.name, plan->device_index);
       } catch (const Error& e) {
         g.error = e.what();
         log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
@@ -450,7 +457,7 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   if (g.module == nullptr) {
     try {
       const auto t0 = std::chrono::steady_clock::now();
-      g.module = std::make_unique<CudaModule>(g.cubin, g.spec.name, armed_->device_index);
+      g.module = std::make_shared<CudaModule>(g.cubin, g.spec.name, armed_->device_index);
       armed_->stall_ms +=
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     } catch (const Error& e) {

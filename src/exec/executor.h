@@ -94,7 +94,7 @@ class Executor {
     std::int64_t epoch = 0;  // iteration it was skipped in
   };
 
-  // NVRTC initialised on this thread, then warmed up on the worker (once per process).
+  // NVRTC's first compile, on the enabling thread, once per process (see the definition).
   static void start_nvrtc();
   bool try_arm();
   void apply_requests(Plan& plan);

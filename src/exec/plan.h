@@ -43,7 +43,7 @@ struct PlanGroup {
   bool from_cache = false;
   std::string error;  // why it stays eager (compile or load failure)
   // Training thread only.
-  std::unique_ptr<CudaModule> module;
+  std::shared_ptr<CudaModule> module;  // shared by groups with the same kernel
   std::int64_t launches = 0;
   std::int64_t eager_runs = 0;  // materialised instead (CPU, hazards, divergence)
   // Verification (Config::verify): fused outputs against eager on the same inputs.
