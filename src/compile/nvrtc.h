@@ -21,9 +21,8 @@ CompileOutput nvrtc_compile(const std::string& source, const std::string& name, 
                             const std::vector<std::pair<std::string, std::string>>& headers,
                             const std::string& dump_dir);
 
-// Compiles a trivial kernel once per process, so that NVRTC's start-up (a few hundred ms on a
-// fresh machine) is paid on the compile worker while the loop's first iterations are profiled,
-// not when the first hot signature needs its kernels.
+// Compiles a kernel like the generated ones (runtime headers, libdevice math). The executor does
+// this once per process on the thread that enables fusion (see Executor::start_nvrtc).
 void nvrtc_warm_up(int arch);
 
 // "13.0"
