@@ -21,8 +21,12 @@ CompileOutput nvrtc_compile(const std::string& source, const std::string& name, 
                             const std::vector<std::pair<std::string, std::string>>& headers,
                             const std::string& dump_dir);
 
-// Compiles a kernel like the generated ones (runtime headers, libdevice math). The executor does
-// this once per process on the thread that enables fusion (see Executor::start_nvrtc).
+// NVRTC's first compile in the process: a tiny kernel. The executor runs it on the thread that
+// enables fusion, before the compile worker exists (see Executor::start_nvrtc).
+void nvrtc_start(int arch);
+// A kernel shaped like the generated ones (runtime headers, vector path, libdevice math), so that
+// NVRTC's remaining one-time costs are paid on the worker while the loop is being profiled, not
+// by the first hot signature's compile.
 void nvrtc_warm_up(int arch);
 
 // "13.0"

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
+#include <ctime>
 #include <limits>
 #include <set>
 
@@ -127,33 +127,33 @@ void Executor::configure(const Config& config) {
 void Executor::start_nvrtc() {
   static std::once_flag once;
   std::call_once(once, [] {
-    // NVRTC's first compile in a process, here on the enabling thread and before the compile
-    // worker exists. Two reasons: NVRTC crashed (inside nvrtcCompileProgram) when its first use
-    // was on another thread; and LLVM inside NVRTC registers static destructors during its first
-    // compile, which must outlive the worker (at exit the worker finishes its job first), so they
-    // must be registered before it is created. It also moves NVRTC's start-up (libdevice and
-    // all; ~50 ms here, a few hundred ms on a fresh GPU machine) out of the first hot
-    // signature's compile.
+    // NVRTC's first compile, here on the enabling thread and before the compile worker exists:
+    // NVRTC crashed (inside nvrtcCompileProgram) when its first use was on another thread, and
+    // the static state it creates then must be destroyed after the worker at exit (the worker
+    // finishes a running job first).
     runtime_headers();
     log_enabled(LogLevel::Debug);
-    int arch = 90;  // NVRTC needs no GPU; without one any architecture warms it up
+    int arch = 90;  // NVRTC needs no GPU; without one any architecture will do
     if (cuda_driver_available()) {
       try {
         arch = device_info(0).arch;
       } catch (const Error&) {
       }
     }
-    const auto t0 = std::chrono::steady_clock::now();
     try {
-      nvrtc_warm_up(arch);
+      nvrtc_start(arch);
     } catch (const Error& e) {
       log_warn(concat("hotpath: NVRTC does not work here; hot paths stay eager: ", e.what()));
       return;
     }
-    log_debug(concat(
-        "hotpath: NVRTC started in ",
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-        " ms"));
+    // The rest of NVRTC's start-up runs in the background while the loop is profiled.
+    CompileWorker::instance().submit([arch] {
+      try {
+        nvrtc_warm_up(arch);
+      } catch (const Error& e) {
+        log_warn(concat("hotpath: NVRTC warm-up failed: ", e.what()));
+      }
+    });
   });
 }
 
