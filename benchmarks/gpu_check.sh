@@ -43,7 +43,6 @@ run() {
   return 0
 }
 
-export HOTPATH_FUSE=1
 # Twice: the first run compiles and records its verdict in the cache directory; the second
 # compiles the known winner at first sight from the cache.
 export HOTPATH_CACHE_DIR=/tmp/hotpath-example-cache

@@ -66,7 +66,7 @@ void nvrtc_start(int arch) {
                 "hotpath_start", arch, {}, "");
 }
 
-void nvrtc_warm_up(int arch) {
+std::string nvrtc_warm_up(int arch) {
   // Shaped like a generated kernel (codegen/kernel.cpp): element function, vector path with
   // 16-byte loads, scalar tail, optional stores, the math library, half and bf16 conversions.
   // NVRTC's one-time costs in a process are paid by whichever compile first needs each part.
@@ -112,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(256) hotpath_warm_up(
   }
 }
 )";
-  nvrtc_compile(source, "hotpath_warm_up", arch, runtime_headers(), "");
+  return nvrtc_compile(source, "hotpath_warm_up", arch, runtime_headers(), "").cubin;
 }
 
 std::string nvrtc_version() {

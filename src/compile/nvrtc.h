@@ -26,8 +26,8 @@ CompileOutput nvrtc_compile(const std::string& source, const std::string& name, 
 void nvrtc_start(int arch);
 // A kernel shaped like the generated ones (runtime headers, vector path, libdevice math), so that
 // NVRTC's remaining one-time costs are paid on the worker while the loop is being profiled, not
-// by the first hot signature's compile.
-void nvrtc_warm_up(int arch);
+// by the first hot signature's compile. Returns the cubin (of function "hotpath_warm_up").
+std::string nvrtc_warm_up(int arch);
 
 // "13.0"
 std::string nvrtc_version();
