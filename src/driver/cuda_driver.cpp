@@ -17,6 +17,7 @@ struct Driver {
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
   CUresult (*cuCtxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*cuCtxGetDevice)(CUdevice*) = nullptr;
   CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
   CUresult (*cuDeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
@@ -95,9 +96,13 @@ void ensure_context(int device) {
   const Driver& d = checked_driver();
   CUcontext ctx = nullptr;
   HOTPATH_CU_CHECK(d.cuCtxGetCurrent(&ctx));
-  if (ctx != nullptr) return;
   CUdevice dev = 0;
   HOTPATH_CU_CHECK(d.cuDeviceGet(&dev, device));
+  if (ctx != nullptr) {
+    CUdevice current = 0;
+    HOTPATH_CU_CHECK(d.cuCtxGetDevice(&current));
+    if (current == dev) return;  // the thread's context is for this device already
+  }
   HOTPATH_CU_CHECK(d.cuDevicePrimaryCtxRetain(&ctx, dev));
   HOTPATH_CU_CHECK(d.cuCtxSetCurrent(ctx));
 }

@@ -15,8 +15,8 @@ bool cuda_driver_available();
 
 class CudaModule {
  public:
-  // Loads `cubin` into the calling thread's current context (the primary context of `device`
-  // is made current if there is none) and looks up `function`.
+  // Loads `cubin` into the primary context of `device` (made current on the calling thread
+  // unless the thread's current context is already for that device) and looks up `function`.
   CudaModule(const std::string& cubin, const std::string& function, int device);
   ~CudaModule();
   CudaModule(const CudaModule&) = delete;
