@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <map>
 #include <mutex>
 
 #include "common/error.h"
@@ -17,7 +18,6 @@ struct Driver {
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
   CUresult (*cuCtxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
-  CUresult (*cuCtxGetDevice)(CUdevice*) = nullptr;
   CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
   CUresult (*cuDeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
@@ -27,6 +27,7 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*cuFuncLoad)(CUfunction) = nullptr;  // optional (CUDA 12.4+ drivers)
+
   CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
   CUresult (*cuEventDestroy)(CUevent) = nullptr;
   CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
@@ -40,8 +41,19 @@ bool bind(void* lib, const char* name, F& fn) {
   return fn != nullptr;
 }
 
+// Primary contexts retained so far, per device.
+struct Primaries {
+  std::mutex mu;
+  std::map<int, CUcontext> contexts;
+};
+Primaries& primaries() {
+  static Primaries p;
+  return p;
+}
+
 const Driver& driver() {
   static const Driver d = [] {
+    primaries();  // constructed first, so destroyed after everything that uses the driver
     Driver d;
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (lib == nullptr) {
@@ -94,17 +106,24 @@ const Driver& checked_driver() {
 
 void ensure_context(int device) {
   const Driver& d = checked_driver();
-  CUcontext ctx = nullptr;
-  HOTPATH_CU_CHECK(d.cuCtxGetCurrent(&ctx));
-  CUdevice dev = 0;
-  HOTPATH_CU_CHECK(d.cuDeviceGet(&dev, device));
-  if (ctx != nullptr) {
-    CUdevice current = 0;
-    HOTPATH_CU_CHECK(d.cuCtxGetDevice(&current));
-    if (current == dev) return;  // the thread's context is for this device already
+  // The device's primary context (the one the CUDA runtime, and so ATen, uses), retained once.
+  CUcontext want = nullptr;
+  {
+    Primaries& p = primaries();
+    std::lock_guard<std::mutex> lock(p.mu);
+    auto it = p.contexts.find(device);
+    if (it == p.contexts.end()) {
+      CUdevice dev = 0;
+      HOTPATH_CU_CHECK(d.cuDeviceGet(&dev, device));
+      CUcontext ctx = nullptr;
+      HOTPATH_CU_CHECK(d.cuDevicePrimaryCtxRetain(&ctx, dev));
+      it = p.contexts.emplace(device, ctx).first;
+    }
+    want = it->second;
   }
-  HOTPATH_CU_CHECK(d.cuDevicePrimaryCtxRetain(&ctx, dev));
-  HOTPATH_CU_CHECK(d.cuCtxSetCurrent(ctx));
+  CUcontext current = nullptr;
+  HOTPATH_CU_CHECK(d.cuCtxGetCurrent(&current));
+  if (current != want) HOTPATH_CU_CHECK(d.cuCtxSetCurrent(want));
 }
 
 }  // namespace
