@@ -211,6 +211,29 @@ TEST_CASE("a remembered baseline is checked against this run's eager time", "[go
   hotpath::disable_hot_path_detection();
 }
 
+TEST_CASE("a machine that slows down is not mistaken for a regression", "[governor]") {
+  const std::string cache = temp_cache();
+  hotpath::disable_hot_path_detection();
+  hotpath::enable_hot_path_detection(config(cache));
+  FakeLoop loop{0, {-4.0}, one_group()};  // 6 ms fused vs 10 ms eager
+  loop.run(50);
+  // Everything takes twice as long from here (clocks, a neighbour): 16 ms fused, 20 ms eager.
+  // Against the old baseline that looks like a regression; eager is timed again first.
+  loop.base = 20.0;
+  loop.run(80);
+  const auto st = hotpath::stats();
+  const auto* sig = planned(st);
+  REQUIRE(sig != nullptr);
+  CHECK_FALSE(sig->fusion.reverted);
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  CHECK(r->eager_median_ms == Approx(20.0));
+  CHECK(r->fused_median_ms == Approx(16.0));
+  CHECK(r->verdict == hotpath::Verdict::CompileWins);
+  hotpath::disable_hot_path_detection();
+}
+
 TEST_CASE("a mixed plan keeps only its winning groups", "[governor]") {
   const std::string cache = temp_cache();
   hotpath::disable_hot_path_detection();

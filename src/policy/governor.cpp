@@ -188,7 +188,8 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
     if (s.eager.size() >= half) {
       s.eager_median = median(s.eager);
       s.baseline_remembered = false;
-      log_info(concat("hotpath: signature ", short_hex(signature), ": eager in this run ",
+      s.baseline_fresh = true;
+      log_info(concat("hotpath: signature ", short_hex(signature), ": eager now ",
                       ms_text(s.eager_median), "; fused groups back on"));
       s.phase = Phase::Measuring;
       s.active = s.saved_active;
@@ -257,10 +258,11 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
     return;
   }
 
-  if (m > e * (1 + config_.revert_margin) && s.baseline_remembered) {
+  if (m > e * (1 + config_.revert_margin) && (s.baseline_remembered || !s.baseline_fresh)) {
     log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
                     " vs ", ms_text(e),
-                    " remembered from an earlier run; timing eager in this run"));
+                    s.baseline_remembered ? " remembered from an earlier run" : " measured earlier",
+                    "; timing eager again"));
     s.phase = Phase::Rebase;
     s.saved_active = s.active;
     s.active.assign(groups, false);
@@ -289,6 +291,7 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
     revert(signature, s, why);
     return;
   }
+  s.baseline_fresh = false;  // it ages from here on
   if (s.phase != Phase::Settled) {
     s.phase = Phase::Settled;
     log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),

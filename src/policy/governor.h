@@ -80,6 +80,9 @@ class Governor {
     std::vector<double> eager;  // baseline samples (iterations before the plan ran)
     double eager_median = 0;    // frozen at the first fused sample
     bool baseline_remembered = false;
+    // Measured just before the window being judged. Machines drift (clocks, other work): a
+    // regression against an old baseline is checked against a fresh one before anything reverts.
+    bool baseline_fresh = true;
     std::vector<double> window;  // fused samples of the current configuration
     std::deque<double> recent;   // last fused samples of the current configuration (report)
     std::int64_t epoch = 0;      // configuration the window belongs to
