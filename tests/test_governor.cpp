@@ -101,6 +101,20 @@ const hotpath::SignatureReport* hot_report(const hotpath::Report& r) {
   return nullptr;
 }
 
+// The plan was kept, judged against an eager baseline of `eager` ms and fused at `fused` ms.
+void check_kept(double eager, double fused) {
+  const auto st = hotpath::stats();
+  const auto* sig = planned(st);
+  REQUIRE(sig != nullptr);
+  CHECK_FALSE(sig->fusion.reverted);
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  CHECK(r->eager_median_ms == Approx(eager));
+  CHECK(r->fused_median_ms == Approx(fused));
+  CHECK(r->verdict == hotpath::Verdict::CompileWins);
+}
+
 }  // namespace
 
 TEST_CASE("a fused path that is slower is reverted within the window", "[governor]") {
@@ -198,16 +212,7 @@ TEST_CASE("a remembered baseline is checked against this run's eager time", "[go
   hotpath::enable_hot_path_detection(config(cache));
   FakeLoop second{0, {-4.0}, one_group(), 20.0};
   second.run(80);
-  const auto st = hotpath::stats();
-  const auto* sig = planned(st);
-  REQUIRE(sig != nullptr);
-  CHECK_FALSE(sig->fusion.reverted);
-  const auto rep = hotpath::report();
-  const auto* r = hot_report(rep);
-  REQUIRE(r != nullptr);
-  CHECK(r->eager_median_ms == Approx(20.0));
-  CHECK(r->fused_median_ms == Approx(16.0));
-  CHECK(r->verdict == hotpath::Verdict::CompileWins);
+  check_kept(20.0, 16.0);
   hotpath::disable_hot_path_detection();
 }
 
@@ -221,16 +226,7 @@ TEST_CASE("a machine that slows down is not mistaken for a regression", "[govern
   // Against the old baseline that looks like a regression; eager is timed again first.
   loop.base = 20.0;
   loop.run(80);
-  const auto st = hotpath::stats();
-  const auto* sig = planned(st);
-  REQUIRE(sig != nullptr);
-  CHECK_FALSE(sig->fusion.reverted);
-  const auto rep = hotpath::report();
-  const auto* r = hot_report(rep);
-  REQUIRE(r != nullptr);
-  CHECK(r->eager_median_ms == Approx(20.0));
-  CHECK(r->fused_median_ms == Approx(16.0));
-  CHECK(r->verdict == hotpath::Verdict::CompileWins);
+  check_kept(20.0, 16.0);
   hotpath::disable_hot_path_detection();
 }
 

@@ -3,9 +3,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 namespace hotpath::detail {
 
@@ -31,5 +33,27 @@ bool rename_file(const std::string& from, const std::string& to) {
 }
 
 void remove_file(const std::string& path) { std::remove(path.c_str()); }
+
+std::string write_file_atomic(const std::string& dir, const std::string& path,
+                              const std::string& contents) {
+  if (!make_dirs(dir)) return "cannot create the directory " + dir;
+  // Unique per process and call, so that concurrent writers never share a temporary.
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    if (!f) {
+      remove_file(tmp);
+      return "could not write " + tmp;
+    }
+  }
+  if (!rename_file(tmp, path)) {
+    remove_file(tmp);
+    return "could not write " + path;
+  }
+  return {};
+}
 
 }  // namespace hotpath::detail

@@ -13,5 +13,10 @@ std::string temp_dir();
 // rename(2): atomic within a file system.
 bool rename_file(const std::string& from, const std::string& to);
 void remove_file(const std::string& path);
+// Writes `contents` to a temporary file next to `path` and renames it over `path`: readers see
+// the old file or the new one, never a part. Creates the directory. Returns an error message,
+// empty on success.
+std::string write_file_atomic(const std::string& dir, const std::string& path,
+                              const std::string& contents);
 
 }  // namespace hotpath::detail

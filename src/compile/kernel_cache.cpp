@@ -1,7 +1,5 @@
 #include "compile/kernel_cache.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,30 +70,13 @@ std::optional<std::string> KernelCache::load(const std::string& key) const {
 
 void KernelCache::store(const std::string& key, const std::string& cubin) const {
   if (dir_.empty()) return;
-  if (!make_dirs(dir_)) {
-    log_warn(concat("hotpath: cannot create the kernel cache directory ", dir_));
-    return;
-  }
-  const std::string final_path = path(key);
-  const std::string tmp = final_path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(reinterpret_cast<std::uintptr_t>(&cubin));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    const std::uint64_t size = cubin.size(), sum = checksum(cubin);
-    f.write(kMagic, sizeof kMagic);
-    f.write(reinterpret_cast<const char*>(&size), 8);
-    f.write(reinterpret_cast<const char*>(&sum), 8);
-    f.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
-    if (!f) {
-      log_warn(concat("hotpath: could not write the kernel cache entry ", tmp));
-      remove_file(tmp);
-      return;
-    }
-  }
-  if (!rename_file(tmp, final_path)) {
-    log_warn(concat("hotpath: could not write the kernel cache entry ", final_path));
-    remove_file(tmp);
-  }
+  const std::uint64_t size = cubin.size(), sum = checksum(cubin);
+  std::string entry(kMagic, sizeof kMagic);
+  entry.append(reinterpret_cast<const char*>(&size), 8);
+  entry.append(reinterpret_cast<const char*>(&sum), 8);
+  entry += cubin;
+  const std::string error = write_file_atomic(dir_, path(key), entry);
+  if (!error.empty()) log_warn(concat("hotpath: kernel cache: ", error));
 }
 
 }  // namespace hotpath::detail

@@ -1,7 +1,5 @@
 #include "policy/decisions.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -71,31 +69,16 @@ std::optional<Decision> DecisionStore::load(std::uint64_t signature) const {
 
 void DecisionStore::save(std::uint64_t signature, const Decision& d) const {
   if (dir_.empty()) return;
-  if (!make_dirs(dir_)) {
-    log_warn(concat("hotpath: cannot create ", dir_, "; verdicts are not remembered"));
-    return;
-  }
-  const std::string final_path = path(signature);
-  const std::string tmp = final_path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << kMagic << "\n";
-    f << "verdict " << (d.compile ? "compile" : "eager") << "\n";
-    for (std::size_t i = 0; i < d.groups.size(); ++i)
-      f << "group " << (d.groups[i] ? 1 : 0) << " " << (i < d.names.size() ? d.names[i] : "?")
-        << "\n";
-    f << "eager_ms " << d.eager_ms << "\nfused_ms " << d.fused_ms << "\n";
-    f << "reason " << d.reason << "\n";
-    if (!f) {
-      log_warn(concat("hotpath: could not write ", tmp));
-      remove_file(tmp);
-      return;
-    }
-  }
-  if (!rename_file(tmp, final_path)) {
-    log_warn(concat("hotpath: could not write ", final_path));
-    remove_file(tmp);
-  }
+  std::ostringstream f;
+  f << kMagic << "\n";
+  f << "verdict " << (d.compile ? "compile" : "eager") << "\n";
+  for (std::size_t i = 0; i < d.groups.size(); ++i)
+    f << "group " << (d.groups[i] ? 1 : 0) << " " << (i < d.names.size() ? d.names[i] : "?")
+      << "\n";
+  f << "eager_ms " << d.eager_ms << "\nfused_ms " << d.fused_ms << "\n";
+  f << "reason " << d.reason << "\n";
+  const std::string error = write_file_atomic(dir_, path(signature), f.str());
+  if (!error.empty()) log_warn(concat("hotpath: verdicts are not remembered: ", error));
 }
 
 }  // namespace hotpath::detail
