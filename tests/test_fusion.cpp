@@ -5,7 +5,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
 #include <cstdlib>
 
 #include <cstdio>
@@ -20,6 +19,7 @@
 #include "fusion/partition.h"
 #include "hotpath/hotpath.h"
 #include "ir/graph.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -272,16 +272,9 @@ TEST_CASE("codegen of a small broadcast chain", "[fusion][golden]") {
   CHECK(spec.vec == 1);  // a transposed operand: no vector path
 }
 
-namespace {
-std::string fresh_dir(const char* name) {
-  std::string tmpl = std::string("/tmp/") + name + "-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-  return tmpl;
-}
-}  // namespace
-
 TEST_CASE("the kernel cache: miss, hit, corrupt entry", "[fusion][cache]") {
-  const std::string dir = fresh_dir("hotpath-cache-test") + "/nested";
+  const hotpath_test::TempDir tmp("hotpath-cache-test");
+  const std::string dir = tmp.path() + "/nested";
   hotpath::detail::KernelCache cache(dir);
   const std::string key = hotpath::detail::kernel_cache_key("source", 90);
   CHECK(key != hotpath::detail::kernel_cache_key("source", 80));
@@ -302,12 +295,11 @@ TEST_CASE("the kernel cache: miss, hit, corrupt entry", "[fusion][cache]") {
   CHECK_FALSE(cache.load(key).has_value());
   cache.store(key, "recompiled");
   CHECK(cache.load(key).value() == "recompiled");
-  std::remove(cache.path(key).c_str());
-  ::rmdir(dir.c_str());
 }
 
 TEST_CASE("an NVRTC failure names the error and the dumped source", "[fusion][nvrtc]") {
-  const std::string dir = fresh_dir("hotpath-dump-test");
+  const hotpath_test::TempDir tmp("hotpath-dump-test");
+  const std::string dir = tmp.path();
   const std::string dumped = dir + "/broken.cu";
   try {
     hotpath::detail::nvrtc_compile("extern \"C\" __global__ void k() { undefined_thing(); }",

@@ -6,7 +6,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
 
 #include <functional>
 #include <string>
@@ -14,14 +13,9 @@
 
 #include "exec/session.h"
 #include "hotpath/hotpath.h"
+#include "temp_dir.h"
 
 namespace {
-
-std::string temp_cache() {
-  std::string tmpl = "/tmp/hotpath-governor-test-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-  return tmpl;
-}
 
 hotpath::Config config(const std::string& cache) {
   hotpath::Config c;
@@ -118,7 +112,8 @@ void check_kept(double eager, double fused) {
 }  // namespace
 
 TEST_CASE("a fused path that is slower is reverted within the window", "[governor]") {
-  const std::string cache = temp_cache();
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  const std::string& cache = tmp.path();
   hotpath::disable_hot_path_detection();
   hotpath::enable_hot_path_detection(config(cache));
   FakeLoop loop{0, {5.0}, one_group()};  // fused: 15 ms vs 10 ms eager
@@ -154,7 +149,8 @@ TEST_CASE("a fused path that is slower is reverted within the window", "[governo
 }
 
 TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[governor]") {
-  const std::string cache = temp_cache();
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  const std::string& cache = tmp.path();
   hotpath::disable_hot_path_detection();
   hotpath::enable_hot_path_detection(config(cache));
   FakeLoop loop{0, {-4.0}, one_group()};  // fused: 6 ms vs 10 ms eager
@@ -200,7 +196,8 @@ TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[
 }
 
 TEST_CASE("a remembered baseline is checked against this run's eager time", "[governor]") {
-  const std::string cache = temp_cache();
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  const std::string& cache = tmp.path();
   hotpath::disable_hot_path_detection();
   hotpath::enable_hot_path_detection(config(cache));
   FakeLoop first{0, {-4.0}, one_group()};  // 6 ms fused vs 10 ms eager: remembered as a winner
@@ -217,7 +214,8 @@ TEST_CASE("a remembered baseline is checked against this run's eager time", "[go
 }
 
 TEST_CASE("a machine that slows down is not mistaken for a regression", "[governor]") {
-  const std::string cache = temp_cache();
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  const std::string& cache = tmp.path();
   hotpath::disable_hot_path_detection();
   hotpath::enable_hot_path_detection(config(cache));
   FakeLoop loop{0, {-4.0}, one_group()};  // 6 ms fused vs 10 ms eager
@@ -231,7 +229,8 @@ TEST_CASE("a machine that slows down is not mistaken for a regression", "[govern
 }
 
 TEST_CASE("a mixed plan keeps only its winning groups", "[governor]") {
-  const std::string cache = temp_cache();
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  const std::string& cache = tmp.path();
   hotpath::disable_hot_path_detection();
   hotpath::enable_hot_path_detection(config(cache));
   // Group 0 saves 4 ms, group 1 costs 6 ms: together 12 ms vs 10 ms eager (a regression); without
