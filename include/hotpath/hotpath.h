@@ -181,6 +181,7 @@ struct SignatureReport {
   std::int64_t first_fused_iteration = -1;  // per-signature iteration count
   bool cuda_events = false;                 // times from CUDA events (else a steady clock)
   double eager_median_ms = 0;               // baseline
+  bool baseline_remembered = false;         // ... from an earlier run (not re-measured yet)
   double fused_median_ms = 0;               // fused iterations, current plan
   // Warm-up: the timed iterations before fused kernels first ran; steady: the rest.
   std::int64_t warmup_iterations = 0;

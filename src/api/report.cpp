@@ -60,9 +60,11 @@ std::string format_report(const SignatureReport& r) {
                   "Speedup");
     os << "\n" << head << line << "\n";
     const auto wn = r.warmup_iterations, sn = r.steady_iterations;
-    os << row("Warm-up (first " + std::to_string(wn) + " iters):", e * static_cast<double>(wn),
-              r.warmup_ms);
-    if (wn > 0) os << row("  Per iteration:", e, r.warmup_ms / static_cast<double>(wn));
+    if (wn > 0) {
+      os << row("Warm-up (first " + std::to_string(wn) + " iters):", e * static_cast<double>(wn),
+                r.warmup_ms);
+      os << row("  Per iteration:", e, r.warmup_ms / static_cast<double>(wn));
+    }
     os << row("Steady state (remaining " + std::to_string(sn) + " iters):",
               e * static_cast<double>(sn), r.steady_ms);
     if (sn > 0) os << row("  Per iteration:", e, r.steady_ms / static_cast<double>(sn));
@@ -71,8 +73,10 @@ std::string format_report(const SignatureReport& r) {
     const double total = r.warmup_ms + r.steady_ms;
     os << row("TOTAL TIME:", e * static_cast<double>(n), total);
     if (n > 0) os << row("Average per iteration:", e, total / static_cast<double>(n));
-    os << "(No Compile: the eager median, " << ms(e)
-       << ", times the iterations; measured before the plan ran)\n";
+    os << "(No Compile: the eager median, " << ms(e) << ", times the iterations; "
+       << (r.baseline_remembered ? "remembered from an earlier run"
+                                 : "measured before the plan ran")
+       << ")\n";
     if (r.first_fused_iteration >= 0) {
       os << "Medians: eager " << ms(e) << ", fused " << ms(r.fused_median_ms) << "; break-even ";
       if (r.break_even_projected >= 0)

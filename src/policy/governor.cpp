@@ -367,6 +367,7 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.cuda_events = s.cuda_events;
       r.first_fused_iteration = s.first_fused;
       r.eager_median_ms = s.eager_median > 0 ? s.eager_median : median(s.eager);
+      r.baseline_remembered = s.baseline_remembered;
       r.fused_median_ms = median(std::vector<double>(s.recent.begin(), s.recent.end()));
       r.warmup_iterations = s.warm_n;
       r.warmup_ms = s.warm_ms;
