@@ -34,6 +34,23 @@ TEST_CASE("environment overrides the configuration", "[config]") {
   CHECK_FALSE(c.auto_detect_period);
 }
 
+TEST_CASE("the governor's settings come from the environment too", "[config]") {
+  hotpath::Config defaults;
+  CHECK(defaults.fuse);  // fused kernels are on unless turned off
+  CHECK(defaults.revert_window == 20);
+  CHECK(defaults.revert_margin == Approx(0.03));
+  CHECK(defaults.remember);
+  EnvVar w("HOTPATH_REVERT_WINDOW", "40");
+  EnvVar m("HOTPATH_REVERT_MARGIN", "0.1");
+  EnvVar r("HOTPATH_REMEMBER", "0");
+  EnvVar f("HOTPATH_FUSE", "0");
+  const auto c = hotpath::config_from_env(defaults);
+  CHECK(c.revert_window == 40);
+  CHECK(c.revert_margin == Approx(0.1));
+  CHECK_FALSE(c.remember);
+  CHECK_FALSE(c.fuse);
+}
+
 TEST_CASE("unusable environment values are rejected by name", "[config]") {
   SECTION("threshold not a number") {
     EnvVar t("HOTPATH_THRESHOLD", "ten");
@@ -55,6 +72,18 @@ TEST_CASE("unusable environment values are rejected by name", "[config]") {
   SECTION("auto period") {
     EnvVar t("HOTPATH_AUTO_PERIOD", "yes");
     CHECK(error_of({}).find("HOTPATH_AUTO_PERIOD") != std::string::npos);
+  }
+  SECTION("revert window too small") {
+    EnvVar t("HOTPATH_REVERT_WINDOW", "1");
+    CHECK(error_of({}).find("HOTPATH_REVERT_WINDOW='1'") != std::string::npos);
+  }
+  SECTION("revert margin not a fraction") {
+    EnvVar t("HOTPATH_REVERT_MARGIN", "3%");
+    CHECK(error_of({}).find("HOTPATH_REVERT_MARGIN='3%'") != std::string::npos);
+  }
+  SECTION("remember") {
+    EnvVar t("HOTPATH_REMEMBER", "true");
+    CHECK(error_of({}).find("HOTPATH_REMEMBER='true'") != std::string::npos);
   }
 }
 

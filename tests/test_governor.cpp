@@ -6,7 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
 
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -176,6 +178,28 @@ TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[
   CHECK(text.find("VERDICT: COMPILE WINS") != std::string::npos);
   CHECK(text.find("steady state 1.67x") != std::string::npos);
   hotpath::disable_hot_path_detection();
+
+  SECTION("an unreadable verdict file is ignored, not trusted") {
+    int damaged = 0;
+    if (DIR* d = ::opendir((cache + "/decisions").c_str())) {
+      while (const dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        std::ofstream(cache + "/decisions/" + e->d_name, std::ios::trunc) << "garbage\n";
+        ++damaged;
+      }
+      ::closedir(d);
+    }
+    REQUIRE(damaged == 1);
+    hotpath::enable_hot_path_detection(config(cache));
+    FakeLoop again{0, {-4.0}, one_group()};
+    again.run(30);
+    const auto rep2 = hotpath::report();
+    const auto* r2 = hot_report(rep2);
+    REQUIRE(r2 != nullptr);
+    CHECK(r2->hot_at_iteration == 5);  // the threshold again: nothing was remembered
+    CHECK(r2->reason.find("known") == std::string::npos);
+    hotpath::disable_hot_path_detection();
+  }
 
   SECTION("a second run compiles the known winner at first sight") {
     hotpath::enable_hot_path_detection(config(cache));
