@@ -133,12 +133,13 @@ void Executor::start_nvrtc() {
     // finishes a running job first).
     runtime_headers();
     log_enabled(LogLevel::Debug);
-    int arch = 90;  // NVRTC needs no GPU; without one any architecture will do
-    if (cuda_driver_available()) {
-      try {
-        arch = device_info(0).arch;
-      } catch (const Error&) {
-      }
+    // Without a CUDA driver no plan is ever compiled on the worker: nothing to start.
+    if (!cuda_driver_available()) return;
+    int arch = 90;
+    try {
+      arch = device_info(0).arch;
+    } catch (const Error& e) {
+      log_warn(concat("hotpath: no usable CUDA device (", e.what(), "); kernels for sm_90"));
     }
     try {
       nvrtc_start(arch);
@@ -154,7 +155,7 @@ void Executor::start_nvrtc() {
       try {
         const std::string cubin = nvrtc_warm_up(arch);
         const auto t1 = std::chrono::steady_clock::now();
-        if (cuda_driver_available()) CudaModule warm(cubin, "hotpath_warm_up", 0);
+        CudaModule warm(cubin, "hotpath_warm_up", 0);
         const auto t2 = std::chrono::steady_clock::now();
         log_debug(concat("hotpath: NVRTC warm-up ",
                          std::chrono::duration<double, std::milli>(t1 - t0).count(),
