@@ -50,6 +50,7 @@ Governor::Governor(Executor& executor, const Config& config)
 void Governor::configure(const Config& config) {
   std::lock_guard<std::mutex> lock(mu_);
   config_ = config;
+  std::lock_guard<std::mutex> memo(memo_mu_);
   store_ = DecisionStore(config.remember
                              ? (config.cache_dir.empty() ? default_cache_dir() : config.cache_dir)
                              : std::string());
@@ -150,8 +151,13 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
   if (p.fused && s.first_fused < 0 && s.phase != Phase::Reverted) {
     s.first_fused = p.it.count;
     // Freeze the baseline; what the iterations between hot and now cost is the compile's price.
-    // A remembered baseline beats one or two samples of a loop that is still warming up.
-    if (s.eager.size() >= (s.baseline_remembered ? kTrustedEager : kMinEager)) {
+    // A baseline remembered from an earlier run beats one or two samples of a loop that is
+    // still warming up (a known winner is compiled at first sight).
+    const double prior = remembered_eager(p.it.signature);
+    if (prior > 0 && s.eager.size() < kTrustedEager) {
+      s.eager_median = prior;
+      s.baseline_remembered = true;
+    } else if (s.eager.size() >= kMinEager) {
       s.eager_median = median(s.eager);
       s.baseline_remembered = false;
     }
@@ -327,23 +333,25 @@ void Governor::remember(std::uint64_t signature, const Sig& s, bool compile) {
       d.names.push_back(plan->groups[g].name);
     }
   }
+  std::lock_guard<std::mutex> memo(memo_mu_);
   store_.save(signature, d);
   remembered_[signature] = d;
 }
 
 std::optional<Decision> Governor::remembered(std::uint64_t signature) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> memo(memo_mu_);
   const auto it = remembered_.find(signature);
   if (it != remembered_.end()) return it->second;
   auto d = store_.load(signature);
   remembered_[signature] = d;
-  if (d && d->compile && d->eager_ms > 0) {
-    // A baseline measured by the earlier run, used until this run has its own.
-    Sig& s = sigs_[signature];
-    s.eager_median = d->eager_ms;
-    s.baseline_remembered = true;
-  }
   return d;
+}
+
+double Governor::remembered_eager(std::uint64_t signature) {
+  std::lock_guard<std::mutex> memo(memo_mu_);
+  const auto it = remembered_.find(signature);
+  if (it == remembered_.end() || !it->second || !it->second->compile) return 0;
+  return it->second->eager_ms;
 }
 
 void Governor::fill_report(const Stats& stats, Report& report) {

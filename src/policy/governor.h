@@ -46,7 +46,9 @@ class Governor {
   void stamp(std::int64_t index);
   void on_iteration(const ClosedIteration& c);
 
-  // A verdict of an earlier run, if remembered.
+  // A verdict of an earlier run, if remembered. Takes only the verdicts' own lock (it is called
+  // from the recorder with the recorder's lock held; mu_ may call into the executor, whose lock
+  // is held while it asks the recorder: taking mu_ here could close a cycle).
   std::optional<Decision> remembered(std::uint64_t signature);
 
   // Fills the timing half of each signature's report (the rest comes from stats).
@@ -114,10 +116,12 @@ class Governor {
   void revert(std::uint64_t signature, Sig& s, const std::string& why);
   void remember(std::uint64_t signature, const Sig& s, bool compile);
   double now_ms() const;
+  double remembered_eager(std::uint64_t signature);  // a known winner's baseline, or 0
 
   Executor& executor_;
   mutable std::mutex mu_;
   Config config_;
+  std::mutex memo_mu_;  // after mu_ when both are held; guards store_ and remembered_
   DecisionStore store_;
   std::map<std::uint64_t, std::optional<Decision>> remembered_;
   std::function<double()> fake_clock_;
