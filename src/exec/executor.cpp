@@ -200,8 +200,9 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembere
   if (!cuda) {
     // CPU plans (Config::fuse_cpu) have nothing to compile: built here, ready at once.
     build(*plan, trace, remembered, config);
+    plan->counted = !plan->groups.empty();
     plan->ready = true;
-    if (!plan->groups.empty()) ++*ready;
+    if (plan->counted) ++*ready;
     return;
   }
   // Everything else happens on the worker, so the training thread does not wait: analysis,
@@ -210,8 +211,9 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembere
   CompileWorker::instance().submit([plan, shared_trace, remembered, config, cache, ready] {
     build(*plan, *shared_trace, remembered, config);
     if (!plan->groups.empty()) compile(*plan, cache);
+    plan->counted = !plan->groups.empty();
     plan->ready = true;
-    if (!plan->groups.empty()) ++*ready;
+    if (plan->counted) ++*ready;
   });
 }
 
@@ -411,7 +413,7 @@ void Executor::diverge(const std::string& why) {
                why, "); it finishes eagerly",
                divergence_logs_ == kDivergenceLogs ? " (further divergences are not logged)" : ""));
   }
-  armed_.reset();
+  disarm();
 }
 
 bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
@@ -602,7 +604,7 @@ void Executor::complete_iteration() {
   outside_.clear();
   // The governor's requests take effect between iterations.
   if (armed_->reverted) {
-    armed_.reset();
+    disarm();
     return;
   }
   apply_requests(*armed_);
@@ -614,14 +616,14 @@ void Executor::on_boundary() {
     diverge(concat("the iteration ended after ", cursor_, " of ", armed_->ops.size(), " ops"));
   }
   restore_unwritten(true);  // the loop body's temporaries are gone: what is alive is kept
-  armed_.reset();  // re-armed at the next op, where the recorder expects an iteration to start
+  disarm();  // re-armed at the next op, where the recorder expects an iteration to start
 }
 
 void Executor::flush() {
   std::lock_guard<std::mutex> lock(mu_);
   materialize_all();
   restore_unwritten(true);
-  armed_.reset();
+  disarm();
 }
 
 void Executor::run_eager(const std::vector<const Deferred*>& members,
@@ -813,8 +815,25 @@ void Executor::revert(std::uint64_t signature, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = plans_.find(signature);
   if (it == plans_.end()) return;
-  it->second->reverted = true;
-  it->second->reason = reason;
+  Plan& plan = *it->second;
+  plan.reverted = true;
+  plan.reason = reason;
+  if (armed_ != it->second) uncount_if_reverted(plan);  // else when it is disarmed
+}
+
+void Executor::uncount_if_reverted(Plan& plan) {
+  // A plan that can no longer run stops counting as ready: with none left, ops skip the
+  // executor's lock altogether.
+  if (plan.reverted && plan.ready && plan.counted) {
+    plan.counted = false;
+    --*ready_plans_;
+  }
+}
+
+void Executor::disarm() {
+  if (!armed_) return;
+  const std::shared_ptr<Plan> plan = std::move(armed_);  // leaves armed_ empty
+  uncount_if_reverted(*plan);
 }
 
 std::vector<std::uint64_t> Executor::pending_plans() const {

@@ -97,6 +97,8 @@ class Executor {
   // NVRTC's first compile, on the enabling thread, once per process (see the definition).
   static void start_nvrtc();
   bool try_arm();
+  void disarm();
+  void uncount_if_reverted(Plan& plan);
   void apply_requests(Plan& plan);
   void speculate(const at::Tensor& t, const PlanGroup& g, std::size_t arg,
                  const std::vector<Deferred*>& members);

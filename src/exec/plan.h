@@ -77,6 +77,7 @@ struct Plan {
   std::int64_t requested_epoch = 0;
   std::int64_t epoch = 0;  // configuration of the groups' activity in force
   bool reverted = false;
+  bool counted = false;  // in the executor's count of plans that may run (set before ready)
   std::string reason;
   std::string remembered;  // "known winner ..." / "known loser ..." from an earlier run
   // Kept for logs and tests.
