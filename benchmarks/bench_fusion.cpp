@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,10 +94,11 @@ void print_groups(const hotpath::SignatureStats& s) {
   }
 }
 
-const hotpath::SignatureStats* busiest(const hotpath::Stats& s) {
-  const hotpath::SignatureStats* best = nullptr;
+// The signature that ran fused most often (a copy: callers pass temporaries).
+std::optional<hotpath::SignatureStats> busiest(const hotpath::Stats& s) {
+  std::optional<hotpath::SignatureStats> best;
   for (const auto& sig : s.signatures)
-    if (!best || sig.fusion.fused_iterations > best->fusion.fused_iterations) best = &sig;
+    if (!best || sig.fusion.fused_iterations > best->fusion.fused_iterations) best = sig;
   return best;
 }
 
@@ -189,7 +191,7 @@ int main(int argc, char** argv) {
         "(%.0f GB/s, %.1f%% of copy), speedup %.2fx, rel err %.2g\n",
         elements, copy_ms, copy_bw, eager_ms, fused_ms, fused_bw, 100 * fused_bw / copy_bw,
         eager_ms / fused_ms, err);
-    if (const auto* s = busiest(st)) print_groups(*s);
+    if (const auto s = busiest(st)) print_groups(*s);
     if (out) {
       out << "chain,copy," << copy_ms << "," << copy_bw << ",\n";
       out << "chain,eager," << eager_ms << "," << bytes / eager_ms / 1e6 << ",1\n";
@@ -226,7 +228,7 @@ int main(int argc, char** argv) {
     const auto e2 = time_iterations(iters, [&](int) { eager.step(); });
     const double eager_ms = median(e1), eager2_ms = median(e2);
     const double fused_ms = median(tail(f, static_cast<std::size_t>(iters / 2)));
-    const auto* s = busiest(st);
+    const auto s = busiest(st);
     std::printf(
         "mlp+adamw: eager %.3f ms (again after: %.3f ms), hotpath steady %.3f ms, speedup "
         "%.2fx; first fused iteration %lld, compile %.0f ms (%d from cache)\n",
@@ -269,8 +271,7 @@ int main(int argc, char** argv) {
       if (i == 10) hotpath::wait_for_compilation();
     }
     std::printf("verify mlp+adamw (fp32):\n");
-    const auto mlp_stats = hotpath::stats();  // busiest() points into it
-    if (const auto* s = busiest(mlp_stats)) print_groups(*s);
+    if (const auto s = busiest(hotpath::stats())) print_groups(*s);
     hotpath::disable_hot_path_detection();
 
     for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
@@ -290,8 +291,7 @@ int main(int argc, char** argv) {
       }
       std::printf("verify layernorm->gelu->residual (%s):\n",
                   dtype == torch::kFloat ? "fp32" : "bf16");
-      const auto chain_stats = hotpath::stats();  // busiest() points into it
-      if (const auto* s = busiest(chain_stats)) print_groups(*s);
+      if (const auto s = busiest(hotpath::stats())) print_groups(*s);
       hotpath::disable_hot_path_detection();
     }
   }

@@ -3,19 +3,13 @@
 #include <sstream>
 #include <string>
 
+#include "common/log.h"
 #include "hotpath/hotpath.h"
 
 namespace hotpath {
 namespace {
 
-std::string ms(double v) {
-  char buf[32];
-  if (v >= 10000)
-    std::snprintf(buf, sizeof buf, "%.3f s", v / 1000);
-  else
-    std::snprintf(buf, sizeof buf, "%.3f ms", v);
-  return buf;
-}
+using detail::ms_text;
 
 std::string ratio(double num, double den) {
   if (num <= 0 || den <= 0) return "-";
@@ -26,8 +20,8 @@ std::string ratio(double num, double den) {
 
 std::string row(const std::string& label, double eager, double actual) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%-40s %14s %14s %10s\n", label.c_str(), ms(eager).c_str(),
-                ms(actual).c_str(), ratio(eager, actual).c_str());
+  std::snprintf(buf, sizeof buf, "%-40s %14s %14s %10s\n", label.c_str(), ms_text(eager).c_str(),
+                ms_text(actual).c_str(), ratio(eager, actual).c_str());
   return buf;
 }
 
@@ -73,12 +67,13 @@ std::string format_report(const SignatureReport& r) {
     const double total = r.warmup_ms + r.steady_ms;
     os << row("TOTAL TIME:", e * static_cast<double>(n), total);
     if (n > 0) os << row("Average per iteration:", e, total / static_cast<double>(n));
-    os << "(No Compile: the eager median, " << ms(e) << ", times the iterations; "
+    os << "(No Compile: the eager median, " << ms_text(e) << ", times the iterations; "
        << (r.baseline_remembered ? "remembered from an earlier run"
                                  : "measured before the plan ran")
        << ")\n";
     if (r.first_fused_iteration >= 0) {
-      os << "Medians: eager " << ms(e) << ", fused " << ms(r.fused_median_ms) << "; break-even ";
+      os << "Medians: eager " << ms_text(e) << ", fused " << ms_text(r.fused_median_ms)
+         << "; break-even ";
       if (r.break_even_projected >= 0)
         os << "projected at iteration " << r.break_even_projected;
       else

@@ -126,8 +126,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
       const int v = n.input_at(a);
       if (!var.count(v)) {
         HOTPATH_CHECK(!in_group(v), "value %", v, " used before it is computed");
-        KernelArg& p = tensor_param(v);
-        p.read = true;
+        tensor_param(v);
         const int idx = param_of_tensor[g.value(v).tensor];
         // Names count within the group, so that groups doing the same work read the same.
         const std::string name = "x" + std::to_string(loads.size());

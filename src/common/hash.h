@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <string_view>
 
 namespace hotpath::detail {
@@ -27,6 +29,13 @@ inline std::uint64_t hash_string(std::string_view s) {
     h *= 0x100000001b3ULL;
   }
   return mix64(h);
+}
+
+// 16 hex digits: file names and cache keys.
+inline std::string full_hex(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
 }
 
 }  // namespace hotpath::detail

@@ -3,6 +3,7 @@
 // unit cannot see both. Callers format their message themselves.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 #include "hotpath/hotpath.h"
@@ -16,5 +17,15 @@ void log(LogLevel level, const std::string& message);
 inline void log_info(const std::string& m) { log(LogLevel::Info, m); }
 inline void log_warn(const std::string& m) { log(LogLevel::Warn, m); }
 inline void log_debug(const std::string& m) { log(LogLevel::Debug, m); }
+
+// A duration for people: "0.812 ms", or "12.345 s" from ten seconds on.
+inline std::string ms_text(double ms) {
+  char buf[32];
+  if (ms >= 10000)
+    std::snprintf(buf, sizeof buf, "%.3f s", ms / 1000);
+  else
+    std::snprintf(buf, sizeof buf, "%.3f ms", ms);
+  return buf;
+}
 
 }  // namespace hotpath::detail

@@ -20,7 +20,8 @@ constexpr char kMagic[8] = {'H', 'P', 'C', 'U', 'B', 'I', 'N', '1'};
 std::uint64_t checksum(const std::string& s) { return hash_string(s); }
 }  // namespace
 
-std::string default_cache_dir() {
+std::string cache_dir(const std::string& configured) {
+  if (!configured.empty()) return configured;
   if (const char* d = std::getenv("HOTPATH_CACHE_DIR"); d != nullptr && *d != '\0') return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0')
     return std::string(x) + "/hotpath";
@@ -38,9 +39,7 @@ std::string kernel_cache_key(const std::string& source, int arch) {
   h = hash_combine(h, static_cast<std::uint64_t>(arch));
   h = hash_combine(h, hash_string(nvrtc_version()));
   for (const auto& o : nvrtc_options(arch)) h = hash_combine(h, hash_string(o));
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return std::string(buf) + "-sm" + std::to_string(arch);
+  return full_hex(h) + "-sm" + std::to_string(arch);
 }
 
 std::string KernelCache::path(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }

@@ -24,8 +24,9 @@ class KernelCache {
   std::string dir_;
 };
 
-// HOTPATH_CACHE_DIR, else $XDG_CACHE_HOME/hotpath, else $HOME/.cache/hotpath.
-std::string default_cache_dir();
+// The cache directory: `configured` (Config::cache_dir) if set, else $HOTPATH_CACHE_DIR, else
+// $XDG_CACHE_HOME/hotpath, else $HOME/.cache/hotpath; empty when none of those exists.
+std::string cache_dir(const std::string& configured);
 
 // The cache key of a kernel source compiled for sm_<arch>.
 std::string kernel_cache_key(const std::string& source, int arch);

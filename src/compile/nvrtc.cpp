@@ -2,7 +2,6 @@
 
 #include <nvrtc.h>
 
-#include <chrono>
 #include <fstream>
 #include <mutex>
 
@@ -124,7 +123,6 @@ std::string nvrtc_version() {
 CompileOutput nvrtc_compile(const std::string& source, const std::string& name, int arch,
                             const std::vector<std::pair<std::string, std::string>>& headers,
                             const std::string& dump_dir) {
-  const auto t0 = std::chrono::steady_clock::now();
   Program prog(source, name, headers);
   const std::vector<std::string> opts = nvrtc_options(arch);
   std::vector<const char*> copts;
@@ -148,8 +146,6 @@ CompileOutput nvrtc_compile(const std::string& source, const std::string& name, 
   HOTPATH_NVRTC_CHECK(nvrtcGetCUBINSize(prog.get(), &size));
   out.cubin.resize(size);
   HOTPATH_NVRTC_CHECK(nvrtcGetCUBIN(prog.get(), out.cubin.data()));
-  out.milliseconds =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 

@@ -11,7 +11,6 @@ namespace hotpath::detail {
 struct CompileOutput {
   std::string cubin;
   std::string log;
-  double milliseconds = 0;
 };
 
 // Compiles `source` for sm_<arch> (e.g. 90) with the in-memory `headers`. Throws hotpath::Error

@@ -109,9 +109,7 @@ void plan_speculative(const Graph& g, const HotTrace& trace, const FusionGroup& 
 }  // namespace
 
 Executor::Executor(Recorder& recorder, const Config& config)
-    : recorder_(recorder),
-      config_(config),
-      cache_(config.cache_dir.empty() ? default_cache_dir() : config.cache_dir) {
+    : recorder_(recorder), config_(config), cache_(cache_dir(config.cache_dir)) {
   if (config.fuse) start_nvrtc();
 }
 
@@ -120,7 +118,7 @@ Executor::~Executor() = default;
 void Executor::configure(const Config& config) {
   std::lock_guard<std::mutex> lock(mu_);
   config_ = config;
-  cache_ = KernelCache(config.cache_dir.empty() ? default_cache_dir() : config.cache_dir);
+  cache_ = KernelCache(cache_dir(config.cache_dir));
   if (config.fuse) start_nvrtc();
 }
 
@@ -172,9 +170,8 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembere
   auto plan = std::make_shared<Plan>();
   plan->signature = trace.signature;
   plan->hex = short_hex(trace.signature);
-  plan->hot_iteration = trace.iteration;
   Config config;
-  KernelCache cache = cache_;
+  KernelCache cache{""};
   {
     std::lock_guard<std::mutex> lock(mu_);
     config = config_;
@@ -369,6 +366,9 @@ void Executor::apply_requests(Plan& plan) {
 }
 
 bool Executor::try_arm() {
+  // Called for every op while plans are ready but none is armed: decide without the recorder's
+  // lock when this op cannot start an iteration.
+  if (recorder_.next_index() != recorder_.expected_start()) return false;
   const StreamPosition pos = recorder_.position();
   if (pos.expected_start != pos.next_op) return false;
   const auto it = plans_.find(pos.last_signature);

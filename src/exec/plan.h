@@ -57,7 +57,6 @@ struct PlanGroup {
 struct Plan {
   std::uint64_t signature = 0;
   std::string hex;
-  std::int64_t hot_iteration = 0;
   std::vector<PlanOp> ops;
   std::vector<PlanGroup> groups;
   int device_index = -1;

@@ -17,9 +17,7 @@ struct Session {
       const std::uint64_t sig = t.signature;
       executor.on_hot(std::move(t), governor.remembered(sig));
     });
-    recorder.set_iteration_listener([this](const IterationEvent& e) {
-      governor.on_iteration(ClosedIteration{e.signature, e.first, e.end, e.count, e.hot});
-    });
+    recorder.set_iteration_listener([this](const IterationEvent& e) { governor.on_iteration(e); });
     recorder.set_instant_hot([this](std::uint64_t sig) {
       const auto d = governor.remembered(sig);
       return d.has_value() && d->compile;

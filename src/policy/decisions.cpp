@@ -6,24 +6,19 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/hash.h"
 #include "common/log.h"
 
 namespace hotpath::detail {
 namespace {
 constexpr const char* kMagic = "hotpath-decision 1";
-
-std::string hex16(std::uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 }  // namespace
 
 DecisionStore::DecisionStore(std::string dir)
     : dir_(dir.empty() ? std::string() : dir + "/decisions") {}
 
 std::string DecisionStore::path(std::uint64_t signature) const {
-  return dir_ + "/" + hex16(signature) + ".txt";
+  return dir_ + "/" + full_hex(signature) + ".txt";
 }
 
 std::optional<Decision> DecisionStore::load(std::uint64_t signature) const {

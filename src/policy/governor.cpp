@@ -27,12 +27,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-std::string ms_text(double ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f ms", ms);
-  return buf;
-}
-
 std::string percent(double a, double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%+.1f%%", b > 0 ? 100.0 * (a - b) / b : 0.0);
@@ -44,16 +38,13 @@ std::string percent(double a, double b) {
 Governor::Governor(Executor& executor, const Config& config)
     : executor_(executor),
       config_(config),
-      store_(config.remember ? (config.cache_dir.empty() ? default_cache_dir() : config.cache_dir)
-                             : std::string()) {}
+      store_(config.remember ? cache_dir(config.cache_dir) : std::string()) {}
 
 void Governor::configure(const Config& config) {
   std::lock_guard<std::mutex> lock(mu_);
   config_ = config;
   std::lock_guard<std::mutex> memo(memo_mu_);
-  store_ = DecisionStore(config.remember
-                             ? (config.cache_dir.empty() ? default_cache_dir() : config.cache_dir)
-                             : std::string());
+  store_ = DecisionStore(config.remember ? cache_dir(config.cache_dir) : std::string());
   remembered_.clear();
 }
 
@@ -101,7 +92,7 @@ void Governor::stamp(std::int64_t index) {
   while (stamps_.size() > 64) stamps_.pop_front();
 }
 
-void Governor::on_iteration(const ClosedIteration& c) {
+void Governor::on_iteration(const IterationEvent& c) {
   // The executor is asked outside our lock (it never calls us, but keep the order simple).
   const Executor::RunInfo run = executor_.ran(c.signature, c.first);
   std::lock_guard<std::mutex> lock(mu_);

@@ -19,18 +19,11 @@
 #include "driver/cuda_driver.h"
 #include "hotpath/hotpath.h"
 #include "policy/decisions.h"
+#include "trace/recorder.h"
 
 namespace hotpath::detail {
 
 class Executor;
-
-// An iteration the recorder has just closed.
-struct ClosedIteration {
-  std::uint64_t signature = 0;
-  std::int64_t first = 0, end = 0;  // global op indices [first, end)
-  std::int64_t count = 0;           // this signature's iterations so far, this one included
-  bool hot = false;                 // the signature is hot (after this iteration)
-};
 
 class Governor {
  public:
@@ -44,7 +37,7 @@ class Governor {
   bool cuda_noted() const { return cuda_noted_.load(std::memory_order_relaxed); }
   // An iteration boundary lies before global op `index`.
   void stamp(std::int64_t index);
-  void on_iteration(const ClosedIteration& c);
+  void on_iteration(const IterationEvent& c);
 
   // A verdict of an earlier run, if remembered. Takes only the verdicts' own lock (it is called
   // from the recorder with the recorder's lock held; mu_ may call into the executor, whose lock
@@ -61,7 +54,7 @@ class Governor {
     std::shared_ptr<CudaEvent> event;
   };
   struct Pending {
-    ClosedIteration it;
+    IterationEvent it;
     bool fused = false;
     std::int64_t epoch = 0;
     Stamp a, b;

@@ -48,12 +48,19 @@ void Recorder::notify_hot() {
   }
 }
 
+std::int64_t Recorder::expected_start_locked() const {
+  if (mode_ == BoundaryMode::Explicit)
+    return next_ == seg_start_ && (!uses_scopes_ || scope_depth_ > 0) ? next_ : -1;
+  if (mode_ == BoundaryMode::Auto && detector_ && detector_->locked())
+    return detector_->expected_boundary();
+  return -1;
+}
+
 void Recorder::publish_locked() {
   next_atomic_.store(next_, std::memory_order_relaxed);
-  const std::int64_t due = (mode_ == BoundaryMode::Auto && detector_ && detector_->locked())
-                               ? detector_->expected_boundary()
-                               : -1;
-  due_atomic_.store(due, std::memory_order_relaxed);
+  const std::int64_t start = expected_start_locked();
+  start_atomic_.store(start, std::memory_order_relaxed);
+  due_atomic_.store(mode_ == BoundaryMode::Auto ? start : -1, std::memory_order_relaxed);
 }
 
 void Recorder::configure(const Config& config) {
@@ -64,6 +71,7 @@ void Recorder::configure(const Config& config) {
     detector_ = std::make_unique<PeriodDetector>(config_.max_period_ops, next_);
     drop_pending(next_);
   }
+  publish_locked();
 }
 
 void Recorder::resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors) {
@@ -248,11 +256,7 @@ StreamPosition Recorder::position() const {
   p.next_op = next_;
   p.iterations = iterations_;
   p.last_signature = last_signature_;
-  if (mode_ == BoundaryMode::Explicit) {
-    if (next_ == seg_start_ && (!uses_scopes_ || scope_depth_ > 0)) p.expected_start = next_;
-  } else if (mode_ == BoundaryMode::Auto && detector_ && detector_->locked()) {
-    p.expected_start = detector_->expected_boundary();
-  }
+  p.expected_start = expected_start_locked();
   return p;
 }
 
@@ -280,6 +284,7 @@ void Recorder::begin_scope() {
   use_explicit_boundaries();
   uses_scopes_ = true;
   if (scope_depth_++ == 0) drop_pending(next_);
+  publish_locked();
 }
 
 void Recorder::end_scope() {

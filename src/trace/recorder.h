@@ -67,6 +67,9 @@ class Recorder {
   // expected to start in an auto-detected loop (-1: not known).
   std::int64_t next_index() const { return next_atomic_.load(std::memory_order_relaxed); }
   std::int64_t boundary_due() const { return due_atomic_.load(std::memory_order_relaxed); }
+  // Where the next iteration is expected to start in either mode (-1: not known), lock-free:
+  // a plan can only be armed when next_index() equals it.
+  std::int64_t expected_start() const { return start_atomic_.load(std::memory_order_relaxed); }
 
   void configure(const Config& config);
 
@@ -101,6 +104,7 @@ class Recorder {
   void notify_hot();      // hands collected hot traces and closed iterations to the listeners;
                           // called without the lock
   void publish_locked();  // refreshes the lock-free positions
+  std::int64_t expected_start_locked() const;
 
   mutable std::mutex mu_;
   Config config_;
@@ -134,6 +138,7 @@ class Recorder {
   std::vector<IterationEvent> closed_;  // likewise
   std::atomic<std::int64_t> next_atomic_{0};
   std::atomic<std::int64_t> due_atomic_{-1};
+  std::atomic<std::int64_t> start_atomic_{-1};
 };
 
 }  // namespace hotpath::detail

@@ -33,11 +33,6 @@ std::uint64_t iteration_signature(const std::deque<OpRecord>& ops, std::int64_t 
   return h;
 }
 
-std::string short_hex(std::uint64_t signature) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%08llx",
-                static_cast<unsigned long long>(signature & 0xffffffffULL));
-  return buf;
-}
+std::string short_hex(std::uint64_t signature) { return full_hex(signature).substr(8); }
 
 }  // namespace hotpath::detail
