@@ -3,7 +3,9 @@
 //           same bytes (the bandwidth ceiling), eager vs fused.
 //   mlp:    Linear 1024->4096, GELU, Linear 4096->1024, batch 256, MSE, AdamW; eager vs fused.
 //   verify: every fused group of the MLP step and of a LayerNorm->GELU->residual chain checked
-//           against eager on fresh random inputs each launch (Config::verify).
+//           against eager on fresh random inputs each launch (Config::verify), on the groups'
+//           own kernels and on the interpreter kernel (Config::compile_kernels = false).
+//   Each case also runs on the interpreter alone, for its speed.
 // Usage: bench_fusion [--iters N] [--elements N] [--csv FILE] [--cache DIR]
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
@@ -68,12 +70,16 @@ std::vector<double> tail(const std::vector<double>& v, std::size_t n) {
   return std::vector<double>(v.end() - static_cast<std::ptrdiff_t>(std::min(n, v.size())), v.end());
 }
 
-hotpath::Config config(const std::string& cache, bool verify) {
+// `kernels` false: the groups run on the interpreter kernel only (no compile per signature);
+// such runs remember nothing, so that they leave no verdict for the runs that compile.
+hotpath::Config config(const std::string& cache, bool verify, bool kernels = true) {
   hotpath::Config c;
   c.threshold = 10;
   c.fuse = true;
   c.cache_dir = cache;
   c.verify = verify;
+  c.compile_kernels = kernels;
+  c.remember = kernels;
   return c;
 }
 
@@ -83,9 +89,11 @@ void print_groups(const hotpath::SignatureStats& s) {
               static_cast<long long>(s.fusion.divergences),
               static_cast<long long>(s.fusion.restored));
   for (const auto& g : s.fusion.groups) {
-    std::printf("    group %-44s %2d ops  compile %7.1f ms%s  launches %lld  eager %lld",
-                g.name.c_str(), g.ops, g.compile_ms, g.from_cache ? " (cache)" : "",
-                static_cast<long long>(g.launches), static_cast<long long>(g.eager_runs));
+    std::printf(
+        "    group %-44s %2d ops  compile %7.1f ms%s  launches %lld (%lld interpreted)  eager %lld",
+        g.name.c_str(), g.ops, g.compile_ms, g.from_cache ? " (cache)" : "",
+        static_cast<long long>(g.launches), static_cast<long long>(g.interpreted),
+        static_cast<long long>(g.eager_runs));
     if (g.checks > 0)
       std::printf("  checks %lld  max rel err %.3g", static_cast<long long>(g.checks),
                   g.max_rel_error);
@@ -173,6 +181,13 @@ int main(int argc, char** argv) {
     });
     const auto st = hotpath::stats();
     hotpath::disable_hot_path_detection();
+    hotpath::enable_hot_path_detection(config(cache, false, false));
+    const std::vector<double> interp = time_iterations(iters, [&](int i) {
+      auto y = chain();
+      hotpath::step();
+      if (i == 10) hotpath::wait_for_compilation();
+    });
+    hotpath::disable_hot_path_detection();
     // Correctness of the fused result on this data.
     hotpath::enable_hot_path_detection(config(cache, false));
     torch::Tensor y_fused;
@@ -185,17 +200,21 @@ int main(int argc, char** argv) {
     const auto ref = chain();
     const double err = ((y_fused - ref).norm() / ref.norm()).item<double>();
     const double fused_ms = median(tail(fused, static_cast<std::size_t>(iters / 2)));
+    const double interp_ms = median(tail(interp, static_cast<std::size_t>(iters / 2)));
     const double copy_bw = bytes / copy_ms / 1e6, fused_bw = bytes / fused_ms / 1e6;
     std::printf(
         "chain %lld elements: copy %.3f ms (%.0f GB/s), eager %.3f ms, fused %.3f ms "
-        "(%.0f GB/s, %.1f%% of copy), speedup %.2fx, rel err %.2g\n",
+        "(%.0f GB/s, %.1f%% of copy), speedup %.2fx, rel err %.2g; interpreter %.3f ms "
+        "(%.1f%% of copy)\n",
         elements, copy_ms, copy_bw, eager_ms, fused_ms, fused_bw, 100 * fused_bw / copy_bw,
-        eager_ms / fused_ms, err);
+        eager_ms / fused_ms, err, interp_ms, 100 * copy_ms / interp_ms);
     if (const auto s = busiest(st)) print_groups(*s);
     if (out) {
       out << "chain,copy," << copy_ms << "," << copy_bw << ",\n";
       out << "chain,eager," << eager_ms << "," << bytes / eager_ms / 1e6 << ",1\n";
       out << "chain,fused," << fused_ms << "," << fused_bw << "," << eager_ms / fused_ms << "\n";
+      out << "chain,interpreter," << interp_ms << "," << bytes / interp_ms / 1e6 << ","
+          << eager_ms / interp_ms << "\n";
     }
   }
 
@@ -226,6 +245,14 @@ int main(int argc, char** argv) {
     const auto st = hotpath::stats();
     hotpath::disable_hot_path_detection();
     const auto e2 = time_iterations(iters, [&](int) { eager.step(); });
+    hotpath::enable_hot_path_detection(config(cache, false, false));
+    const auto in = time_iterations(iters, [&](int i) {
+      hot.step();
+      hotpath::step();
+      if (i == 10) hotpath::wait_for_compilation();
+    });
+    hotpath::disable_hot_path_detection();
+    const double interp_ms = median(tail(in, static_cast<std::size_t>(iters / 2)));
     const double eager_ms = median(e1), eager2_ms = median(e2);
     const double fused_ms = median(tail(f, static_cast<std::size_t>(iters / 2)));
     const auto s = busiest(st);
@@ -247,6 +274,8 @@ int main(int argc, char** argv) {
         "%.3f/%.3f/%.3f ms\n",
         quantile(e1, 0.1), median(e1), quantile(e1, 0.9), quantile(f_tail, 0.1), median(f_tail),
         quantile(f_tail, 0.9));
+    std::printf("    interpreter only (no compile per signature): steady %.3f ms, speedup %.2fx\n",
+                interp_ms, eager_ms / interp_ms);
     if (s) print_groups(*s);
     // The governor's verdict for the loop's signature, as the library reports it.
     for (const auto& r : hotpath::report().signatures)
@@ -255,14 +284,17 @@ int main(int argc, char** argv) {
       out << "mlp_adamw,eager," << eager_ms << ",,1\n";
       out << "mlp_adamw,eager_after," << eager2_ms << ",,\n";
       out << "mlp_adamw,hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
+      out << "mlp_adamw,interpreter," << interp_ms << ",," << eager_ms / interp_ms << "\n";
     }
   }
 
-  // ---- verification: every fused group against eager, fresh random inputs each launch -------
-  {
+  // ---- verification: every fused group against eager, fresh random inputs each launch, on the
+  // groups' own kernels and on the interpreter ----------------------------------------------
+  for (const bool kernels : {true, false}) {
+    const char* tier = kernels ? "compiled kernels" : "interpreter";
     torch::manual_seed(2);
     Mlp mlp;
-    hotpath::enable_hot_path_detection(config(cache, true));
+    hotpath::enable_hot_path_detection(config(cache, true, kernels));
     for (int i = 0; i < 30; ++i) {
       mlp.x.normal_();
       mlp.y.normal_();
@@ -270,7 +302,7 @@ int main(int argc, char** argv) {
       hotpath::step();
       if (i == 10) hotpath::wait_for_compilation();
     }
-    std::printf("verify mlp+adamw (fp32):\n");
+    std::printf("verify mlp+adamw (fp32, %s):\n", tier);
     if (const auto s = busiest(hotpath::stats())) print_groups(*s);
     hotpath::disable_hot_path_detection();
 
@@ -279,7 +311,7 @@ int main(int argc, char** argv) {
       auto ln = torch::nn::LayerNorm(torch::nn::LayerNormOptions({1024}));
       ln->to(torch::kCUDA, dtype);
       auto x = torch::randn({512, 1024}, opts);
-      hotpath::enable_hot_path_detection(config(cache, true));
+      hotpath::enable_hot_path_detection(config(cache, true, kernels));
       {
         torch::NoGradGuard ng;
         for (int i = 0; i < 30; ++i) {
@@ -289,8 +321,8 @@ int main(int argc, char** argv) {
           if (i == 10) hotpath::wait_for_compilation();
         }
       }
-      std::printf("verify layernorm->gelu->residual (%s):\n",
-                  dtype == torch::kFloat ? "fp32" : "bf16");
+      std::printf("verify layernorm->gelu->residual (%s, %s):\n",
+                  dtype == torch::kFloat ? "fp32" : "bf16", tier);
       if (const auto s = busiest(hotpath::stats())) print_groups(*s);
       hotpath::disable_hot_path_detection();
     }

@@ -44,11 +44,14 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   EnvVar m("HOTPATH_REVERT_MARGIN", "0.1");
   EnvVar r("HOTPATH_REMEMBER", "0");
   EnvVar f("HOTPATH_FUSE", "0");
+  CHECK(defaults.compile_kernels);
+  EnvVar k("HOTPATH_COMPILE_KERNELS", "0");
   const auto c = hotpath::config_from_env(defaults);
   CHECK(c.revert_window == 40);
   CHECK(c.revert_margin == Approx(0.1));
   CHECK_FALSE(c.remember);
   CHECK_FALSE(c.fuse);
+  CHECK_FALSE(c.compile_kernels);
 }
 
 TEST_CASE("unusable environment values are rejected by name", "[config]") {
@@ -84,6 +87,10 @@ TEST_CASE("unusable environment values are rejected by name", "[config]") {
   SECTION("remember") {
     EnvVar t("HOTPATH_REMEMBER", "true");
     CHECK(error_of({}).find("HOTPATH_REMEMBER='true'") != std::string::npos);
+  }
+  SECTION("compile kernels") {
+    EnvVar t("HOTPATH_COMPILE_KERNELS", "no");
+    CHECK(error_of({}).find("HOTPATH_COMPILE_KERNELS='no'") != std::string::npos);
   }
 }
 

@@ -12,10 +12,12 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/interpreter.h"
 #include "codegen/kernel.h"
 #include "compile/kernel_cache.h"
 #include "compile/nvrtc.h"
 #include "exec/session.h"
+#include "fusion/op_table.h"
 #include "fusion/partition.h"
 #include "hotpath/hotpath.h"
 #include "ir/graph.h"
@@ -253,6 +255,106 @@ TEST_CASE("every generated kernel compiles with NVRTC", "[fusion][nvrtc]") {
         "addcmul", "where.self", "lerp.Scalar", "_to_copy", "mul.Tensor", "add.Tensor"}) {
     CAPTURE(op);
     CHECK(ops.count(op) == 1);
+  }
+}
+
+// What the interpreter kernel must run for a group: each member as the form of its op, reading
+// the registers of its operands, and the group's loads and stores.
+void check_program(const hotpath::detail::Graph& g, const hotpath::detail::FusionGroup& grp,
+                   const hotpath::detail::KernelSpec& spec) {
+  using hotpath::detail::op_form_index;
+  const hp::Program& p = spec.program;
+  INFO(spec.source);
+  REQUIRE(p.code == static_cast<int>(grp.nodes.size()));
+  for (std::size_t k = 0; k < grp.nodes.size(); ++k) {
+    const auto& n = g.node(grp.nodes[k]);
+    CAPTURE(n.short_name());
+    CHECK(p.instr[k].op == op_form_index(n));
+    CHECK(p.instr[k].dst < hp::kProgramRegs);
+  }
+  int loads = 0, stores = 0;
+  for (const auto& a : spec.args) {
+    if (a.kind != hotpath::detail::KernelArg::Kind::Tensor) continue;
+    stores += a.written ? 1 : 0;
+  }
+  for (int k = 0; k < p.loads; ++k) {
+    const auto& a = spec.args[p.load_slot[k]];
+    CHECK(a.kind == hotpath::detail::KernelArg::Kind::Tensor);
+    ++loads;
+  }
+  CHECK(loads == p.loads);
+  CHECK(p.stores == stores);
+  for (int k = 0; k < p.stores; ++k) CHECK(spec.args[p.store_slot[k]].written);
+  CHECK(p.numel == spec.numel);
+}
+
+TEST_CASE("the interpreter kernel holds every op form and compiles with NVRTC", "[fusion][nvrtc]") {
+  const std::string& src = hotpath::detail::interpreter_source();
+  const auto& forms = hotpath::detail::op_forms();
+  REQUIRE(forms.size() > 40);
+  for (std::size_t i = 0; i < forms.size(); ++i) {
+    CAPTURE(forms[i].key, forms[i].variant);
+    CHECK(src.find("case " + std::to_string(i) + ":  // " + forms[i].key) != std::string::npos);
+  }
+  const auto out = hotpath::detail::nvrtc_compile(src, hotpath::detail::kInterpreterFunction, 90,
+                                                  hotpath::detail::runtime_headers(), "");
+  CHECK(out.cubin.size() > 0);
+}
+
+TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
+  SECTION("the optimizer groups of an MLP + AdamW step") {
+    torch::manual_seed(7);
+    Mlp mlp;
+    Enabled on(cpu_plans(3));
+    for (int i = 0; i < 5; ++i) {
+      mlp.train_step(i);
+      hotpath::step();
+    }
+    const auto plan = last_plan();
+    REQUIRE(plan != nullptr);
+    REQUIRE(plan->groups.size() >= 4);
+    for (std::size_t k = 0; k < plan->partition.groups.size(); ++k) {
+      const auto& spec = plan->groups[k].spec;
+      INFO(spec.not_interpretable);
+      REQUIRE(spec.interpretable());
+      check_program(*plan->graph, plan->partition.groups[k], spec);
+      // AdamW: param, exp_avg, exp_avg_sq read with the gradient; those three and two values
+      // nobody but hotpath may hold written.
+      CHECK(spec.program.loads == 4);
+      CHECK(spec.program.stores == 5);
+    }
+  }
+  SECTION("the op zoo: gelu variants, clamp bounds, bf16 rounding; broadcasts are not") {
+    torch::manual_seed(3);
+    auto x = torch::randn({32, 64}, torch::requires_grad());
+    auto w = torch::randn({32, 64}, torch::requires_grad());
+    auto row = torch::randn({64});
+    auto xt = torch::randn({64, 32});
+    Enabled on(cpu_plans(2));
+    for (int i = 0; i < 3; ++i) {
+      op_zoo(x, w, row, xt).backward();
+      hotpath::step();
+    }
+    const auto plan = last_plan();
+    REQUIRE(plan != nullptr);
+    const auto& g = *plan->graph;
+    int interpretable = 0, broadcast = 0;
+    bool rounds_bf16 = false;
+    for (const auto& grp : plan->partition.groups) {
+      const auto spec = hotpath::detail::generate_kernel(g, grp);
+      if (!spec.interpretable()) {
+        CHECK(spec.not_interpretable == "a strided or broadcast operand");
+        ++broadcast;
+        continue;
+      }
+      ++interpretable;
+      check_program(g, grp, spec);
+      for (int k = 0; k < spec.program.code; ++k)
+        rounds_bf16 = rounds_bf16 || spec.program.instr[k].round == hp::kBF16;
+    }
+    CHECK(interpretable >= 2);
+    CHECK(broadcast >= 1);  // x * w + row, xt.t()
+    CHECK(rounds_bf16);
   }
 }
 

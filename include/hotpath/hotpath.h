@@ -52,13 +52,18 @@ struct Config {
   // Remember verdicts in cache_dir: a later run compiles known winners as soon as their
   // signature appears and never compiles known losers. HOTPATH_REMEMBER (0/1).
   bool remember = true;
+  // Compile each fused group's own kernel (NVRTC, on the worker). A hot signature's groups run
+  // on the interpreter kernel (one kernel, compiled once per device and cached) from the next
+  // iteration on, until their own kernels are loaded. false: the interpreter only, no compile
+  // per signature. HOTPATH_COMPILE_KERNELS (0/1).
+  bool compile_kernels = true;
 };
 
 // Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD, HOTPATH_LOG_LEVEL
 // (trace|debug|info|warn|error|off), HOTPATH_FUSE (0/1), HOTPATH_FUSE_CPU (0/1) and
-// HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1), HOTPATH_REVERT_WINDOW, HOTPATH_REVERT_MARGIN and
-// HOTPATH_REMEMBER (0/1) on top of `base`. Throws hotpath::Error on a value it
-// cannot use, naming the variable and the value.
+// HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1), HOTPATH_REVERT_WINDOW, HOTPATH_REVERT_MARGIN,
+// HOTPATH_REMEMBER (0/1) and HOTPATH_COMPILE_KERNELS (0/1) on top of `base`. Throws hotpath::Error
+// on a value it cannot use, naming the variable and the value.
 Config config_from_env(Config base = Config{});
 
 // Starts intercepting the ATen ops of the calling thread (and the autograd work it launches).
@@ -91,20 +96,24 @@ class Iteration {
 struct GroupStats {
   std::string name;  // what it fuses, e.g. "mul_add_addcmul_sqrt_div_addcdiv"
   int ops = 0;
-  bool gpu = false;             // a CUDA kernel; false: CPU group run by ATen (Config::fuse_cpu)
-  double compile_ms = 0;        // NVRTC time on the worker thread (or cache load)
-  bool from_cache = false;      // loaded from the on-disk cache
-  std::string error;            // why it stays eager (compile/load failure), empty when fine
-  std::int64_t launches = 0;    // kernel launches
-  std::int64_t eager_runs = 0;  // times its ops ran eagerly instead (CPU, divergence, hazards)
-  std::int64_t checks = 0;      // launches verified against eager (Config::verify)
-  double max_rel_error = 0;     // largest ||fused - eager|| / ||eager|| over those checks
-  bool active = true;           // false: reverted (its ops run eagerly); see FusionStats::reason
+  bool gpu = false;              // a CUDA kernel; false: CPU group run by ATen (Config::fuse_cpu)
+  bool interpretable = false;    // the interpreter kernel can run it
+  bool compiled = false;         // its own kernel is loaded (and runs from now on)
+  double compile_ms = 0;         // NVRTC time on the worker thread (or cache load)
+  bool from_cache = false;       // loaded from the on-disk cache
+  std::string error;             // why its kernel is not used (compile/load failure)
+  std::int64_t launches = 0;     // kernel launches
+  std::int64_t interpreted = 0;  // ... of them by the interpreter (before its kernel was loaded)
+  std::int64_t eager_runs = 0;   // times its ops ran eagerly instead (CPU, divergence, hazards)
+  std::int64_t checks = 0;       // launches verified against eager (Config::verify)
+  double max_rel_error = 0;      // largest ||fused - eager|| / ||eager|| over those checks
+  bool active = true;            // false: reverted (its ops run eagerly); see FusionStats::reason
 };
 
 struct FusionStats {
   bool planned = false;   // a plan was built when the signature turned hot
-  bool ready = false;     // its kernels are compiled (or it needs none)
+  bool ready = false;     // built: it runs from the next iteration (interpreter meanwhile)
+  bool compiled = false;  // every group's own kernel is loaded or has failed
   int fused_ops = 0;      // ops of an iteration covered by fused groups
   double compile_ms = 0;  // worker wall time for all of the plan's kernels
   int kernels_from_cache = 0;

@@ -143,10 +143,12 @@ std::string format_stats(const Stats& s) {
     if (sig.hot) os << "  hot since iteration " << sig.hot_at_iteration;
     const FusionStats& f = sig.fusion;
     if (f.planned && !f.ready) {
-      os << "  being analysed and compiled in the background";
+      os << "  being analysed in the background";
     } else if (f.planned) {
       os << "  " << f.groups.size() << " fused group(s), " << f.fused_ops << " ops";
-      if (!f.groups.empty()) {
+      if (!f.groups.empty() && !f.compiled) {
+        os << ", compiling (the interpreter runs them meanwhile)";
+      } else if (!f.groups.empty()) {
         os << ", compiled in " << static_cast<long long>(f.compile_ms + 0.5) << " ms";
         if (f.kernels_from_cache > 0) os << " (" << f.kernels_from_cache << " from cache)";
       }
@@ -160,10 +162,17 @@ std::string format_stats(const Stats& s) {
     os << "\n";
     for (const GroupStats& g : f.groups) {
       os << "    " << g.name << " (" << g.ops << " ops" << (g.gpu ? "" : ", cpu");
-      if (g.gpu && f.ready) os << ", " << g.compile_ms << " ms" << (g.from_cache ? " cached" : "");
-      os << "): " << g.launches << " launches, " << g.eager_runs << " eager runs";
+      if (g.gpu && g.compiled) {
+        os << ", " << g.compile_ms << " ms" << (g.from_cache ? " cached" : "");
+      }
+      os << "): " << g.launches << " launches";
+      if (g.interpreted > 0) os << " (" << g.interpreted << " interpreted)";
+      os << ", " << g.eager_runs << " eager runs";
       if (!g.active && !f.reverted) os << ", reverted (runs eagerly)";
-      if (!g.error.empty()) os << ", eager: " << g.error.substr(0, g.error.find('\n'));
+      if (!g.error.empty()) {
+        os << (g.interpretable ? ", interpreted: " : ", eager: ")
+           << g.error.substr(0, g.error.find('\n'));
+      }
       os << "\n";
     }
   }

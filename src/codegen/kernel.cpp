@@ -12,6 +12,9 @@
 
 namespace hotpath::detail {
 
+// hp::Program is passed by value as the interpreter's only kernel parameter.
+static_assert(sizeof(hp::Program) <= 4096, "the interpreter's program exceeds a kernel parameter");
+
 const char* cuda_type(c10::ScalarType t) {
   switch (t) {
     case c10::ScalarType::Float:
@@ -117,6 +120,14 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   std::vector<std::string> scalar_params;
   std::set<int> loaded;
   std::vector<std::pair<int, std::string>> loads;  // param index, variable
+  // The interpreter's program, built alongside: registers per variable.
+  hp::Program& prog = spec.program;
+  std::map<std::string, int> reg;
+  std::map<std::string, int> scalar_slot;  // scalar name -> kernel argument
+  std::vector<hp::ProgramInstr> code;
+  auto why_not = [&](const std::string& why) {
+    if (spec.not_interpretable.empty()) spec.not_interpretable = why;
+  };
   for (std::size_t mi = 0; mi < group.nodes.size(); ++mi) {
     const Node& n = g.node(group.nodes[mi]);
     const PointwiseOp* op = find_pointwise(n);
@@ -132,6 +143,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
         const std::string name = "x" + std::to_string(loads.size());
         loads.emplace_back(idx, name);
         var[v] = name;
+        reg[name] = static_cast<int>(reg.size());
       }
       t.push_back(var[v]);
     }
@@ -145,6 +157,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
       sa.member = static_cast<int>(mi);
       sa.argument = a;
       sa.name = "s" + std::to_string(scalar_params.size());
+      scalar_slot[sa.name] = static_cast<int>(spec.args.size());
       scalar_params.push_back(sa.name);
       s.push_back(sa.name);
       spec.args.push_back(sa);
@@ -152,7 +165,35 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     const int out = n.outputs[0];
     const std::string name = "v" + std::to_string(mi);
     const auto dt = g.value(out).meta.dtype;
-    std::string expr = op->emit(t, s, n, g);
+    const std::vector<double> imm = op->immediates ? op->immediates(n, g) : std::vector<double>{};
+    std::vector<std::string> imm_text;
+    for (double d : imm) imm_text.push_back(float_literal(d));
+    const std::string form = op->variant ? op->variant(n) : std::string();
+    std::string expr = op->emit(t, s, imm_text, form);
+    {
+      hp::ProgramInstr in{};
+      in.op = static_cast<short>(op_form_index(n));
+      unsigned char* operands[] = {&in.a, &in.b, &in.c};
+      if (t.size() > 3 || imm.size() > 1) why_not(n.short_name() + " has too many operands");
+      for (std::size_t k = 0; k < t.size() && k < 3; ++k)
+        *operands[k] = static_cast<unsigned char>(reg.at(t[k]));
+      // Scalar slots are kernel argument positions; a None operand reads slot 0 unused.
+      std::vector<int> slots;
+      for (const std::string& sn : s) slots.push_back(sn.empty() ? 0 : scalar_slot.at(sn));
+      if (slots.size() > 2) why_not(n.short_name() + " has too many scalars");
+      in.s0 = static_cast<unsigned char>(slots.size() > 0 ? slots[0] : 0);
+      in.s1 = static_cast<unsigned char>(slots.size() > 1 ? slots[1] : 0);
+      in.imm = imm.empty() ? 0.0f : static_cast<float>(imm[0]);
+      in.round = dt == c10::ScalarType::Half       ? hp::kF16
+                 : dt == c10::ScalarType::BFloat16 ? hp::kBF16
+                                                   : hp::kF32;
+      if (dt != c10::ScalarType::Float && dt != c10::ScalarType::Half &&
+          dt != c10::ScalarType::BFloat16)
+        why_not(n.short_name() + " makes " + c10::toString(dt));
+      reg[name] = static_cast<int>(reg.size());
+      in.dst = static_cast<unsigned char>(reg.at(name) % 256);
+      code.push_back(in);
+    }
     if (dt != c10::ScalarType::Float) {
       expr = std::string("hp::round_to<") + cuda_type(dt) + ">(" + expr + ")";
     }
@@ -201,6 +242,52 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     if (max_offset(m) > (1LL << 31) - 1) use64 = true;
   }
   spec.vec = all_linear ? 16 / max_elem : 1;
+
+  // The program's slots, loads and stores.
+  if (spec.args.size() > static_cast<std::size_t>(hp::kProgramSlots)) why_not("too many arguments");
+  if (loads.size() > static_cast<std::size_t>(hp::kProgramIo) ||
+      stores.size() > static_cast<std::size_t>(hp::kProgramIo))
+    why_not("too many loads or stores");
+  if (code.size() > static_cast<std::size_t>(hp::kProgramCode)) why_not("too many ops");
+  if (reg.size() > static_cast<std::size_t>(hp::kProgramRegs)) why_not("too many values");
+  if (spec.interpretable()) {
+    for (std::size_t i = 0; i < spec.args.size(); ++i) {
+      const KernelArg& a = spec.args[i];
+      if (a.kind != KernelArg::Kind::Tensor) continue;
+      if (!a.linear && !a.single) why_not("a strided or broadcast operand");
+      prog.single[i] = a.single ? 1 : 0;
+      switch (a.dtype) {
+        case c10::ScalarType::Float:
+          prog.type[i] = hp::kF32;
+          break;
+        case c10::ScalarType::Half:
+          prog.type[i] = hp::kF16;
+          break;
+        case c10::ScalarType::BFloat16:
+          prog.type[i] = hp::kBF16;
+          break;
+        case c10::ScalarType::Bool:
+          prog.type[i] = hp::kBool;
+          if (a.written) why_not("a bool result");
+          break;
+        default:
+          why_not(std::string("a ") + c10::toString(a.dtype) + " operand");
+      }
+    }
+    prog.loads = static_cast<int>(loads.size());
+    for (std::size_t k = 0; k < loads.size(); ++k) {
+      prog.load_slot[k] = static_cast<unsigned char>(loads[k].first);
+      prog.load_reg[k] = static_cast<unsigned char>(reg.at(loads[k].second));
+    }
+    prog.stores = static_cast<int>(stores.size());
+    for (std::size_t k = 0; k < stores.size(); ++k) {
+      prog.store_slot[k] = static_cast<unsigned char>(stores[k].first);
+      prog.store_reg[k] = static_cast<unsigned char>(reg.at(stores[k].second));
+    }
+    prog.code = static_cast<int>(code.size());
+    for (std::size_t k = 0; k < code.size(); ++k) prog.instr[k] = code[k];
+    prog.numel = spec.numel;
+  }
   spec.vec_bytes = spec.vec > 1 ? 16 : 0;
 
   // The element count is a kernel parameter: groups that differ only in size (an optimizer's

@@ -13,6 +13,7 @@
 
 #include "fusion/partition.h"
 #include "ir/graph.h"
+#include "runtime/program.cuh"
 
 namespace hotpath::detail {
 
@@ -42,6 +43,12 @@ struct KernelSpec {
   int vec = 1;             // elements per vector in the vector path (1: no vector path)
   int vec_bytes = 0;       // alignment the vector path needs of every linear tensor
   int block = 256;
+  // The group as bytecode for the interpreter kernel (codegen/interpreter.h), which runs it
+  // while this kernel compiles. Pointers and scalar values are filled in at each launch; slot k
+  // is args[k]. Empty `interpretable` when it cannot: why not.
+  hp::Program program{};
+  std::string not_interpretable;
+  bool interpretable() const { return not_interpretable.empty(); }
 };
 
 // The in-memory headers the generated source includes (name, contents).

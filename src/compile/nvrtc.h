@@ -23,10 +23,6 @@ CompileOutput nvrtc_compile(const std::string& source, const std::string& name, 
 // NVRTC's first compile in the process: a tiny kernel. The executor runs it on the thread that
 // enables fusion, before the compile worker exists (see Executor::start_nvrtc).
 void nvrtc_start(int arch);
-// A kernel shaped like the generated ones (runtime headers, vector path, libdevice math), so that
-// NVRTC's remaining one-time costs are paid on the worker while the loop is being profiled, not
-// by the first hot signature's compile. Returns the cubin (of function "hotpath_warm_up").
-std::string nvrtc_warm_up(int arch);
 
 // "13.0"
 std::string nvrtc_version();

@@ -15,6 +15,7 @@
 #include <limits>
 #include <set>
 
+#include "codegen/interpreter.h"
 #include "codegen/kernel.h"
 #include "common/error.h"
 #include "common/fs.h"
@@ -110,7 +111,7 @@ void plan_speculative(const Graph& g, const HotTrace& trace, const FusionGroup& 
 
 Executor::Executor(Recorder& recorder, const Config& config)
     : recorder_(recorder), config_(config), cache_(cache_dir(config.cache_dir)) {
-  if (config.fuse) start_nvrtc();
+  if (config.fuse) start_nvrtc(cache_);
 }
 
 Executor::~Executor() = default;
@@ -119,12 +120,12 @@ void Executor::configure(const Config& config) {
   std::lock_guard<std::mutex> lock(mu_);
   config_ = config;
   cache_ = KernelCache(cache_dir(config.cache_dir));
-  if (config.fuse) start_nvrtc();
+  if (config.fuse) start_nvrtc(cache_);
 }
 
-void Executor::start_nvrtc() {
+void Executor::start_nvrtc(const KernelCache& cache) {
   static std::once_flag once;
-  std::call_once(once, [] {
+  std::call_once(once, [cache] {
     // NVRTC's first compile, here on the enabling thread and before the compile worker exists:
     // NVRTC crashed (inside nvrtcCompileProgram) when its first use was on another thread, and
     // the static state it creates then must be destroyed after the worker at exit (the worker
@@ -145,25 +146,55 @@ void Executor::start_nvrtc() {
       log_warn(concat("hotpath: NVRTC does not work here; hot paths stay eager: ", e.what()));
       return;
     }
-    // The rest of NVRTC's start-up runs in the background while the loop is profiled.
-    // So does the driver's first module load on the worker thread (a few hundred ms of CPU on
-    // the H200 machine, seen in the first hot signature's compile time before this).
-    CompileWorker::instance().submit([arch] {
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        const std::string cubin = nvrtc_warm_up(arch);
-        const auto t1 = std::chrono::steady_clock::now();
-        CudaModule warm(cubin, "hotpath_warm_up", 0);
-        const auto t2 = std::chrono::steady_clock::now();
-        log_debug(concat("hotpath: NVRTC warm-up ",
-                         std::chrono::duration<double, std::milli>(t1 - t0).count(),
-                         " ms, first module load ",
-                         std::chrono::duration<double, std::milli>(t2 - t1).count(), " ms"));
-      } catch (const Error& e) {
-        log_warn(concat("hotpath: warming up NVRTC / the driver failed: ", e.what()));
-      }
-    });
+    // The interpreter kernel (from the cache, or compiled) and the driver's first module load,
+    // in the background while the loop is profiled: the first hot signature runs on it at once.
+    CompileWorker::instance().submit([cache] { interpreter_for(0, cache); });
   });
+}
+
+std::shared_ptr<CudaModule> Executor::interpreter_for(int device, const KernelCache& cache) {
+  // Never destroyed: a compile job may still run while static destructors do at exit.
+  struct Loaded {
+    std::mutex mu;
+    std::map<int, std::shared_ptr<CudaModule>> modules;
+    std::set<int> failed;
+  };
+  static Loaded* const state = new Loaded;
+  std::lock_guard<std::mutex> lock(state->mu);
+  auto& loaded = state->modules;
+  auto& failed = state->failed;
+  if (const auto it = loaded.find(device); it != loaded.end()) return it->second;
+  if (failed.count(device)) return nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    const int arch = device_info(device).arch;
+    const std::string& source = interpreter_source();
+    const std::string key = kernel_cache_key(source, arch);
+    bool hit = false;
+    std::string cubin;
+    if (auto c = cache.load(key)) {
+      cubin = std::move(*c);
+      hit = true;
+    } else {
+      const std::string dump = cache.dir().empty() ? temp_dir() : cache.dir();
+      make_dirs(dump);
+      cubin = nvrtc_compile(source, kInterpreterFunction, arch, runtime_headers(), dump).cubin;
+      cache.store(key, cubin);
+    }
+    auto module = std::make_shared<CudaModule>(cubin, kInterpreterFunction, device);
+    log_info(concat(
+        "hotpath: interpreter kernel for device ", device, " ready in ",
+        ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count()),
+        hit ? " (from the cache)" : ""));
+    loaded[device] = module;
+    return module;
+  } catch (const Error& e) {
+    failed.insert(device);
+    log_warn(concat("hotpath: no interpreter kernel for device ", device,
+                    " (fused groups wait for their own kernels): ", e.what()));
+    return nullptr;
+  }
 }
 
 void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembered) {
@@ -185,6 +216,7 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembere
     plan->reason = remembered->reason.empty() ? plan->remembered : remembered->reason;
     log_info(concat("hotpath: signature ", plan->hex, " is a known loser (", plan->reason,
                     "); it runs eagerly, nothing is compiled"));
+    plan->compiled = true;
     plan->ready = true;  // nothing to compile; never armed
     return;
   }
@@ -198,6 +230,7 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembere
     // CPU plans (Config::fuse_cpu) have nothing to compile: built here, ready at once.
     build(*plan, trace, remembered, config);
     plan->counted = !plan->groups.empty();
+    plan->compiled = true;
     plan->ready = true;
     if (plan->counted) ++*ready;
     return;
@@ -207,10 +240,15 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembere
   auto shared_trace = std::make_shared<HotTrace>(std::move(trace));
   CompileWorker::instance().submit([plan, shared_trace, remembered, config, cache, ready] {
     build(*plan, *shared_trace, remembered, config);
-    if (!plan->groups.empty()) compile(*plan, cache);
+    // Ready before its kernels compile: the interpreter runs the groups meanwhile.
+    if (!plan->groups.empty() && plan->device_index >= 0) {
+      plan->interpreter = interpreter_for(plan->device_index, cache);
+    }
     plan->counted = !plan->groups.empty();
     plan->ready = true;
     if (plan->counted) ++*ready;
+    if (!plan->groups.empty()) compile(*plan, cache, config.compile_kernels);
+    plan->compiled = true;
   });
 }
 
@@ -305,14 +343,24 @@ double thread_cpu_ms() {
 }
 }  // namespace
 
-void Executor::compile(Plan& out, const KernelCache& cache) {
+void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   Plan* plan = &out;
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = thread_cpu_ms();
   const std::string dump = cache.dir().empty() ? temp_dir() : cache.dir();
   std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
   for (PlanGroup& g : plan->groups) {
-    if (!g.gpu || !g.active_default) continue;
+    if (!g.gpu) continue;
+    if (!g.active_default) {
+      g.error = "not compiled: it lost in an earlier run";
+      g.state->store(kFailed, std::memory_order_release);
+      continue;
+    }
+    if (!kernels) {
+      g.error = "kernels are not compiled (Config::compile_kernels)";
+      g.state->store(kFailed, std::memory_order_release);
+      continue;
+    }
     const auto g0 = std::chrono::steady_clock::now();
     if (const auto same = done.find(g.cache_key); same != done.end()) {
       g.cubin = same->second->cubin;
@@ -333,7 +381,8 @@ void Executor::compile(Plan& out, const KernelCache& cache) {
         cache.store(g.cache_key, g.cubin);
       } catch (const Error& e) {
         g.error = e.what();
-        log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
+        log_warn(concat("hotpath: group ", g.name, " stays ",
+                        g.spec.interpretable() ? "on the interpreter: " : "eager: ", e.what()));
       }
     }
     // Loaded here too: cuModuleLoadData on the training thread would be a stall.
@@ -342,15 +391,18 @@ void Executor::compile(Plan& out, const KernelCache& cache) {
         g.module = std::make_shared<CudaModule>(g.cubin, g.spec.name, plan->device_index);
       } catch (const Error& e) {
         g.error = e.what();
-        log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
+        log_warn(concat("hotpath: group ", g.name, " stays ",
+                        g.spec.interpretable() ? "on the interpreter: " : "eager: ", e.what()));
       }
     }
     g.compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - g0).count();
     done.emplace(g.cache_key, &g);
+    g.state->store(g.error.empty() ? kLoaded : kFailed, std::memory_order_release);
   }
   plan->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!kernels) return;
   // CPU time next to wall time: a worker that waits for a core shows a gap between the two.
   log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
                   " kernel(s) ready in ", static_cast<long long>(plan->compile_ms + 0.5), " ms (",
@@ -378,6 +430,9 @@ bool Executor::try_arm() {
   apply_requests(*it->second);
   armed_ = it->second;
   cursor_ = 0;
+  launched_ = false;
+  waited_ = false;
+  tiers_final_ = true;
   iter_start_ = pos.next_op;
   iteration_ = pos.iterations + 1;
   outside_.clear();
@@ -435,7 +490,7 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   bool handled = false;
   const PlanGroup* group =
       p.group >= 0 ? &armed_->groups[static_cast<std::size_t>(p.group)] : nullptr;
-  if (group != nullptr && group->active && group->error.empty()) {
+  if (group != nullptr && group->active && !group->eager_only) {
     defer(op, keys, stack, p, static_cast<int>(index));
     handled = true;
     if (p.launch) run_group(p.group);
@@ -468,7 +523,10 @@ void Executor::run_group(int group) {
     if (d.group == group) members.push_back(&d);
   }
   PlanGroup& g = armed_->groups[static_cast<std::size_t>(group)];
-  if (armed_->first_fused_iteration < 0 && !g.gpu) armed_->first_fused_iteration = iteration_;
+  if (!g.gpu) {
+    launched_ = true;  // a CPU group's "kernel" is ATen's, run by materialize
+    if (armed_->first_fused_iteration < 0) armed_->first_fused_iteration = iteration_;
+  }
   if (!g.gpu || !launch(g, members)) {
     materialize(members);
     ++g.eager_runs;
@@ -479,18 +537,18 @@ void Executor::run_group(int group) {
 }
 
 bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
-  if (g.module == nullptr) {
-    try {
-      const auto t0 = std::chrono::steady_clock::now();
-      g.module = std::make_shared<CudaModule>(g.cubin, g.spec.name, armed_->device_index);
-      armed_->stall_ms +=
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    } catch (const Error& e) {
-      g.error = e.what();
-      log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
-      return false;
-    }
+  // The group's own kernel once the worker has loaded it, else the interpreter.
+  const CudaModule* kernel =
+      g.state->load(std::memory_order_acquire) == kLoaded ? g.module.get() : nullptr;
+  const CudaModule* interpreter =
+      kernel == nullptr && g.spec.interpretable() ? armed_->interpreter.get() : nullptr;
+  // An iteration that ran a group on a stand-in while its kernel compiles is not the final
+  // configuration's: the governor does not judge it.
+  if (kernel == nullptr && g.state->load(std::memory_order_acquire) == kCompiling) {
+    tiers_final_ = false;
+    waited_ = waited_ || interpreter == nullptr;
   }
+  if (kernel == nullptr && interpreter == nullptr) return false;
   const auto& args = g.spec.args;
   std::vector<void*> ptrs(args.size(), nullptr);
   std::vector<float> scalars(args.size(), 0.0f);
@@ -547,21 +605,35 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   params[args.size()] = g.spec.index64 ? static_cast<void*>(&numel64) : &numel32;
   params[args.size() + 1] = &vector_ok;
   if (config_.verify) prepare_verify(g, tensors, ptrs);
-  const std::int64_t per_block = static_cast<std::int64_t>(g.spec.block) * g.spec.vec;
+  const auto stream =
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(armed_->device_index));
+  const std::int64_t per_block =
+      kernel != nullptr ? std::int64_t{g.spec.block} * g.spec.vec : kInterpreterBlock;
   std::int64_t grid = (g.spec.numel + per_block - 1) / per_block;
   grid =
       std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
-  const auto stream =
-      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(armed_->device_index));
   try {
-    g.module->launch(static_cast<unsigned>(grid), static_cast<unsigned>(g.spec.block),
+    if (kernel != nullptr) {
+      kernel->launch(static_cast<unsigned>(grid), static_cast<unsigned>(g.spec.block),
                      stream.stream(), params.data());
+    } else {
+      hp::Program program = g.spec.program;
+      for (std::size_t i = 0; i < args.size(); ++i) {
+        program.ptr[i] = ptrs[i];
+        program.scalar[i] = scalars[i];
+      }
+      void* interpreter_params[] = {&program};
+      interpreter->launch(static_cast<unsigned>(grid), kInterpreterBlock, stream.stream(),
+                          interpreter_params);
+      ++g.interpreted;
+    }
   } catch (const Error& e) {
-    g.error = e.what();
-    log_warn(concat("hotpath: group ", g.name, " stays eager: ", e.what()));
+    g.eager_only = true;
+    log_warn(concat("hotpath: group ", g.name, " runs eagerly from now on: ", e.what()));
     return false;
   }
   ++g.launches;
+  launched_ = true;
   if (config_.verify) verify(g, members, tensors, ptrs);
   if (armed_->first_fused_iteration < 0) {
     armed_->first_fused_iteration = iteration_;
@@ -597,7 +669,10 @@ void Executor::complete_iteration() {
   materialize_all();  // empty unless a group's kernel could not run
   ++armed_->fused_iterations;
   completed_[completed_next_++ % std::size(completed_)] =
-      Completed{armed_->signature, iter_start_, armed_->epoch};
+      Completed{armed_->signature, iter_start_, armed_->epoch, launched_ || !waited_, tiers_final_};
+  launched_ = false;
+  waited_ = false;
+  tiers_final_ = true;
   iter_start_ += static_cast<std::int64_t>(armed_->ops.size());
   ++iteration_;
   cursor_ = 0;
@@ -762,8 +837,12 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.ready = p.ready;
     sig.fusion.stall_ms = p.stall_ms;
     if (!p.ready) continue;  // the worker is still building it: nothing else to read yet
-    sig.fusion.compile_ms = p.compile_ms;
-    sig.fusion.kernels_from_cache = p.from_cache;
+    const bool compiled = p.compiled.load(std::memory_order_acquire);
+    sig.fusion.compiled = compiled;
+    if (compiled) {
+      sig.fusion.compile_ms = p.compile_ms;
+      sig.fusion.kernels_from_cache = p.from_cache;
+    }
     sig.fusion.first_fused_iteration = p.first_fused_iteration;
     sig.fusion.fused_iterations = p.fused_iterations;
     sig.fusion.divergences = p.divergences;
@@ -776,10 +855,16 @@ void Executor::fill_stats(Stats& s) const {
       gs.name = g.name;
       gs.ops = static_cast<int>(g.ops.size());
       gs.gpu = g.gpu;
-      gs.compile_ms = g.compile_ms;
-      gs.from_cache = g.from_cache;
-      gs.error = g.error;
+      gs.interpretable = g.spec.interpretable();
+      if (g.state->load(std::memory_order_acquire) != kCompiling) {
+        gs.compiled = g.error.empty();
+        gs.compile_ms = g.compile_ms;
+        gs.from_cache = g.from_cache;
+        gs.error = g.error;
+      }
+      if (g.eager_only && gs.error.empty()) gs.error = "a launch failed";
       gs.launches = g.launches;
+      gs.interpreted = g.interpreted;
       gs.eager_runs = g.eager_runs;
       gs.checks = g.checks;
       gs.max_rel_error = g.max_rel_error;
@@ -796,7 +881,8 @@ namespace hotpath::detail {
 Executor::RunInfo Executor::ran(std::uint64_t signature, std::int64_t first) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Completed& c : completed_) {
-    if (c.signature == signature && c.first == first) return RunInfo{true, c.epoch};
+    if (c.signature == signature && c.first == first)
+      return RunInfo{c.fused, c.epoch, c.final_tiers};
   }
   return RunInfo{};
 }

@@ -34,10 +34,13 @@ class Executor {
   void on_hot(HotTrace&& trace, const std::optional<Decision>& remembered = std::nullopt);
 
   // For the governor. Whether the iteration of `signature` that started at global op `first` ran
-  // the whole plan, and under which configuration of active groups.
+  // the whole plan (not merely waiting for every kernel), under which configuration of groups,
+  // and whether every group ran as it will from now on (false while the interpreter or eager ops
+  // stand in for kernels that are still compiling).
   struct RunInfo {
     bool fused = false;
     std::int64_t epoch = 0;
+    bool final_tiers = true;
   };
   RunInfo ran(std::uint64_t signature, std::int64_t first) const;
   // Which groups run fused from the next iteration start on (`reason`, if not empty, is what
@@ -95,7 +98,10 @@ class Executor {
   };
 
   // NVRTC's first compile, on the enabling thread, once per process (see the definition).
-  static void start_nvrtc();
+  static void start_nvrtc(const KernelCache& cache);
+  // The interpreter kernel loaded for `device` (compiled or from `cache` on first use; worker
+  // thread); nullptr when it cannot be had.
+  static std::shared_ptr<CudaModule> interpreter_for(int device, const KernelCache& cache);
   bool try_arm();
   void disarm();
   void uncount_if_reverted(Plan& plan);
@@ -123,7 +129,7 @@ class Executor {
   // nothing but the plan (they run on the compile worker).
   static void build(Plan& plan, const HotTrace& trace, const std::optional<Decision>& remembered,
                     const Config& config);
-  static void compile(Plan& plan, const KernelCache& cache);
+  static void compile(Plan& plan, const KernelCache& cache, bool kernels);
 
   Recorder& recorder_;
   mutable std::mutex mu_;
@@ -141,10 +147,15 @@ class Executor {
   std::vector<Unwritten> unwritten_;
   std::map<const c10::TensorImpl*, at::Tensor> verify_inputs_;
   std::int64_t divergence_logs_ = 0;
+  bool launched_ = false;    // the armed iteration has launched a kernel
+  bool waited_ = false;      // ... a group ran eagerly, waiting for its kernel (no interpreter)
+  bool tiers_final_ = true;  // ... no group stood in for a kernel still compiling
   struct Completed {
     std::uint64_t signature = 0;
     std::int64_t first = -1;
     std::int64_t epoch = 0;
+    bool fused = false;  // launched, or had nothing to wait for (every group off)
+    bool final_tiers = true;
   };
   Completed completed_[8];  // the last iterations that ran their plan to the end (a ring)
   std::size_t completed_next_ = 0;

@@ -26,6 +26,9 @@ struct PlanOp {
   std::int32_t out_alias = -1;  // ... or the argument it returns (in-place)
 };
 
+// A group's own kernel, as the compile worker publishes it (PlanGroup::state).
+enum KernelState : int { kCompiling = 0, kLoaded = 1, kFailed = 2 };
+
 struct PlanGroup {
   std::string name;
   std::vector<int> ops;  // trace indices of the members
@@ -37,15 +40,20 @@ struct PlanGroup {
   // cone[i]: the members (positions) that compute it, to restore it exactly if it is needed.
   std::vector<bool> speculative;
   std::vector<std::vector<int>> cone;
-  // Filled by the compile worker before Plan::ready is set.
+  // The group's own kernel. The compile worker fills these, then publishes `state` (release);
+  // nobody reads them before they acquire a state other than kCompiling. Until then the
+  // interpreter runs the group (KernelSpec::program), or its ops run eagerly if it cannot.
+  std::shared_ptr<std::atomic<int>> state = std::make_shared<std::atomic<int>>(kCompiling);
   std::string cubin;
   double compile_ms = 0;
   bool from_cache = false;
-  std::string error;  // why it stays eager (compile or load failure)
-  // Training thread only.
+  std::string error;                   // why the kernel is not used (compile or load failure)
   std::shared_ptr<CudaModule> module;  // shared by groups with the same kernel
+  // Training thread only.
+  bool eager_only = false;  // a launch failed: its ops run eagerly from now on
   std::int64_t launches = 0;
-  std::int64_t eager_runs = 0;  // materialised instead (CPU, hazards, divergence)
+  std::int64_t interpreted = 0;  // of the launches, those of the interpreter
+  std::int64_t eager_runs = 0;   // materialised instead (CPU, hazards, divergence)
   // Verification (Config::verify): fused outputs against eager on the same inputs.
   std::int64_t checks = 0;
   double max_rel_error = 0;
@@ -62,7 +70,13 @@ struct Plan {
   int device_index = -1;
   int arch = 0;
   int sm_count = 0;
+  // Set by the worker once the plan is built (and the interpreter loaded): it may run from the
+  // next iteration start, its groups on the interpreter until their kernels are loaded.
   std::atomic<bool> ready{false};
+  std::shared_ptr<CudaModule> interpreter;  // set before ready; nullptr: not available
+  // Set by the worker once every group's kernel is loaded or has failed; then compile_ms and
+  // from_cache may be read.
+  std::atomic<bool> compiled{false};
   double compile_ms = 0;  // worker wall time for all groups
   int from_cache = 0;
   // Training thread, under the executor's lock.

@@ -1,13 +1,14 @@
 #include "fusion/op_table.h"
 
 #include <cstdio>
+#include <map>
 #include <unordered_map>
 
 namespace hotpath::detail {
 namespace {
 
 using Strs = std::vector<std::string>;
-using Emit = std::function<std::string(const Strs&, const Strs&, const Node&, const Graph&)>;
+using Emit = PointwiseOp::Emit;
 
 std::string ok(const Node&) { return {}; }
 
@@ -26,55 +27,73 @@ std::function<std::string(const Node&)> check_gelu(int arg) {
 struct Table {
   std::unordered_map<std::string, PointwiseOp> ops;
 
-  void add(const std::string& key, std::vector<int> tensors, std::vector<int> scalars, Emit emit,
-           int writes = -1, std::function<std::string(const Node&)> check = ok) {
-    ops[key] = PointwiseOp{std::move(tensors), std::move(scalars), writes, std::move(check),
-                           std::move(emit)};
+  PointwiseOp& add(const std::string& key, std::vector<int> tensors, std::vector<int> scalars,
+                   Emit emit, int writes = -1, std::function<std::string(const Node&)> check = ok) {
+    PointwiseOp& op = ops[key];
+    op = PointwiseOp{};
+    op.tensors = std::move(tensors);
+    op.scalars = std::move(scalars);
+    op.writes = writes;
+    op.check = std::move(check);
+    op.emit = std::move(emit);
+    return op;
   }
   // name and name_ (in place on argument 0) with the same math.
   void both(const std::string& name, const std::string& overload, std::vector<int> tensors,
             std::vector<int> scalars, const Emit& emit,
-            std::function<std::string(const Node&)> check = ok) {
+            std::function<std::string(const Node&)> check = ok,
+            const std::vector<std::string>& variants = {""},
+            const std::function<std::string(const Node&)>& variant = {}) {
     const std::string suffix = overload.empty() ? "" : "." + overload;
-    add(name + suffix, tensors, scalars, emit, -1, check);
-    add(name + "_" + suffix, tensors, scalars, emit, 0, check);
+    for (int w : {-1, 0}) {
+      PointwiseOp& op = add(name + (w < 0 ? "" : "_") + suffix, tensors, scalars, emit, w, check);
+      op.variants = variants;
+      op.variant = variant;
+    }
   }
   void unary(const std::string& name, const std::string& fn) {
-    both(name, "", {0}, {}, [fn](const Strs& t, const Strs&, const Node&, const Graph&) {
+    both(name, "", {0}, {}, [fn](const Strs& t, const Strs&, const Strs&, const std::string&) {
       return fn + "(" + t[0] + ")";
     });
   }
 
   Table() {
     auto bin = [](const char* op) {
-      return [op](const Strs& t, const Strs&, const Node&, const Graph&) {
+      return [op](const Strs& t, const Strs&, const Strs&, const std::string&) {
         return "(" + t[0] + " " + op + " " + t[1] + ")";
       };
     };
-    both("add", "Tensor", {0, 1}, {2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      return "(" + t[0] + " + " + s[0] + " * " + t[1] + ")";
-    });
-    both("add", "Scalar", {0}, {1, 2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      return "(" + t[0] + " + " + s[0] + " * " + s[1] + ")";
-    });
-    both("sub", "Tensor", {0, 1}, {2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      return "(" + t[0] + " - " + s[0] + " * " + t[1] + ")";
-    });
-    both("sub", "Scalar", {0}, {1, 2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      return "(" + t[0] + " - " + s[0] + " * " + s[1] + ")";
-    });
-    add("rsub.Scalar", {0}, {1, 2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      return "(" + s[0] + " - " + s[1] + " * " + t[0] + ")";
-    });
+    both("add", "Tensor", {0, 1}, {2},
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
+           return "(" + t[0] + " + " + s[0] + " * " + t[1] + ")";
+         });
+    both("add", "Scalar", {0}, {1, 2},
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
+           return "(" + t[0] + " + " + s[0] + " * " + s[1] + ")";
+         });
+    both("sub", "Tensor", {0, 1}, {2},
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
+           return "(" + t[0] + " - " + s[0] + " * " + t[1] + ")";
+         });
+    both("sub", "Scalar", {0}, {1, 2},
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
+           return "(" + t[0] + " - " + s[0] + " * " + s[1] + ")";
+         });
+    add("rsub.Scalar", {0}, {1, 2},
+        [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
+          return "(" + s[0] + " - " + s[1] + " * " + t[0] + ")";
+        });
     both("mul", "Tensor", {0, 1}, {}, bin("*"));
-    both("mul", "Scalar", {0}, {1}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      return "(" + t[0] + " * " + s[0] + ")";
-    });
+    both("mul", "Scalar", {0}, {1},
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
+           return "(" + t[0] + " * " + s[0] + ")";
+         });
     both("div", "Tensor", {0, 1}, {}, bin("/"));
     // ATen's CUDA kernel multiplies by the reciprocal of a scalar divisor.
-    both("div", "Scalar", {0}, {1}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      return "(" + t[0] + " * (1.0f / " + s[0] + "))";
-    });
+    both("div", "Scalar", {0}, {1},
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
+           return "(" + t[0] + " * (1.0f / " + s[0] + "))";
+         });
     unary("neg", "hp::neg");
     unary("reciprocal", "hp::reciprocal");
     unary("exp", "expf");
@@ -88,111 +107,165 @@ struct Table {
     unary("relu", "hp::relu");
     unary("silu", "hp::silu");
     unary("square", "hp::square");
+    auto gelu_variant = [](int arg) {
+      return [arg](const Node& n) { return gelu_mode(n, arg) == "tanh" ? "tanh" : "erf"; };
+    };
     both(
         "gelu", "", {0}, {},
-        [](const Strs& t, const Strs&, const Node& n, const Graph&) {
-          return (gelu_mode(n, 1) == "tanh" ? "hp::gelu_tanh(" : "hp::gelu_erf(") + t[0] + ")";
+        [](const Strs& t, const Strs&, const Strs&, const std::string& v) {
+          return "hp::gelu_" + v + "(" + t[0] + ")";
         },
-        check_gelu(1));
-    add(
-        "gelu_backward", {0, 1}, {},
-        [](const Strs& t, const Strs&, const Node& n, const Graph&) {
-          return (gelu_mode(n, 2) == "tanh" ? "hp::gelu_tanh_backward("
-                                            : "hp::gelu_erf_backward(") +
-                 t[0] + ", " + t[1] + ")";
-        },
-        -1, check_gelu(2));
+        check_gelu(1), {"erf", "tanh"}, gelu_variant(1));
+    {
+      PointwiseOp& op = add(
+          "gelu_backward", {0, 1}, {},
+          [](const Strs& t, const Strs&, const Strs&, const std::string& v) {
+            return "hp::gelu_" + v + "_backward(" + t[0] + ", " + t[1] + ")";
+          },
+          -1, check_gelu(2));
+      op.variants = {"erf", "tanh"};
+      op.variant = gelu_variant(2);
+    }
     add("threshold_backward", {0, 1}, {2},
-        [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+        [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
           return "(" + t[1] + " <= " + s[0] + " ? 0.0f : " + t[0] + ")";
         });
-    add("sigmoid_backward", {0, 1}, {}, [](const Strs& t, const Strs&, const Node&, const Graph&) {
-      return "(" + t[0] + " * (1.0f - " + t[1] + ") * " + t[1] + ")";
-    });
-    add("tanh_backward", {0, 1}, {}, [](const Strs& t, const Strs&, const Node&, const Graph&) {
-      return "(" + t[0] + " * (1.0f - " + t[1] + " * " + t[1] + "))";
-    });
-    add("silu_backward", {0, 1}, {}, [](const Strs& t, const Strs&, const Node&, const Graph&) {
-      return "hp::silu_backward(" + t[0] + ", " + t[1] + ")";
-    });
-    add("softplus", {0}, {1, 2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+    add("sigmoid_backward", {0, 1}, {},
+        [](const Strs& t, const Strs&, const Strs&, const std::string&) {
+          return "(" + t[0] + " * (1.0f - " + t[1] + ") * " + t[1] + ")";
+        });
+    add("tanh_backward", {0, 1}, {},
+        [](const Strs& t, const Strs&, const Strs&, const std::string&) {
+          return "(" + t[0] + " * (1.0f - " + t[1] + " * " + t[1] + "))";
+        });
+    add("silu_backward", {0, 1}, {},
+        [](const Strs& t, const Strs&, const Strs&, const std::string&) {
+          return "hp::silu_backward(" + t[0] + ", " + t[1] + ")";
+        });
+    add("softplus", {0}, {1, 2}, [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
       return "hp::softplus(" + t[0] + ", " + s[0] + ", " + s[1] + ")";
     });
     add("softplus_backward", {0, 1}, {2, 3},
-        [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+        [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
           return "hp::softplus_backward(" + t[0] + ", " + t[1] + ", " + s[0] + ", " + s[1] + ")";
         });
     both("addcmul", "", {0, 1, 2}, {3},
-         [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
            return "(" + t[0] + " + " + s[0] + " * " + t[1] + " * " + t[2] + ")";
          });
     both("addcdiv", "", {0, 1, 2}, {3},
-         [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
            return "(" + t[0] + " + " + s[0] + " * (" + t[1] + " / " + t[2] + "))";
          });
     both("lerp", "Scalar", {0, 1}, {2},
-         [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
            return "hp::lerp(" + t[0] + ", " + t[1] + ", " + s[0] + ")";
          });
     both("lerp", "Tensor", {0, 1, 2}, {},
-         [](const Strs& t, const Strs&, const Node&, const Graph&) {
+         [](const Strs& t, const Strs&, const Strs&, const std::string&) {
            return "hp::lerp(" + t[0] + ", " + t[1] + ", " + t[2] + ")";
          });
     both("pow", "Tensor_Scalar", {0}, {1},
-         [](const Strs& t, const Strs& s, const Node&, const Graph&) {
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
            return "hp::pow(" + t[0] + ", " + s[0] + ")";
          });
     // clamp(self, Scalar? min, Scalar? max): a None bound is structural (part of the signature).
     // A None scalar operand reaches the emitter as an empty name.
-    both("clamp", "", {0}, {1, 2}, [](const Strs& t, const Strs& s, const Node&, const Graph&) {
-      std::string e = t[0];
-      if (!s[0].empty()) e = "fmaxf(" + e + ", " + s[0] + ")";
-      if (!s[1].empty()) e = "fminf(" + e + ", " + s[1] + ")";
-      return e;
-    });
-    add("where.self", {0, 1, 2}, {}, [](const Strs& t, const Strs&, const Node&, const Graph&) {
-      return "(" + t[0] + " != 0.0f ? " + t[1] + " : " + t[2] + ")";
-    });
-    add(
-        "mse_loss_backward", {0, 1, 2}, {},
-        [](const Strs& t, const Strs&, const Node& n, const Graph& g) {
-          // reduction: 0 none, 1 mean, 2 sum; ATen scales by 2/numel for mean.
-          const double numel = static_cast<double>(g.value(n.input_at(1)).meta.numel());
-          const double norm = n.args[3].toInt() == 1 ? 2.0 / numel : 2.0;
-          return "((" + t[1] + " - " + t[2] + ") * " + hp_float(norm) + " * " + t[0] + ")";
+    both(
+        "clamp", "", {0}, {1, 2},
+        [](const Strs& t, const Strs& s, const Strs&, const std::string& v) {
+          std::string e = t[0];
+          if (v != "max") e = "fmaxf(" + e + ", " + s[0] + ")";
+          if (v != "min") e = "fminf(" + e + ", " + s[1] + ")";
+          return e;
         },
-        -1,
         [](const Node& n) -> std::string {
-          const auto r = n.args[3].isInt() ? n.args[3].toInt() : -1;
-          return r >= 0 && r <= 2 ? "" : "mse_loss reduction " + std::to_string(r);
+          return n.args[1].isNone() && n.args[2].isNone() ? "clamp without bounds" : "";
+        },
+        {"min", "max", "minmax"},
+        [](const Node& n) {
+          return n.args[2].isNone() ? "min" : n.args[1].isNone() ? "max" : "minmax";
         });
-    add("_to_copy", {0}, {}, [](const Strs& t, const Strs&, const Node&, const Graph&) {
+    add("where.self", {0, 1, 2}, {},
+        [](const Strs& t, const Strs&, const Strs&, const std::string&) {
+          return "(" + t[0] + " != 0.0f ? " + t[1] + " : " + t[2] + ")";
+        });
+    {
+      PointwiseOp& op = add(
+          "mse_loss_backward", {0, 1, 2}, {},
+          [](const Strs& t, const Strs&, const Strs& imm, const std::string&) {
+            return "((" + t[1] + " - " + t[2] + ") * " + imm[0] + " * " + t[0] + ")";
+          },
+          -1,
+          [](const Node& n) -> std::string {
+            const auto r = n.args[3].isInt() ? n.args[3].toInt() : -1;
+            return r >= 0 && r <= 2 ? "" : "mse_loss reduction " + std::to_string(r);
+          });
+      // reduction: 0 none, 1 mean, 2 sum; ATen scales by 2/numel for mean.
+      op.immediates = [](const Node& n, const Graph& g) {
+        const double numel = static_cast<double>(g.value(n.input_at(1)).meta.numel());
+        return std::vector<double>{n.args[3].toInt() == 1 ? 2.0 / numel : 2.0};
+      };
+    }
+    add("_to_copy", {0}, {}, [](const Strs& t, const Strs&, const Strs&, const std::string&) {
       return t[0];  // the cast happens at the store
     });
     add(
         "copy_", {1}, {},
-        [](const Strs& t, const Strs&, const Node&, const Graph&) { return t[0]; }, 0);
+        [](const Strs& t, const Strs&, const Strs&, const std::string&) { return t[0]; }, 0);
     add(
         "fill_.Scalar", {}, {1},
-        [](const Strs&, const Strs& s, const Node&, const Graph&) { return s[0]; }, 0);
+        [](const Strs&, const Strs& s, const Strs&, const std::string&) { return s[0]; }, 0);
     add(
         "zero_", {}, {},
-        [](const Strs&, const Strs&, const Node&, const Graph&) { return std::string("0.0f"); }, 0);
-  }
-
-  static std::string hp_float(double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9ef", v);
-    return buf;
+        [](const Strs&, const Strs&, const Strs&, const std::string&) {
+          return std::string("0.0f");
+        },
+        0);
   }
 };
+
+const Table& table() {
+  static const Table t;
+  return t;
+}
 
 }  // namespace
 
 const PointwiseOp* find_pointwise(const Node& n) {
-  static const Table table;
-  const auto it = table.ops.find(n.short_name());
-  return it == table.ops.end() ? nullptr : &it->second;
+  const auto it = table().ops.find(n.short_name());
+  return it == table().ops.end() ? nullptr : &it->second;
+}
+
+std::string float_literal(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9ef", v);
+  return buf;
+}
+
+const std::vector<OpForm>& op_forms() {
+  static const std::vector<OpForm> forms = [] {
+    std::map<std::string, const PointwiseOp*> sorted;
+    for (const auto& [key, op] : table().ops) sorted.emplace(key, &op);
+    std::vector<OpForm> f;
+    for (const auto& [key, op] : sorted) {
+      for (const std::string& v : op->variants) f.push_back(OpForm{key, v, op});
+    }
+    return f;
+  }();
+  return forms;
+}
+
+int op_form_index(const Node& n) {
+  const PointwiseOp* op = find_pointwise(n);
+  if (op == nullptr) return -1;
+  const std::string key = n.short_name();
+  const std::string v = op->variant ? op->variant(n) : std::string();
+  const auto& forms = op_forms();
+  for (std::size_t i = 0; i < forms.size(); ++i) {
+    if (forms[i].key == key && forms[i].variant == v) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 }  // namespace hotpath::detail

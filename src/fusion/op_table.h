@@ -12,18 +12,41 @@
 namespace hotpath::detail {
 
 struct PointwiseOp {
+  // One C++ expression for one element, from operand expressions `t`, scalar names `s`,
+  // immediate constants `imm` (see `immediates`) and the op's variant (see `variants`). The
+  // expression depends on nothing else, so that the interpreter kernel can hold every form.
+  using Emit = std::function<std::string(
+      const std::vector<std::string>& t, const std::vector<std::string>& s,
+      const std::vector<std::string>& imm, const std::string& variant)>;
+
   std::vector<int> tensors;  // schema positions of the tensor operands, in emitter order
   std::vector<int> scalars;  // schema positions of the Scalar operands, in emitter order
   int writes = -1;           // in-place: the argument that receives the result
   // Empty when the op's non-tensor arguments are supported, else why not.
   std::function<std::string(const Node&)> check;
-  // One C++ expression for one element, from operand expressions `t` and scalar names `s`.
-  std::function<std::string(const std::vector<std::string>& t, const std::vector<std::string>& s,
-                            const Node& n, const Graph& g)>
-      emit;
+  Emit emit;
+  // Forms of the op chosen by non-tensor arguments (gelu's approximation, clamp's bounds):
+  // every one it can take, and the one a node takes (unset: the only form, "").
+  std::vector<std::string> variants{""};
+  std::function<std::string(const Node&)> variant;
+  // Constants that follow from the node's shapes (mse's 2/numel); unset: none.
+  std::function<std::vector<double>(const Node&, const Graph&)> immediates;
 };
 
 // nullptr when the op is not fusable.
 const PointwiseOp* find_pointwise(const Node& n);
+
+// Every (op, variant) of the table, in a fixed order: the interpreter kernel's opcodes.
+struct OpForm {
+  std::string key;  // Node::short_name()
+  std::string variant;
+  const PointwiseOp* op = nullptr;
+};
+const std::vector<OpForm>& op_forms();
+// The position of a node's form in op_forms(), or -1 when the node is not fusable.
+int op_form_index(const Node& n);
+
+// An fp32 literal that reads back as exactly `v` in float ("1.000000000e+00f").
+std::string float_literal(double v);
 
 }  // namespace hotpath::detail

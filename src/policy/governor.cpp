@@ -105,7 +105,7 @@ void Governor::on_iteration(const IterationEvent& c) {
   Sig& sig = sigs_[c.signature];
   if (c.hot && sig.hot_count < 0) sig.hot_count = c.count;
   if (a != nullptr && b != nullptr) {
-    pending_.push_back(Pending{c, run.fused, run.epoch, *a, *b});
+    pending_.push_back(Pending{c, run.fused, run.epoch, run.final_tiers, *a, *b});
   }
   while (!stamps_.empty() && stamps_.front().index < c.end) stamps_.pop_front();
   drain(false);
@@ -172,7 +172,8 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     s.net_ms += s.eager_median - ms;
     if (s.break_even < 0 && s.net_ms >= 0) s.break_even = p.it.count;
   }
-  if (p.fused && p.epoch == s.epoch) fused_sample(p.it.signature, s, ms);
+  // Judged only as it will run from now on: not while the interpreter stands in for kernels.
+  if (p.fused && p.final_tiers && p.epoch == s.epoch) fused_sample(p.it.signature, s, ms);
 }
 
 void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {

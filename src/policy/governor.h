@@ -57,6 +57,7 @@ class Governor {
     IterationEvent it;
     bool fused = false;
     std::int64_t epoch = 0;
+    bool final_tiers = true;
     Stamp a, b;
   };
   // Rebase: every group off for a while, to measure this run's eager time when the baseline came

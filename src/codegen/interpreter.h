@@ -1,0 +1,18 @@
+// The interpreter kernel: one kernel that runs any interpretable fusion group from its bytecode
+// (KernelSpec::program, runtime/program.cuh). It is compiled once per device and architecture
+// (disk-cached like any kernel) and runs a group from the iteration after its signature turns
+// hot, while the group's own kernel compiles; then the compiled kernel takes over. Its cases come
+// from the op table (fusion/op_table.h): the same expressions as the generated kernels.
+#pragma once
+
+#include <string>
+
+namespace hotpath::detail {
+
+constexpr const char* kInterpreterFunction = "hotpath_interpreter";
+constexpr int kInterpreterBlock = 256;
+
+// The interpreter's CUDA C++ source (includes "hotpath_runtime.cuh" and "program.cuh").
+const std::string& interpreter_source();
+
+}  // namespace hotpath::detail
