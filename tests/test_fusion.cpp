@@ -301,6 +301,21 @@ TEST_CASE("the interpreter kernel holds every op form and compiles with NVRTC", 
   CHECK(out.cubin.size() > 0);
 }
 
+TEST_CASE("the build compiled the interpreter kernel into the prebuilt kernel directory",
+          "[fusion][cache]") {
+  using namespace hotpath::detail;
+  REQUIRE_FALSE(prebuilt_kernel_dirs().empty());
+  const std::string key = kernel_cache_key(interpreter_source(), 90);
+  INFO("prebuilt: " << prebuilt_kernel_dirs().front() << "/" << key << ".cubin");
+  // Found with no cache directory of its own: from the build tree's kernels.
+  const auto cubin = KernelCache("").load(key);
+  REQUIRE(cubin.has_value());
+  CHECK(cubin->size() > 1000);
+  // A user's cache directory does not hide it.
+  hotpath_test::TempDir dir("hotpath-prebuilt-test");
+  CHECK(KernelCache(dir.path()).load(key).has_value());
+}
+
 TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
   SECTION("the optimizer groups of an MLP + AdamW step") {
     torch::manual_seed(7);

@@ -11,6 +11,7 @@ namespace hotpath::detail {
 
 constexpr const char* kInterpreterFunction = "hotpath_interpreter";
 constexpr int kInterpreterBlock = 256;
+constexpr int kInterpreterElements = 4;  // per thread and tile (kE in the source)
 
 // The interpreter's CUDA C++ source (includes "hotpath_runtime.cuh" and "program.cuh").
 const std::string& interpreter_source();

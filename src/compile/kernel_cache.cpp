@@ -42,18 +42,39 @@ std::string kernel_cache_key(const std::string& source, int arch) {
   return full_hex(h) + "-sm" + std::to_string(arch);
 }
 
+const std::vector<std::string>& prebuilt_kernel_dirs() {
+  static const std::vector<std::string> dirs = {
+#ifdef HOTPATH_BUILD_KERNELS
+      HOTPATH_BUILD_KERNELS,
+#endif
+#ifdef HOTPATH_INSTALL_KERNELS
+      HOTPATH_INSTALL_KERNELS,
+#endif
+  };
+  return dirs;
+}
+
 std::string KernelCache::path(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }
 
 std::optional<std::string> KernelCache::load(const std::string& key) const {
-  if (dir_.empty()) return std::nullopt;
-  std::ifstream f(path(key), std::ios::binary);
+  if (auto own = read_entry(path(key), !dir_.empty())) return own;
+  for (const std::string& d : prebuilt_kernel_dirs()) {
+    if (d == dir_) continue;
+    if (auto pre = read_entry(d + "/" + key + ".cubin", true)) return pre;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> KernelCache::read_entry(const std::string& file, bool enabled) {
+  if (!enabled) return std::nullopt;
+  std::ifstream f(file, std::ios::binary);
   if (!f) return std::nullopt;
   std::ostringstream ss;
   ss << f.rdbuf();
   const std::string all = ss.str();
   const std::size_t header = sizeof kMagic + 16;
   if (all.size() < header || std::memcmp(all.data(), kMagic, sizeof kMagic) != 0) {
-    log_warn(concat("hotpath: cache entry ", path(key), " is corrupt; recompiling"));
+    log_warn(concat("hotpath: cache entry ", file, " is corrupt; recompiling"));
     return std::nullopt;
   }
   std::uint64_t size = 0, sum = 0;
@@ -61,7 +82,7 @@ std::optional<std::string> KernelCache::load(const std::string& key) const {
   std::memcpy(&sum, all.data() + sizeof kMagic + 8, 8);
   std::string cubin = all.substr(header);
   if (cubin.size() != size || checksum(cubin) != sum) {
-    log_warn(concat("hotpath: cache entry ", path(key), " is corrupt; recompiling"));
+    log_warn(concat("hotpath: cache entry ", file, " is corrupt; recompiling"));
     return std::nullopt;
   }
   return cubin;

@@ -186,7 +186,7 @@ std::shared_ptr<CudaModule> Executor::interpreter_for(int device, const KernelCa
         "hotpath: interpreter kernel for device ", device, " ready in ",
         ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count()),
-        hit ? " (from the cache)" : ""));
+        hit ? " (prebuilt or cached: nothing compiled)" : ""));
     loaded[device] = module;
     return module;
   } catch (const Error& e) {
@@ -255,6 +255,7 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembere
 void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decision>& remembered,
                      const Config& config) {
   Plan* plan = &out;
+  const auto t0 = std::chrono::steady_clock::now();
   auto graph = std::make_shared<Graph>(Graph::from_trace(trace));
   const Graph& g = *graph;
   Partition part = partition_graph(g);
@@ -330,9 +331,12 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
                     " ops); it runs eagerly"));
     return;
   }
-  log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
-                  " fused group(s) cover ", fused_ops, " of ", trace.ops.size(), " ops",
-                  plan->device_index >= 0 ? "; compiling in the background" : ""));
+  log_info(concat(
+      "hotpath: signature ", plan->hex, ": ", plan->groups.size(), " fused group(s) cover ",
+      fused_ops, " of ", trace.ops.size(), " ops (plan built in ",
+      ms_text(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()),
+      ")", plan->device_index >= 0 ? "; compiling in the background" : ""));
 }
 
 namespace {
@@ -607,8 +611,9 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   if (config_.verify) prepare_verify(g, tensors, ptrs);
   const auto stream =
       c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(armed_->device_index));
-  const std::int64_t per_block =
-      kernel != nullptr ? std::int64_t{g.spec.block} * g.spec.vec : kInterpreterBlock;
+  const std::int64_t per_block = kernel != nullptr
+                                     ? std::int64_t{g.spec.block} * g.spec.vec
+                                     : std::int64_t{kInterpreterBlock} * kInterpreterElements;
   std::int64_t grid = (g.spec.numel + per_block - 1) / per_block;
   grid =
       std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
