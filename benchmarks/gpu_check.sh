@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, test, run the example and the benchmarks; results under
 # $OUT (or ./gpu_out). Run through the device tool as:
-#   source .device-deps/gpu-env.sh; bash benchmarks/gpu_check.sh
+#   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -17,7 +17,8 @@ BUILD=${BUILD_DIR:-/tmp/hotpath-build}
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
   echo "torch: $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)"
-  echo "git: $(git rev-parse --short HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | wc -l) uncommitted files"
+  # The device copy's git metadata can be stale: the caller may name the commit (HOTPATH_COMMIT).
+  echo "git: ${HOTPATH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null) (device copy's HEAD)}"
 } | tee "$OUT/env.txt"
 
 t0=$(date +%s)
