@@ -4,3 +4,4 @@
 #include "types.cuh"
 #include "vector.cuh"
 #include "pointwise.cuh"
+#include "reduce.cuh"

@@ -373,6 +373,91 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
   }
 }
 
+// Reductions along the last dimension with pointwise work around them, forward and backward.
+torch::Tensor row_zoo(const torch::Tensor& x, const torch::Tensor& w) {
+  auto h = x * 0.5 + w;  // w: one row, broadcast
+  auto p = torch::softmax(h, -1);
+  auto l = torch::log_softmax(h * 2, -1);
+  auto c = h - h.mean(-1, true);
+  auto v = (c * c).sum(-1, true);
+  return (p * l).sum() + (v * 0.1).sum();
+}
+
+std::vector<torch::Tensor> train_rows(bool hot, int iterations) {
+  torch::manual_seed(11);
+  auto x = torch::randn({8, 32}, torch::requires_grad());
+  auto w = torch::randn({32});
+  std::unique_ptr<Enabled> on;
+  if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+  std::vector<torch::Tensor> out;
+  for (int i = 0; i < iterations; ++i) {
+    auto loss = row_zoo(x, w);
+    loss.backward();
+    {
+      torch::NoGradGuard ng;
+      x -= 0.1 * x.grad();
+      x.grad().zero_();
+    }
+    out.push_back(loss.detach().clone());
+    hotpath::step();
+  }
+  on.reset();  // before the ops below, which are no iteration of the loop
+  out.push_back(x.detach().clone());
+  return out;
+}
+
+TEST_CASE("reductions along the last dimension fuse with the ops around them", "[fusion][rows]") {
+  const auto eager = train_rows(false, 8);
+  const auto fused = train_rows(true, 8);
+  const auto s = hotpath::stats().last();
+  INFO(hotpath::format_stats(hotpath::stats()));
+  const auto plan = last_plan();
+  REQUIRE(plan != nullptr);
+  const auto& g = *plan->graph;
+  const std::string text = plan->partition.to_text(g);
+  INFO(text);
+  check_golden("row_reductions_partition.txt", text);
+  // Every row op of the loop is in a row kernel.
+  std::set<std::string> fused_ops;
+  int row_groups = 0;
+  for (const auto& grp : plan->partition.groups) {
+    row_groups += grp.rows ? 1 : 0;
+    for (int n : grp.nodes) fused_ops.insert(g.node(n).short_name());
+    const auto spec = hotpath::detail::generate_kernel(g, grp);
+    INFO(spec.source);
+    CHECK(spec.rows == (grp.rows ? 8 : 0));
+    const auto out = hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
+                                                    hotpath::detail::runtime_headers(), "");
+    CHECK(out.cubin.size() > 0);
+  }
+  CHECK(row_groups >= 2);
+  for (const char* op : {"_softmax", "_log_softmax", "mean.dim", "sum.dim_IntList",
+                         "_softmax_backward_data", "_log_softmax_backward_data"}) {
+    CAPTURE(op);
+    CHECK(fused_ops.count(op) == 1);
+  }
+  // The plan ran, and CPU plans compute exactly what eager does.
+  CHECK(s.fusion.fused_iterations > 0);
+  CHECK(s.fusion.divergences == 0);
+  REQUIRE(fused.size() == eager.size());
+  for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
+}
+
+TEST_CASE("codegen of a row kernel: softmax over rows with a broadcast row", "[fusion][golden]") {
+  torch::manual_seed(5);
+  auto x = torch::randn({4, 16});
+  auto w = torch::randn({16});
+  Enabled on(cpu_plans(2));
+  for (int i = 0; i < 3; ++i) {
+    auto y = torch::softmax(x * 0.5 + w, -1) * 2.0;
+    hotpath::step();
+  }
+  const auto plan = last_plan();
+  REQUIRE(plan != nullptr);
+  REQUIRE(plan->groups.size() == 1);
+  check_golden("softmax_row_kernel.txt", plan->groups[0].spec.source);
+}
+
 TEST_CASE("codegen of a small broadcast chain", "[fusion][golden]") {
   torch::manual_seed(4);
   auto a = torch::randn({4, 8}), b = torch::randn({8}), t = torch::randn({8, 4});

@@ -65,53 +65,60 @@ std::size_t elem_size(c10::ScalarType t) { return c10::elementSize(t); }
 
 }  // namespace
 
+GroupParams::GroupParams(const Graph& graph, const FusionGroup& grp, KernelSpec& s)
+    : g(graph), group(grp), spec(s) {
+  for (std::size_t i = 0; i < group.nodes.size(); ++i)
+    member_of[group.nodes[i]] = static_cast<int>(i);
+}
+
+bool GroupParams::in_group(int value) const {
+  const int p = g.value(value).producer;
+  return p >= 0 && member_of.count(p) > 0;
+}
+
+std::size_t GroupParams::tensor(int value) {
+  const Value& v = g.value(value);
+  auto it = param_of_tensor.find(v.tensor);
+  if (it == param_of_tensor.end()) {
+    KernelArg a;
+    a.kind = KernelArg::Kind::Tensor;
+    const Value& base = g.value(v.tensor);
+    if (base.producer >= 0 && member_of.count(base.producer)) {
+      a.member = member_of.at(base.producer);
+      a.output = base.output;
+    } else {
+      // Found through the first member that touches it.
+      for (std::size_t i = 0; i < group.nodes.size() && a.member < 0; ++i) {
+        for (const auto& in : g.node(group.nodes[i]).inputs) {
+          if (in.value >= 0 && g.value(in.value).tensor == v.tensor) {
+            a.member = static_cast<int>(i);
+            a.argument = in.argument;
+            break;
+          }
+        }
+      }
+    }
+    a.dtype = base.meta.dtype;
+    it = param_of_tensor.emplace(v.tensor, static_cast<int>(spec.args.size())).first;
+    meta_of_param[it->second] = &base.meta;
+    spec.args.push_back(a);
+  }
+  return static_cast<std::size_t>(it->second);
+}
+
 KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
+  if (group.rows) return generate_row_kernel(g, group);
   KernelSpec spec;
   const TensorMeta& dom = group.domain;
   const std::vector<std::int64_t> dsizes(dom.sizes.begin(), dom.sizes.end());
   spec.numel = dom.numel();
   const std::vector<std::int64_t> lin = contiguous_strides(dom);
 
-  std::map<int, int> member_of;  // node -> member position
-  for (std::size_t i = 0; i < group.nodes.size(); ++i)
-    member_of[group.nodes[i]] = static_cast<int>(i);
-  auto in_group = [&](int value) {
-    const int p = g.value(value).producer;
-    return p >= 0 && member_of.count(p) > 0;
-  };
-
-  // Tensor parameters, one per tensor (all versions of a tensor share its memory).
-  std::map<int, int> param_of_tensor;  // Value::tensor -> index into spec.args
-  std::map<int, const TensorMeta*> meta_of_param;
-  auto tensor_param = [&](int value) -> KernelArg& {
-    const Value& v = g.value(value);
-    auto it = param_of_tensor.find(v.tensor);
-    if (it == param_of_tensor.end()) {
-      KernelArg a;
-      a.kind = KernelArg::Kind::Tensor;
-      const Value& base = g.value(v.tensor);
-      if (base.producer >= 0 && member_of.count(base.producer)) {
-        a.member = member_of[base.producer];
-        a.output = base.output;
-      } else {
-        // Found through the first member that touches it.
-        for (std::size_t i = 0; i < group.nodes.size() && a.member < 0; ++i) {
-          for (const auto& in : g.node(group.nodes[i]).inputs) {
-            if (in.value >= 0 && g.value(in.value).tensor == v.tensor) {
-              a.member = static_cast<int>(i);
-              a.argument = in.argument;
-              break;
-            }
-          }
-        }
-      }
-      a.dtype = base.meta.dtype;
-      it = param_of_tensor.emplace(v.tensor, static_cast<int>(spec.args.size())).first;
-      meta_of_param[it->second] = &base.meta;
-      spec.args.push_back(a);
-    }
-    return spec.args[static_cast<std::size_t>(it->second)];
-  };
+  GroupParams params(g, group, spec);
+  auto in_group = [&](int value) { return params.in_group(value); };
+  auto tensor_param = [&](int value) -> KernelArg& { return spec.args[params.tensor(value)]; };
+  std::map<int, int>& param_of_tensor = params.param_of_tensor;
+  std::map<int, const TensorMeta*>& meta_of_param = params.meta_of_param;
 
   // Element body: loads, per-node expressions, stores.
   std::ostringstream body;

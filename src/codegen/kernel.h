@@ -8,6 +8,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct KernelSpec {
   int vec = 1;             // elements per vector in the vector path (1: no vector path)
   int vec_bytes = 0;       // alignment the vector path needs of every linear tensor
   int block = 256;
+  std::int64_t rows = 0;  // a row kernel: one block per row (grid-stride over rows)
   // The group as bytecode for the interpreter kernel (codegen/interpreter.h), which runs it
   // while this kernel compiles. Pointers and scalar values are filled in at each launch; slot k
   // is args[k]. Empty `interpretable` when it cannot: why not.
@@ -55,6 +57,24 @@ struct KernelSpec {
 const std::vector<std::pair<std::string, std::string>>& runtime_headers();
 
 KernelSpec generate_kernel(const Graph& g, const FusionGroup& group);
+// A group that reduces along the last dimension (FusionGroup::rows): one row per block, each
+// reduction a block-wide sum or max, the pointwise ops around them recomputed per pass over the
+// row. KernelSpec::rows is set; it has no interpreter program.
+KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group);
+
+// Kernel parameters of a group's tensors: one per tensor (all versions of a tensor share its
+// memory), found through the member that makes it or the first member that reads it.
+struct GroupParams {
+  GroupParams(const Graph& g, const FusionGroup& group, KernelSpec& spec);
+  bool in_group(int value) const;
+  std::size_t tensor(int value);  // index into spec.args, added on first use
+  const Graph& g;
+  const FusionGroup& group;
+  KernelSpec& spec;
+  std::map<int, int> member_of;        // node -> member position
+  std::map<int, int> param_of_tensor;  // Value::tensor -> index into spec.args
+  std::map<int, const TensorMeta*> meta_of_param;
+};
 
 const char* cuda_type(c10::ScalarType t);
 

@@ -192,8 +192,10 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     for (std::size_t i = 0; i < nargs; ++i) {
       h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
                      info.written[i], rec, inputs);
+      // Lists of numbers are kept (a reduction's dims); lists that may hold tensors are not.
+      const bool numbers = args[i].isIntList() || args[i].isDoubleList() || args[i].isBoolList();
       const bool holds_tensors = args[i].isTensor() || args[i].isTensorList() ||
-                                 args[i].isOptionalTensorList() || args[i].isList();
+                                 args[i].isOptionalTensorList() || (args[i].isList() && !numbers);
       rec.args.push_back(holds_tensors ? c10::IValue() : args[i]);
     }
   }

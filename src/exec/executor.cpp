@@ -32,11 +32,14 @@ namespace {
 
 constexpr std::int64_t kDivergenceLogs = 5;
 
-// Gives placeholder `p` the data of `r` (the eager result of the op p stood for).
+// Gives placeholder `p` the data of `r` (the eager result of the op p stood for). Its storage is
+// replaced only when nothing else shares it: autograd saves an op's output (softmax, sigmoid,
+// ...) as a second tensor on the same storage, which must see the data.
 void adopt(const at::Tensor& p, const at::Tensor& r) {
   c10::TensorImpl* impl = p.unsafeGetTensorImpl();
-  if (impl->allow_tensor_metadata_change() && p.sizes() == r.sizes() &&
-      p.strides() == r.strides() && p.dtype() == r.dtype() && p.device() == r.device()) {
+  if (p.storage().use_count() == 1 && impl->allow_tensor_metadata_change() &&
+      p.sizes() == r.sizes() && p.strides() == r.strides() && p.dtype() == r.dtype() &&
+      p.device() == r.device()) {
     impl->set_storage_keep_dtype(r.storage());
     impl->set_storage_offset(r.storage_offset());
     return;
@@ -45,8 +48,8 @@ void adopt(const at::Tensor& p, const at::Tensor& r) {
   p.copy_(r);
 }
 
-int count_refs(const at::Tensor& t, const std::vector<c10::IValue>& args, const at::Tensor& out) {
-  int n = out.unsafeGetTensorImpl() == t.unsafeGetTensorImpl() ? 1 : 0;
+int count_refs(const at::Tensor& t, const std::vector<c10::IValue>& args) {
+  int n = 0;
   for (const auto& a : args) {
     if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
   }
@@ -443,8 +446,9 @@ bool Executor::try_arm() {
   return true;
 }
 
-bool Executor::guard(const PlanOp& p, const OpRecord& rec) {
-  if (rec.input_key != p.input_key || rec.inputs.size() != p.refs.size()) return false;
+bool Executor::guard(const PlanOp& p, const OpRecord& rec, bool check_key) {
+  if ((check_key && rec.input_key != p.input_key) || rec.inputs.size() != p.refs.size())
+    return false;
   for (std::size_t k = 0; k < p.refs.size(); ++k) {
     if (!rec.inputs[k].meta.defined) continue;
     const ValueRef e = p.refs[k];
@@ -460,6 +464,44 @@ bool Executor::guard(const PlanOp& p, const OpRecord& rec) {
     }
   }
   return true;
+}
+
+const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpRecord& rec,
+                                                   const torch::jit::Stack& stack,
+                                                   std::size_t index) {
+  // Autograd accumulates a gradient into its buffer in place (add_) only when nothing else holds
+  // the buffer; the ops a plan defers hold their arguments until their group runs, so the same
+  // loop can ask for an out-of-place add where the trace has add_. When only autograd holds the
+  // buffer (eager would have added in place), the recorded add_ runs instead: the same result.
+  static const c10::OperatorHandle add_ =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::add_", "Tensor");
+  if (p.name != "aten::add_.Tensor" || rec.name != "aten::add" || rec.overload != "Tensor")
+    return nullptr;
+  if (!armed_ || armed_->graph == nullptr || rec.inputs.size() != p.refs.size()) return nullptr;
+  const Node& n = armed_->graph->node(static_cast<int>(index));
+  for (std::size_t k = 0; k < rec.inputs.size(); ++k) {
+    const int v = n.input_at(rec.inputs[k].argument);
+    if (v < 0) return nullptr;
+    const TensorMeta& want = armed_->graph->value(v).meta;
+    const TensorMeta& got = rec.inputs[k].meta;
+    if (got.dtype != want.dtype || got.device != want.device || got.sizes != want.sizes ||
+        got.strides != want.strides || got.storage_offset != want.storage_offset)
+      return nullptr;
+  }
+  const std::size_t nargs = add_.schema().arguments().size();
+  if (stack.size() < nargs || !stack[stack.size() - nargs].isTensor()) return nullptr;
+  const at::Tensor& self = stack[stack.size() - nargs].toTensor();
+  int ours = 0;
+  for (const Deferred& d : deferred_) ours += count_refs(self, d.args);
+  for (std::size_t k = stack.size() - nargs; k < stack.size(); ++k) {
+    if (stack[k].isTensor() &&
+        stack[k].toTensor().unsafeGetTensorImpl() == self.unsafeGetTensorImpl())
+      ++ours;
+  }
+  const bool only_autograd = self.use_count() == static_cast<std::size_t>(ours) + 1 &&
+                             self.storage().use_count() == 1 && self.is_non_overlapping_and_dense();
+  if (!only_autograd || !guard(p, rec, false)) return nullptr;
+  return &add_;
 }
 
 void Executor::diverge(const std::string& why) {
@@ -483,19 +525,23 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   const std::size_t index = cursor_;
   if (index == 0 && !unwritten_.empty()) restore_unwritten(false);  // the last iteration is over
   const PlanOp& p = armed_->ops[index];
-  if (!guard(p, rec)) {
-    std::string got(rec.name);
-    if (!rec.overload.empty()) got += "." + std::string(rec.overload);
-    diverge(concat("op ", index, ": expected ", p.name, ", got ", got,
-                   got == p.name ? " with other inputs" : ""));
-    return false;
+  const c10::OperatorHandle* as = &op;
+  if (!guard(p, rec, true)) {
+    as = in_place_twin(p, rec, *stack, index);
+    if (as == nullptr) {
+      std::string got(rec.name);
+      if (!rec.overload.empty()) got += "." + std::string(rec.overload);
+      diverge(concat("op ", index, ": expected ", p.name, ", got ", got,
+                     got == p.name ? " with other inputs" : ""));
+      return false;
+    }
   }
   ++cursor_;
   bool handled = false;
   const PlanGroup* group =
       p.group >= 0 ? &armed_->groups[static_cast<std::size_t>(p.group)] : nullptr;
   if (group != nullptr && group->active && !group->eager_only) {
-    defer(op, keys, stack, p, static_cast<int>(index));
+    defer(*as, keys, stack, p, static_cast<int>(index));
     handled = true;
     if (p.launch) run_group(p.group);
   }
@@ -505,19 +551,20 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
 
 void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      torch::jit::Stack* stack, const PlanOp& p, int index) {
-  Deferred d{op, keys, index, p.group, {}, {}, p.out_alias};
+  Deferred d{op, keys, index, p.group, {}, p.out_alias};
   const std::size_t nargs = op.schema().arguments().size();
   d.args.reserve(nargs);
   for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nargs); it != stack->end(); ++it)
     d.args.push_back(std::move(*it));
   torch::jit::drop(*stack, nargs);
   if (p.out_alias >= 0) {
-    d.output = d.args[static_cast<std::size_t>(p.out_alias)].toTensor();
+    stack->emplace_back(d.args[static_cast<std::size_t>(p.out_alias)]);
   } else {
-    d.output = at::empty_strided(p.out.sizes, p.out.strides,
-                                 at::TensorOptions().dtype(p.out.dtype).device(p.out.device));
+    at::Tensor out = at::empty_strided(p.out.sizes, p.out.strides,
+                                       at::TensorOptions().dtype(p.out.dtype).device(p.out.device));
+    d.made = WeakTensor(out.getIntrusivePtr());
+    stack->emplace_back(std::move(out));
   }
-  stack->emplace_back(d.output);
   deferred_.push_back(std::move(d));
 }
 
@@ -571,16 +618,24 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
       params[i] = &scalars[i];
       continue;
     }
-    const at::Tensor& t =
-        a.output >= 0 ? m.output : m.args[static_cast<std::size_t>(a.argument)].toTensor();
+    // A strong reference for the launch (one more use of a tensor the group made).
+    const at::Tensor t =
+        a.output >= 0 ? m.output() : m.args[static_cast<std::size_t>(a.argument)].toTensor();
+    if (!t.defined()) {
+      if (!a.optional) return false;  // cannot happen: the last member's output is on the stack
+      params[i] = &ptrs[i];           // nobody holds it: nothing to write
+      continue;
+    }
     bool pass = true;
     if (a.optional) {
-      int ours = 0;
-      for (const Deferred* d : members) ours += count_refs(t, d->args, d->output);
+      int ours = 1;  // `t`
+      for (const Deferred* d : members) ours += count_refs(t, d->args);
       // Nobody else holds it: nothing can read it. Someone does, but the trace says it dies
       // unread: skip it, and keep what restores it should that turn out wrong.
-      pass = t.use_count() > static_cast<std::size_t>(ours);
-      if (pass && !g.speculative.empty() && g.speculative[i]) {
+      // A second tensor on its storage (autograd's saved copy of an output) reads it too.
+      const bool shared = t.storage().use_count() > 1;
+      pass = t.use_count() > static_cast<std::size_t>(ours) || shared;
+      if (pass && !shared && !g.speculative.empty() && g.speculative[i]) {
         pass = false;
         speculate(t, g, i, members);
       }
@@ -614,7 +669,9 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   const std::int64_t per_block = kernel != nullptr
                                      ? std::int64_t{g.spec.block} * g.spec.vec
                                      : std::int64_t{kInterpreterBlock} * kInterpreterElements;
-  std::int64_t grid = (g.spec.numel + per_block - 1) / per_block;
+  std::int64_t grid = kernel != nullptr && g.spec.rows > 0
+                          ? g.spec.rows
+                          : (g.spec.numel + per_block - 1) / per_block;
   grid =
       std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
   try {
@@ -653,7 +710,8 @@ void Executor::materialize(const std::vector<Deferred*>& members) {
   for (Deferred* d : members) {
     torch::jit::Stack s(d->args.begin(), d->args.end());
     d->op.redispatchBoxed(d->keys, &s);
-    if (d->out_alias < 0) adopt(d->output, s.at(0).toTensor());
+    if (d->out_alias >= 0) continue;
+    if (const at::Tensor out = d->output(); out.defined()) adopt(out, s.at(0).toTensor());
   }
 }
 
@@ -721,7 +779,9 @@ void Executor::run_eager(const std::vector<const Deferred*>& members,
       }
     }
     d->op.redispatchBoxed(d->keys, &s);
-    if (d->out_alias < 0) remap[d->output.unsafeGetTensorImpl()] = s.at(0).toTensor();
+    if (d->out_alias >= 0) continue;
+    if (const at::Tensor out = d->output(); out.defined())
+      remap[out.unsafeGetTensorImpl()] = s.at(0).toTensor();
   }
 }
 
@@ -748,7 +808,8 @@ void Executor::speculate(const at::Tensor& t, const PlanGroup& g, std::size_t ar
     }
     if (d.out_alias < 0) {
       c.out_slot = u.slots++;
-      slot_of[d.output.unsafeGetTensorImpl()] = c.out_slot;
+      if (const at::Tensor out = d.output(); out.defined())
+        slot_of[out.unsafeGetTensorImpl()] = c.out_slot;
     }
     u.cone.push_back(std::move(c));
   }

@@ -64,17 +64,24 @@ class Executor {
   std::shared_ptr<const Plan> plan(std::uint64_t signature) const;
 
  private:
+  using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   struct Deferred {
     c10::OperatorHandle op;
     c10::DispatchKeySet keys;
     int index = 0;  // position in the plan
     int group = -1;
     std::vector<c10::IValue> args;
-    at::Tensor output;
     std::int32_t out_alias = -1;
+    // An in-place op's output is its argument (held in args). A new output is held weakly: as
+    // in eager, only the program holds it (autograd accumulates a gradient in place only into a
+    // buffer nobody else holds); expired when nobody does.
+    WeakTensor made{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+    at::Tensor output() const {
+      return out_alias >= 0 ? args[static_cast<std::size_t>(out_alias)].toTensor()
+                            : at::Tensor(made.lock());
+    }
   };
 
-  using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   // One op of the members that compute a skipped value. Tensors made by earlier ops of the cone
   // are not held (they are slots), so that holding the cone keeps no skipped value alive.
   struct ConeOp {
@@ -116,7 +123,11 @@ class Executor {
                       const std::vector<void*>& ptrs);
   void verify(PlanGroup& g, const std::vector<Deferred*>& members,
               const std::vector<at::Tensor>& tensors, const std::vector<void*>& ptrs);
-  bool guard(const PlanOp& p, const OpRecord& rec);
+  bool guard(const PlanOp& p, const OpRecord& rec, bool check_key);
+  // The recorded in-place op to run instead of `rec` when autograd asked for its out-of-place
+  // twin only because deferred ops hold its buffer (see the definition); nullptr otherwise.
+  const c10::OperatorHandle* in_place_twin(const PlanOp& p, const OpRecord& rec,
+                                           const torch::jit::Stack& stack, std::size_t index);
   void diverge(const std::string& why);
   void defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
              const PlanOp& p, int index);

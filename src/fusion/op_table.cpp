@@ -237,6 +237,52 @@ const PointwiseOp* find_pointwise(const Node& n) {
   return it == table().ops.end() ? nullptr : &it->second;
 }
 
+const RowOp* find_row_op(const Node& n) {
+  using K = RowOp::Kind;
+  static const std::unordered_map<std::string, RowOp> ops = {
+      {"sum.dim_IntList", {K::Sum, {0}, true}},
+      {"mean.dim", {K::Mean, {0}, true}},
+      {"_softmax", {K::Softmax, {0}, false}},
+      {"_log_softmax", {K::LogSoftmax, {0}, false}},
+      {"_softmax_backward_data", {K::SoftmaxBackward, {0, 1}, false}},
+      {"_log_softmax_backward_data", {K::LogSoftmaxBackward, {0, 1}, false}},
+  };
+  const auto it = ops.find(n.short_name());
+  return it == ops.end() ? nullptr : &it->second;
+}
+
+std::string row_op_check(const Graph& g, const Node& n) {
+  const RowOp* op = find_row_op(n);
+  if (op == nullptr) return "not a row op";
+  const int in = n.input_at(op->tensors[0]);
+  if (in < 0) return "undefined operand";
+  const TensorMeta& m = g.value(in).meta;
+  const auto rank = static_cast<std::int64_t>(m.sizes.size());
+  if (rank == 0) return "a 0-dim operand";
+  auto last = [&](std::int64_t d) { return d == rank - 1 || d == -1; };
+  if (op->keeps_row) {
+    // sum/mean(self, int[1]? dim, bool keepdim, *, ScalarType? dtype)
+    const auto& dim = n.args[1];
+    if (!dim.isIntList() || dim.toIntList().size() != 1 || !last(dim.toIntList().get(0)))
+      return "reduces other than the last dimension";
+    if (n.args.size() > 3 && !n.args[3].isNone()) return "a dtype argument";
+  } else {
+    // _softmax(self, int dim, bool half_to_float) and the backward ops (..., int dim, dtype)
+    const auto& dim = n.args[op->tensors.size()];
+    if (!dim.isInt() || !last(dim.toInt())) return "reduces other than the last dimension";
+    if (op->kind == RowOp::Kind::Softmax || op->kind == RowOp::Kind::LogSoftmax) {
+      if (n.args[2].isBool() && n.args[2].toBool()) return "half_to_float";
+    }
+  }
+  for (int t : op->tensors) {
+    const int v = n.input_at(t);
+    if (v < 0) return "undefined operand";
+    const TensorMeta& tm = g.value(v).meta;
+    if (tm.sizes != m.sizes) return "operands of different shapes";
+  }
+  return {};
+}
+
 std::string float_literal(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9ef", v);

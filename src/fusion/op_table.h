@@ -36,6 +36,21 @@ struct PointwiseOp {
 // nullptr when the op is not fusable.
 const PointwiseOp* find_pointwise(const Node& n);
 
+// Reductions along the last dimension, fused with the pointwise ops around them (codegen/
+// kernel.h, row kernels): one row per block, a block-wide sum or max per reduction.
+struct RowOp {
+  enum class Kind { Sum, Mean, Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
+  Kind kind = Kind::Sum;
+  std::vector<int> tensors;  // schema positions of the tensor operands (full rows)
+  bool keeps_row = false;    // the output is one value per row (sum, mean), else a full row
+};
+
+// nullptr when `n` is not one of the row ops.
+const RowOp* find_row_op(const Node& n);
+// Empty when `n` (a row op) reduces its last dimension in a way a row kernel computes exactly
+// like ATen, else why not.
+std::string row_op_check(const Graph& g, const Node& n);
+
 // Every (op, variant) of the table, in a fixed order: the interpreter kernel's opcodes.
 struct OpForm {
   std::string key;  // Node::short_name()

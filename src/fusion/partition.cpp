@@ -16,6 +16,21 @@ bool float_type(c10::ScalarType t) {
          t == c10::ScalarType::BFloat16;
 }
 
+bool contiguous(const TensorMeta& m) {
+  std::int64_t expect = 1;
+  for (std::size_t d = m.sizes.size(); d-- > 0;) {
+    if (m.sizes[d] != 1 && m.strides[d] != expect) return false;
+    expect *= m.sizes[d];
+  }
+  return m.storage_offset == 0;
+}
+
+// The shape a node iterates over: a pointwise op's output, a row op's (full) operand.
+const TensorMeta& node_domain(const Graph& g, const Node& n) {
+  if (const RowOp* r = find_row_op(n)) return g.value(n.input_at(r->tensors[0])).meta;
+  return g.value(n.outputs[0]).meta;
+}
+
 bool broadcastable(const TensorMeta& in, const TensorMeta& domain) {
   if (in.sizes.size() > domain.sizes.size()) return false;
   const std::size_t lead = domain.sizes.size() - in.sizes.size();
@@ -50,8 +65,31 @@ struct Builder {
     return false;
   }
 
+  // A per-row value (a sum or mean) that a member reads as an operand must keep its dimension
+  // (shape [..., 1]): row kernels broadcast it along the row, as eager does then.
+  bool rows_kept(const std::vector<int>& members) const {
+    const std::set<int> mine(members.begin(), members.end());
+    for (int m : members) {
+      const Node& n = g.node(m);
+      const TensorMeta& dom = node_domain(g, n);
+      for (const auto& in : n.inputs) {
+        if (in.value < 0) continue;
+        const Value& v = g.value(in.value);
+        if (v.producer < 0 || !mine.count(v.producer)) continue;
+        const RowOp* r = find_row_op(g.node(v.producer));
+        if (r == nullptr || !r->keeps_row) continue;
+        std::vector<std::int64_t> kept(dom.sizes.begin(), dom.sizes.end());
+        kept.back() = 1;
+        if (std::vector<std::int64_t>(v.meta.sizes.begin(), v.meta.sizes.end()) != kept)
+          return false;
+      }
+    }
+    return true;
+  }
+
   bool legal(const std::vector<int>& members) const {
     if (members.size() > kMaxGroupNodes) return false;
+    if (!rows_kept(members)) return false;
     const std::set<int> mine(members.begin(), members.end());
     const std::set<int> values = produced(members);
     const bool contiguous_only = writes_outside(members);
@@ -75,6 +113,21 @@ bool same_domain(const TensorMeta& a, const TensorMeta& b) {
 }  // namespace
 
 std::string unfusable_reason(const Graph& g, const Node& n) {
+  if (const RowOp* r = find_row_op(n)) {
+    if (std::string why = row_op_check(g, n); !why.empty()) return why;
+    if (n.outputs.size() != 1 || n.out_alias[0] >= 0) return "not one new output";
+    const TensorMeta& out = g.value(n.outputs[0]).meta;
+    if (!out.defined || !float_type(out.dtype)) return "output is not fp32/fp16/bf16";
+    if (out.numel() == 0) return "empty";
+    if (!contiguous(out)) return "output is not contiguous";
+    for (int t : r->tensors) {
+      const TensorMeta& m = g.value(n.input_at(t)).meta;
+      if (m.device != out.device) return "operands on several devices";
+      if (!float_type(m.dtype)) return "operand dtype";
+      if (!contiguous(m)) return "operand is not contiguous";
+    }
+    return {};
+  }
   const PointwiseOp* op = find_pointwise(n);
   if (op == nullptr) return "not a pointwise op";
   if (std::string why = op->check(n); !why.empty()) return why;
@@ -122,7 +175,7 @@ Partition partition_graph(const Graph& g) {
       p.eager_why[static_cast<std::size_t>(n.index)] = why;
       continue;
     }
-    const TensorMeta& dom = g.value(n.outputs[0]).meta;
+    const TensorMeta& dom = node_domain(g, n);
     // Groups that produced one of this node's operands, over the same domain.
     std::vector<int> cands;
     for (const auto& in : n.inputs) {
@@ -132,7 +185,7 @@ Partition partition_graph(const Graph& g) {
       const int grp = b.group_of[static_cast<std::size_t>(producer)];
       if (grp < 0 || std::find(cands.begin(), cands.end(), grp) != cands.end()) continue;
       const auto& first = g.node(b.groups[static_cast<std::size_t>(grp)].front());
-      if (!same_domain(g.value(first.outputs[0]).meta, dom)) continue;
+      if (!same_domain(node_domain(g, first), dom)) continue;
       cands.push_back(grp);
     }
     auto with = [&](const std::vector<int>& gs) {
@@ -183,7 +236,8 @@ Partition partition_graph(const Graph& g) {
     }
     FusionGroup fg;
     fg.nodes = nodes;
-    fg.domain = g.value(g.node(nodes.front()).outputs[0]).meta;
+    fg.domain = node_domain(g, g.node(nodes.front()));
+    for (int m : nodes) fg.rows = fg.rows || find_row_op(g.node(m)) != nullptr;
     std::string name, previous;
     for (int m : nodes) {
       std::string op = g.node(m).name.substr(g.node(m).name.rfind(':') + 1);
@@ -204,7 +258,8 @@ std::string Partition::to_text(const Graph& g) const {
   std::ostringstream os;
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const auto& grp = groups[i];
-    os << "group " << i << " " << grp.name << " over " << format_meta(grp.domain) << ":";
+    os << "group " << i << " " << grp.name << " over " << format_meta(grp.domain)
+       << (grp.rows ? " by rows" : "") << ":";
     for (int m : grp.nodes) os << " " << m << ":" << g.node(m).short_name();
     os << "\n";
   }

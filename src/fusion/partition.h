@@ -1,6 +1,8 @@
 // Cuts a Graph into fusion groups: runs of pointwise and in-place ops over one iteration domain
-// (the shape of their outputs) that one kernel can compute. Everything else (matmuls,
-// convolutions, reductions, RNG, views, unknown ops) stays eager and bounds the groups.
+// (the shape of their outputs) that one kernel can compute, with the reductions along the last
+// dimension among them (sum, mean, softmax, log_softmax and their backward: row kernels).
+// Everything else (matmuls, convolutions, other reductions, RNG, views, unknown ops) stays eager
+// and bounds the groups.
 //
 // A group is legal only if, between its first and last member, no other op reads a value the
 // group produces or mutates anything, and a group that writes a tensor from outside itself (an
@@ -18,7 +20,8 @@ namespace hotpath::detail {
 
 struct FusionGroup {
   std::vector<int> nodes;  // ascending node indices
-  TensorMeta domain;       // the members' output shape, dtype of the first member, device
+  TensorMeta domain;       // the shape the members iterate over (a row op's operand), device
+  bool rows = false;       // it reduces along the last dimension: a row kernel
   std::string name;        // what it fuses, e.g. "mul_add_addcmul_sqrt_div_addcdiv"
 };
 

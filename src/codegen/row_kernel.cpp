@@ -1,0 +1,393 @@
+// Row kernels: fusion groups that reduce along the last dimension (codegen/kernel.h).
+//
+// The group's domain is [rows, C] (C: the last dimension). Every value is either per element of a
+// row ("full": loads, pointwise results, softmax outputs) or per row (sums, means, the maximum and
+// normaliser of a softmax, and operands of shape [..., 1]). A reduction whose input needs per-row
+// values of level k has level k + 1; the kernel makes one pass over the row per level, computing
+// that level's reductions (recomputing the pointwise values they need from the loads, which hit
+// the cache), and a last pass that stores the full outputs. Math is fp32, as in ATen's kernels.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "codegen/kernel.h"
+#include "common/error.h"
+#include "common/hash.h"
+#include "fusion/op_table.h"
+#include "trace/signature.h"
+
+namespace hotpath::detail {
+namespace {
+
+struct Def {
+  std::string name;
+  std::string expr;
+  bool row = false;  // one value per row (else per element)
+  int level = 0;     // highest reduction level it depends on
+  std::vector<std::string> deps;
+};
+
+struct Reduction {
+  std::string input;   // a full value
+  std::string result;  // the per-row value
+  bool max = false;    // else a sum
+  int level = 1;
+};
+
+std::vector<std::int64_t> sizes_of(const TensorMeta& m, std::size_t rank) {
+  std::vector<std::int64_t> s(rank - std::min(rank, m.sizes.size()), 1);
+  s.insert(s.end(), m.sizes.begin(), m.sizes.end());
+  return s;
+}
+
+// Strides of `m` over the domain's dimensions (0 where it is broadcast or of size 1).
+std::vector<std::int64_t> domain_strides(const TensorMeta& m, const TensorMeta& dom) {
+  const std::size_t nd = dom.sizes.size();
+  HOTPATH_CHECK(m.sizes.size() <= nd, "operand rank exceeds the domain's: ", format_meta(m), " vs ",
+                format_meta(dom));
+  std::vector<std::int64_t> st(nd, 0);
+  const std::size_t lead = nd - m.sizes.size();
+  for (std::size_t d = 0; d < m.sizes.size(); ++d)
+    st[lead + d] = m.sizes[d] == 1 ? 0 : m.strides[d];
+  return st;
+}
+
+// Contiguous strides of `sizes` (0 for dimensions of size 1).
+std::vector<std::int64_t> packed(const std::vector<std::int64_t>& sizes) {
+  std::vector<std::int64_t> st(sizes.size(), 0);
+  std::int64_t s = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    st[d] = sizes[d] == 1 ? 0 : s;
+    s *= sizes[d];
+  }
+  return st;
+}
+
+std::string offset(const TensorMeta& m, const std::string& index) {
+  return m.storage_offset == 0 ? index : index + " + " + std::to_string(m.storage_offset);
+}
+
+bool is_contiguous(const TensorMeta& m) {
+  std::int64_t expect = 1;
+  for (std::size_t d = m.sizes.size(); d-- > 0;) {
+    if (m.sizes[d] != 1 && m.strides[d] != expect) return false;
+    expect *= m.sizes[d];
+  }
+  return m.storage_offset == 0;
+}
+
+}  // namespace
+
+KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
+  KernelSpec spec;
+  spec.not_interpretable = "a reduction along rows";
+  const TensorMeta& dom = group.domain;
+  HOTPATH_CHECK(!dom.sizes.empty(), "a row kernel needs at least one dimension");
+  const std::size_t rank = dom.sizes.size();
+  const std::int64_t cols = dom.sizes.back();
+  const std::vector<std::int64_t> dsizes(dom.sizes.begin(), dom.sizes.end());
+  std::vector<std::int64_t> row_sizes = dsizes;
+  row_sizes.back() = 1;
+  // How operands are indexed: the whole domain, one value per row, one row for every row.
+  const std::vector<std::int64_t> full_strides = packed(dsizes);
+  const std::vector<std::int64_t> row_strides = packed(row_sizes);
+  std::vector<std::int64_t> col_sizes(rank, 1);
+  col_sizes.back() = cols;
+  const std::vector<std::int64_t> col_strides = packed(col_sizes);
+  spec.numel = dom.numel();
+  spec.rows = cols > 0 ? spec.numel / cols : 0;
+  spec.block = 32;
+  while (spec.block < 256 && spec.block < cols) spec.block *= 2;
+  GroupParams params(g, group, spec);
+
+  std::vector<Def> defs;
+  std::map<std::string, std::size_t> def_of;
+  std::vector<Reduction> reds;
+  std::map<int, std::string> var;    // value id -> name
+  std::map<int, int> final_version;  // tensor -> its last value in the group
+  auto add = [&](Def d) -> const std::string& {
+    for (const std::string& dep : d.deps) {
+      const Def& x = defs[def_of.at(dep)];
+      d.level = std::max(d.level, x.level);
+    }
+    def_of[d.name] = defs.size();
+    defs.push_back(std::move(d));
+    return defs.back().name;
+  };
+  auto reduce = [&](const std::string& input, bool max) {
+    Reduction r;
+    r.input = input;
+    r.max = max;
+    r.level = defs[def_of.at(input)].level + 1;
+    r.result = "r" + std::to_string(reds.size());
+    reds.push_back(r);
+    Def d;
+    d.name = r.result;
+    d.row = true;
+    d.level = r.level;
+    def_of[d.name] = defs.size();
+    defs.push_back(d);
+    return r.result;
+  };
+  // The name of an operand: a value of the group, or a load of a tensor from outside.
+  auto operand = [&](int v) -> std::string {
+    if (const auto it = var.find(v); it != var.end()) return it->second;
+    HOTPATH_CHECK(!params.in_group(v), "value %", v, " used before it is computed");
+    const std::size_t p = params.tensor(v);
+    const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(p));
+    KernelArg& a = spec.args[p];
+    a.name = "t" + std::to_string(p);
+    // Strides over the domain's dimensions, 0 where broadcast (expanded or of size 1).
+    const std::vector<std::int64_t> st = domain_strides(m, dom);
+    Def d;
+    d.name = "x" + std::to_string(v);
+    if (std::all_of(st.begin(), st.end(), [](std::int64_t x) { return x == 0; })) {
+      a.single = true;
+      d.row = true;
+      d.expr = "hp::to_float(" + a.name + "[0])";
+    } else if (st == full_strides) {
+      a.linear = true;
+      d.expr = "hp::to_float(" + a.name + "[" + offset(m, "base + c") + "])";
+    } else if (st == row_strides) {
+      d.row = true;
+      d.expr = "hp::to_float(" + a.name + "[" + offset(m, "row") + "])";
+    } else if (st == col_strides) {
+      d.expr = "hp::to_float(" + a.name + "[" + offset(m, "c") + "])";  // one row for all
+    } else {
+      HOTPATH_FAIL("operand ", format_meta(m), " of a row kernel over ", format_meta(dom),
+                   " is neither a row, a column, one value nor the whole domain");
+    }
+    var[v] = add(d);
+    return var[v];
+  };
+  auto rounded = [&](const std::string& e, c10::ScalarType dt) {
+    return dt == c10::ScalarType::Float
+               ? e
+               : std::string("hp::round_to<") + cuda_type(dt) + ">(" + e + ")";
+  };
+
+  for (std::size_t mi = 0; mi < group.nodes.size(); ++mi) {
+    const Node& n = g.node(group.nodes[mi]);
+    const int out = n.outputs[0];
+    const auto dt = g.value(out).meta.dtype;
+    const std::string name = "v" + std::to_string(mi);
+    int written = -1;  // value whose tensor receives the result
+    if (const RowOp* r = find_row_op(n)) {
+      std::vector<std::string> t;
+      for (int a : r->tensors) t.push_back(operand(n.input_at(a)));
+      Def d;
+      d.name = name;
+      using K = RowOp::Kind;
+      switch (r->kind) {
+        case K::Sum:
+        case K::Mean: {
+          const std::string s = reduce(t[0], false);
+          d.row = true;
+          d.expr = r->kind == K::Sum ? s : "(" + s + " / " + float_literal(double(cols)) + ")";
+          d.deps = {s};
+          break;
+        }
+        case K::Softmax:
+        case K::LogSoftmax: {
+          const std::string m = reduce(t[0], true);
+          Def e;
+          e.name = name + "_exp";
+          e.expr = "expf(" + t[0] + " - " + m + ")";
+          e.deps = {t[0], m};
+          const std::string s = reduce(add(e), false);
+          d.expr = r->kind == K::Softmax ? "(" + e.name + " / " + s + ")"
+                                         : "(" + t[0] + " - " + m + " - logf(" + s + "))";
+          d.deps = {t[0], e.name, m, s};
+          break;
+        }
+        case K::SoftmaxBackward: {  // (grad_output, output): output * (grad_output - sum(g*o))
+          Def p;
+          p.name = name + "_prod";
+          p.expr = "(" + t[0] + " * " + t[1] + ")";
+          p.deps = {t[0], t[1]};
+          const std::string s = reduce(add(p), false);
+          d.expr = "(" + t[1] + " * (" + t[0] + " - " + s + "))";
+          d.deps = {t[0], t[1], s};
+          break;
+        }
+        case K::LogSoftmaxBackward: {  // grad_output - exp(output) * sum(grad_output)
+          const std::string s = reduce(t[0], false);
+          d.expr = "(" + t[0] + " - expf(" + t[1] + ") * " + s + ")";
+          d.deps = {t[0], t[1], s};
+          break;
+        }
+      }
+      d.expr = rounded(d.expr, dt);
+      var[out] = add(d);
+      written = out;
+    } else {
+      const PointwiseOp* op = find_pointwise(n);
+      HOTPATH_CHECK(op != nullptr, "node ", n.index, " (", n.short_name(), ") is not fusable");
+      Def d;
+      d.name = name;
+      std::vector<std::string> t, s, imm;
+      for (int a : op->tensors) {
+        t.push_back(operand(n.input_at(a)));
+        d.deps.push_back(t.back());
+      }
+      for (int a : op->scalars) {
+        if (n.args[static_cast<std::size_t>(a)].isNone()) {
+          s.emplace_back();
+          continue;
+        }
+        KernelArg sa;
+        sa.kind = KernelArg::Kind::Scalar;
+        sa.member = static_cast<int>(mi);
+        sa.argument = a;
+        sa.name = "s" + std::to_string(spec.args.size());
+        s.push_back(sa.name);
+        spec.args.push_back(sa);
+      }
+      if (op->immediates) {
+        for (double v : op->immediates(n, g)) imm.push_back(float_literal(v));
+      }
+      d.expr = rounded(op->emit(t, s, imm, op->variant ? op->variant(n) : std::string()), dt);
+      var[out] = add(d);
+      written = op->writes >= 0 ? n.input_at(op->writes) : out;
+    }
+    KernelArg& p = spec.args[params.tensor(written)];
+    p.written = true;
+    final_version[g.value(out).tensor] = out;
+  }
+
+  // Stores: the last version of each tensor the group writes, per element or (thread 0) per row.
+  const Node& last = g.node(group.nodes.back());
+  const int returned_tensor = g.value(last.outputs[0]).tensor;
+  std::vector<std::pair<std::size_t, std::string>> full_stores, row_stores;
+  for (const auto& [tensor, value] : final_version) {
+    const std::size_t idx = static_cast<std::size_t>(params.param_of_tensor.at(tensor));
+    KernelArg& a = spec.args[idx];
+    if (!a.written) continue;
+    a.name = "t" + std::to_string(idx);
+    a.optional = a.output >= 0 && tensor != returned_tensor;
+    const Def& d = defs[def_of.at(var.at(value))];
+    const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(idx));
+    const std::vector<std::int64_t> s = sizes_of(m, rank);
+    if (d.row) {
+      HOTPATH_CHECK(m.numel() == spec.rows && is_contiguous(m), "a per-row result ", format_meta(m),
+                    " is not one contiguous value per row");
+      row_stores.emplace_back(idx, d.name);
+    } else {
+      HOTPATH_CHECK(s == dsizes && is_contiguous(m), "a row kernel writes ", format_meta(m),
+                    ", not the whole domain ", format_meta(dom));
+      full_stores.emplace_back(idx, d.name);
+    }
+  }
+
+  // The full values a pass needs, in definition order.
+  auto closure = [&](const std::vector<std::string>& targets) {
+    std::set<std::size_t> need;
+    std::vector<std::string> work = targets;
+    while (!work.empty()) {
+      const std::size_t i = def_of.at(work.back());
+      work.pop_back();
+      if (defs[i].row || !need.insert(i).second) continue;
+      for (const std::string& dep : defs[i].deps) work.push_back(dep);
+    }
+    return need;
+  };
+  const bool use64 = spec.numel > (1LL << 31) - 1;
+  spec.index64 = use64;
+  const std::string kName = "@KERNEL_NAME@";
+  std::ostringstream src;
+  src << "// hotpath fused row kernel: " << group.nodes.size() << " ops over " << format_meta(dom)
+      << "\n//  ";
+  for (int m : group.nodes) src << " " << g.node(m).short_name();
+  src << "\n#include \"hotpath_runtime.cuh\"\n\n";
+  src << "typedef " << (use64 ? "long long" : "int") << " idx_t;\n\n";
+  src << "extern \"C\" __global__ void __launch_bounds__(" << spec.block << ") " << kName << "(";
+  bool first = true;
+  for (const KernelArg& a : spec.args) {
+    src << (first ? "\n    " : ",\n    ");
+    first = false;
+    if (a.kind == KernelArg::Kind::Scalar) {
+      src << "const float " << a.name;
+    } else {
+      src << (a.written ? "" : "const ") << cuda_type(a.dtype) << "* __restrict__ " << a.name;
+    }
+  }
+  src << (first ? "" : ",\n    ") << "const idx_t kNumel,\n    const int vector_ok) {\n";
+  src << "  __shared__ float hp_smem[32];\n";
+  src << "  const idx_t kCols = " << cols << ";\n";
+  src << "  const idx_t kRows = kNumel / kCols;\n";
+  src << "  for (idx_t row = blockIdx.x; row < kRows; row += gridDim.x) {\n";
+  src << "    const idx_t base = row * kCols;\n";
+  std::set<std::string> emitted_rows;
+  auto emit_rows = [&](int level) {
+    for (const Def& d : defs) {
+      if (d.row && d.level == level && !d.expr.empty() && emitted_rows.insert(d.name).second)
+        src << "    const float " << d.name << " = " << d.expr << ";\n";
+    }
+  };
+  auto emit_full = [&](const std::set<std::size_t>& need) {
+    for (std::size_t i : need)
+      src << "      const float " << defs[i].name << " = " << defs[i].expr << ";\n";
+  };
+  emit_rows(0);
+  int levels = 0;
+  for (const Reduction& r : reds) levels = std::max(levels, r.level);
+  for (int level = 1; level <= levels; ++level) {
+    std::vector<const Reduction*> now;
+    std::vector<std::string> inputs;
+    for (const Reduction& r : reds) {
+      if (r.level != level) continue;
+      now.push_back(&r);
+      inputs.push_back(r.input);
+    }
+    src << "    // pass " << level << "\n";
+    for (const Reduction* r : now)
+      src << "    float " << r->result << "_acc = " << (r->max ? "hp::neg_inf()" : "0.0f") << ";\n";
+    src << "    for (idx_t c = threadIdx.x; c < kCols; c += blockDim.x) {\n";
+    emit_full(closure(inputs));
+    for (const Reduction* r : now) {
+      if (r->max) {
+        src << "      " << r->result << "_acc = fmaxf(" << r->result << "_acc, " << r->input
+            << ");\n";
+      } else {
+        src << "      " << r->result << "_acc += " << r->input << ";\n";
+      }
+    }
+    src << "    }\n";
+    for (const Reduction* r : now)
+      src << "    const float " << r->result << " = hp::block_" << (r->max ? "max" : "sum") << "("
+          << r->result << "_acc, hp_smem);\n";
+    emit_rows(level);
+  }
+  std::vector<std::string> stored;
+  for (const auto& st : full_stores) stored.push_back(st.second);
+  if (!full_stores.empty()) {
+    src << "    // stores\n";
+    src << "    for (idx_t c = threadIdx.x; c < kCols; c += blockDim.x) {\n";
+    emit_full(closure(stored));
+    for (const auto& [idx, name] : full_stores) {
+      const KernelArg& a = spec.args[idx];
+      src << "      " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name
+          << "[base + c] = hp::from_float<" << cuda_type(a.dtype) << ">(" << name << ");\n";
+    }
+    src << "    }\n";
+  }
+  if (!row_stores.empty()) {
+    src << "    if (threadIdx.x == 0) {\n";
+    for (const auto& [idx, name] : row_stores) {
+      const KernelArg& a = spec.args[idx];
+      src << "      " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name
+          << "[row] = hp::from_float<" << cuda_type(a.dtype) << ">(" << name << ");\n";
+    }
+    src << "    }\n";
+  }
+  src << "  }\n}\n";
+  std::string source = src.str();
+  spec.name = "hp_" + group.name + "_" + short_hex(hash_string(source));
+  for (std::size_t at = source.find(kName); at != std::string::npos; at = source.find(kName))
+    source.replace(at, kName.size(), spec.name);
+  spec.source = std::move(source);
+  return spec;
+}
+
+}  // namespace hotpath::detail
