@@ -127,6 +127,25 @@ struct Mlp {
   }
 };
 
+// Softmax and log_softmax over rows, with the pointwise work around them, forward and backward:
+// the row kernels (reductions along the last dimension).
+struct Rows {
+  torch::Tensor x, b, g;
+  explicit Rows(torch::Dtype dtype)
+      : x(torch::randn({8192, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
+              .requires_grad_()),
+        b(torch::randn({512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))),
+        g(torch::randn({8192, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))) {}
+  void step() {
+    x.mutable_grad() = torch::Tensor();
+    auto h = x * 0.125 + b;
+    auto p = torch::softmax(h, -1);
+    auto l = torch::log_softmax(h * 2.0, -1);
+    auto c = h - h.mean(-1, true);
+    ((p * g + l * 0.1).sum() + (c * c).sum(-1, true).sum() * 1e-3).backward();
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -288,6 +307,36 @@ int main(int argc, char** argv) {
     }
   }
 
+  // ---- rows: softmax / log_softmax / mean / sum over the last dimension, fwd + bwd -----------
+  {
+    torch::manual_seed(3);
+    Rows eager(torch::kFloat), hot(torch::kFloat);
+    time_iterations(10, [&](int) {
+      eager.step();
+      hot.step();
+    });
+    const auto e = time_iterations(iters, [&](int) { eager.step(); });
+    hotpath::enable_hot_path_detection(config(cache, false));
+    const auto f = time_iterations(iters, [&](int i) {
+      hot.step();
+      hotpath::step();
+      if (i == 10) hotpath::wait_for_compilation();
+    });
+    const auto st = hotpath::stats();
+    hotpath::disable_hot_path_detection();
+    const double eager_ms = median(e);
+    const double fused_ms = median(tail(f, static_cast<std::size_t>(iters / 2)));
+    std::printf(
+        "rows (softmax, log_softmax, mean, sum over 8192x512, fwd+bwd): eager %.3f ms, "
+        "hotpath steady %.3f ms, speedup %.2fx\n",
+        eager_ms, fused_ms, eager_ms / fused_ms);
+    if (const auto s = busiest(st)) print_groups(*s);
+    if (out) {
+      out << "rows,eager," << eager_ms << ",,1\n";
+      out << "rows,hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
+    }
+  }
+
   // ---- verification: every fused group against eager, fresh random inputs each launch, on the
   // groups' own kernels and on the interpreter ----------------------------------------------
   for (const bool kernels : {true, false}) {
@@ -305,6 +354,24 @@ int main(int argc, char** argv) {
     std::printf("verify mlp+adamw (fp32, %s):\n", tier);
     if (const auto s = busiest(hotpath::stats())) print_groups(*s);
     hotpath::disable_hot_path_detection();
+
+    if (kernels) {  // row kernels have no interpreter form
+      for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+        Rows rows(dtype);
+        hotpath::enable_hot_path_detection(config(cache, true, kernels));
+        for (int i = 0; i < 30; ++i) {
+          rows.x.detach().normal_();
+          rows.g.normal_();
+          rows.step();
+          hotpath::step();
+          if (i == 10) hotpath::wait_for_compilation();
+        }
+        std::printf("verify rows: softmax, log_softmax, mean, sum, fwd+bwd (%s, %s):\n",
+                    dtype == torch::kFloat ? "fp32" : "bf16", tier);
+        if (const auto s = busiest(hotpath::stats())) print_groups(*s);
+        hotpath::disable_hot_path_detection();
+      }
+    }
 
     for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
       auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(dtype);
