@@ -18,7 +18,7 @@ BUILD=${BUILD_DIR:-/tmp/hotpath-build}
   echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
   echo "torch: $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)"
   # The device copy's git metadata can be stale: the caller may name the commit (HOTPATH_COMMIT).
-  echo "git: ${HOTPATH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null) (device copy's HEAD)}"
+  echo "git: ${HOTPATH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null) (HEAD of the device copy)}"
 } | tee "$OUT/env.txt"
 
 t0=$(date +%s)
