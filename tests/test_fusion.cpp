@@ -380,7 +380,7 @@ torch::Tensor row_zoo(const torch::Tensor& x, const torch::Tensor& w) {
   auto l = torch::log_softmax(h * 2, -1);
   auto c = h - h.mean(-1, true);
   auto v = (c * c).sum(-1, true);
-  return (p * l).sum() + (v * 0.1).sum();
+  return ((p * l).sum() + (v * 0.1).sum()) * 0.5;  // a 0-dim group: add, mul
 }
 
 std::vector<torch::Tensor> train_rows(bool hot, int iterations) {
@@ -431,6 +431,7 @@ TEST_CASE("reductions along the last dimension fuse with the ops around them", "
     CHECK(out.cubin.size() > 0);
   }
   CHECK(row_groups >= 2);
+  CHECK(text.find("over f32[] cpu") != std::string::npos);  // its kernel compiled above
   for (const char* op : {"_softmax", "_log_softmax", "mean.dim", "sum.dim_IntList",
                          "_softmax_backward_data", "_log_softmax_backward_data"}) {
     CAPTURE(op);
@@ -444,18 +445,33 @@ TEST_CASE("reductions along the last dimension fuse with the ops around them", "
 }
 
 TEST_CASE("codegen of a row kernel: softmax over rows with a broadcast row", "[fusion][golden]") {
-  torch::manual_seed(5);
-  auto x = torch::randn({4, 16});
-  auto w = torch::randn({16});
-  Enabled on(cpu_plans(2));
-  for (int i = 0; i < 3; ++i) {
-    auto y = torch::softmax(x * 0.5 + w, -1) * 2.0;
-    hotpath::step();
+  // Rows of up to 1024 elements: a warp per row (golden source); longer ones: a block per row.
+  for (const std::int64_t cols : {16, 2048}) {
+    CAPTURE(cols);
+    torch::manual_seed(5);
+    auto x = torch::randn({4, cols});
+    auto w = torch::randn({cols});
+    Enabled on(cpu_plans(2));
+    for (int i = 0; i < 3; ++i) {
+      auto y = torch::softmax(x * 0.5 + w, -1) * 2.0;
+      hotpath::step();
+    }
+    const auto plan = last_plan();
+    REQUIRE(plan != nullptr);
+    REQUIRE(plan->groups.size() == 1);
+    const auto& spec = plan->groups[0].spec;
+    if (cols == 16) {
+      check_golden("softmax_row_kernel.txt", spec.source);
+      CHECK(spec.rows_per_block == 8);
+    } else {
+      CHECK(spec.source.find("hp::block_max(") != std::string::npos);
+      CHECK(spec.rows_per_block == 1);
+    }
+    INFO(spec.source);
+    CHECK(hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
+                                         hotpath::detail::runtime_headers(), "")
+              .cubin.size() > 0);
   }
-  const auto plan = last_plan();
-  REQUIRE(plan != nullptr);
-  REQUIRE(plan->groups.size() == 1);
-  check_golden("softmax_row_kernel.txt", plan->groups[0].spec.source);
 }
 
 TEST_CASE("codegen of a small broadcast chain", "[fusion][golden]") {

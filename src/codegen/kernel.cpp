@@ -239,7 +239,9 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     if (a.kind != KernelArg::Kind::Tensor) continue;
     const TensorMeta& m = *meta_of_param[static_cast<int>(i)];
     a.name = "t" + std::to_string(i);
-    a.single = m.numel() == 1;
+    // A tensor the group writes has the domain's shape: with one element (a 0-dim domain) it is
+    // linear, not broadcast.
+    a.single = m.numel() == 1 && !a.written;
     strides[i] = domain_strides(m, dom);
     a.linear = !a.single && m.storage_offset == 0 && strides[i] == lin;
     if (!a.single) {

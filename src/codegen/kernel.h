@@ -44,7 +44,8 @@ struct KernelSpec {
   int vec = 1;             // elements per vector in the vector path (1: no vector path)
   int vec_bytes = 0;       // alignment the vector path needs of every linear tensor
   int block = 256;
-  std::int64_t rows = 0;  // a row kernel: one block per row (grid-stride over rows)
+  std::int64_t rows = 0;  // a row kernel: rows_per_block rows per block (grid-stride over rows)
+  int rows_per_block = 1;
   // The group as bytecode for the interpreter kernel (codegen/interpreter.h), which runs it
   // while this kernel compiles. Pointers and scalar values are filled in at each launch; slot k
   // is args[k]. Empty `interpretable` when it cannot: why not.

@@ -77,6 +77,8 @@ bool is_contiguous(const TensorMeta& m) {
   return m.storage_offset == 0;
 }
 
+constexpr std::int64_t kWarpCols = 1024;
+
 }  // namespace
 
 KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
@@ -97,8 +99,12 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
   const std::vector<std::int64_t> col_strides = packed(col_sizes);
   spec.numel = dom.numel();
   spec.rows = cols > 0 ? spec.numel / cols : 0;
+  // Rows of up to kWarpCols elements: one warp per row, reductions by shuffles alone (no block
+  // barrier per reduction); longer rows: one block per row.
+  const bool warp_rows = cols <= kWarpCols;
   spec.block = 32;
-  while (spec.block < 256 && spec.block < cols) spec.block *= 2;
+  while (spec.block < 256 && (warp_rows || spec.block < cols)) spec.block *= 2;
+  spec.rows_per_block = warp_rows ? spec.block / 32 : 1;
   GroupParams params(g, group, spec);
 
   std::vector<Def> defs;
@@ -313,10 +319,21 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     }
   }
   src << (first ? "" : ",\n    ") << "const idx_t kNumel,\n    const int vector_ok) {\n";
-  src << "  __shared__ float hp_smem[32];\n";
+  if (warp_rows) {
+    src << "  const int lane = threadIdx.x & 31;\n";
+    src << "  const idx_t first_row = static_cast<idx_t>(blockIdx.x) * (blockDim.x / 32) + "
+           "threadIdx.x / 32;\n";
+    src << "  const idx_t row_step = static_cast<idx_t>(gridDim.x) * (blockDim.x / 32);\n";
+  } else {
+    src << "  __shared__ float hp_smem[32];\n";
+  }
   src << "  const idx_t kCols = " << cols << ";\n";
   src << "  const idx_t kRows = kNumel / kCols;\n";
-  src << "  for (idx_t row = blockIdx.x; row < kRows; row += gridDim.x) {\n";
+  const std::string columns =
+      warp_rows ? "    for (idx_t c = lane; c < kCols; c += 32) {\n"
+                : "    for (idx_t c = threadIdx.x; c < kCols; c += blockDim.x) {\n";
+  src << (warp_rows ? "  for (idx_t row = first_row; row < kRows; row += row_step) {\n"
+                    : "  for (idx_t row = blockIdx.x; row < kRows; row += gridDim.x) {\n");
   src << "    const idx_t base = row * kCols;\n";
   std::set<std::string> emitted_rows;
   auto emit_rows = [&](int level) {
@@ -343,7 +360,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     src << "    // pass " << level << "\n";
     for (const Reduction* r : now)
       src << "    float " << r->result << "_acc = " << (r->max ? "hp::neg_inf()" : "0.0f") << ";\n";
-    src << "    for (idx_t c = threadIdx.x; c < kCols; c += blockDim.x) {\n";
+    src << columns;
     emit_full(closure(inputs));
     for (const Reduction* r : now) {
       if (r->max) {
@@ -355,15 +372,16 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     }
     src << "    }\n";
     for (const Reduction* r : now)
-      src << "    const float " << r->result << " = hp::block_" << (r->max ? "max" : "sum") << "("
-          << r->result << "_acc, hp_smem);\n";
+      src << "    const float " << r->result << " = hp::" << (warp_rows ? "warp_" : "block_")
+          << (r->max ? "max" : "sum") << "(" << r->result << "_acc"
+          << (warp_rows ? "" : ", hp_smem") << ");\n";
     emit_rows(level);
   }
   std::vector<std::string> stored;
   for (const auto& st : full_stores) stored.push_back(st.second);
   if (!full_stores.empty()) {
     src << "    // stores\n";
-    src << "    for (idx_t c = threadIdx.x; c < kCols; c += blockDim.x) {\n";
+    src << columns;
     emit_full(closure(stored));
     for (const auto& [idx, name] : full_stores) {
       const KernelArg& a = spec.args[idx];
@@ -373,7 +391,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     src << "    }\n";
   }
   if (!row_stores.empty()) {
-    src << "    if (threadIdx.x == 0) {\n";
+    src << (warp_rows ? "    if (lane == 0) {\n" : "    if (threadIdx.x == 0) {\n");
     for (const auto& [idx, name] : row_stores) {
       const KernelArg& a = spec.args[idx];
       src << "      " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name

@@ -670,7 +670,7 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
                                      ? std::int64_t{g.spec.block} * g.spec.vec
                                      : std::int64_t{kInterpreterBlock} * kInterpreterElements;
   std::int64_t grid = kernel != nullptr && g.spec.rows > 0
-                          ? g.spec.rows
+                          ? (g.spec.rows + g.spec.rows_per_block - 1) / g.spec.rows_per_block
                           : (g.spec.numel + per_block - 1) / per_block;
   grid =
       std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
