@@ -7,6 +7,7 @@
 //           own kernels and on the interpreter kernel (Config::compile_kernels = false).
 //   Each case also runs on the interpreter alone, for its speed.
 // Usage: bench_fusion [--iters N] [--elements N] [--csv FILE] [--cache DIR]
+//                     [--only chain|mlp|rows|verify]
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/torch.h>
@@ -154,7 +155,7 @@ int main(int argc, char** argv) {
   hotpath_tools::install_crash_backtrace();
   int iters = 200;
   long long elements = 64LL << 20;
-  std::string csv, cache = "/tmp/hotpath-bench-cache";
+  std::string csv, cache = "/tmp/hotpath-bench-cache", only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -169,6 +170,8 @@ int main(int argc, char** argv) {
       csv = next();
     else if (a == "--cache")
       cache = next();
+    else if (a == "--only")
+      only = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
       return 2;
@@ -185,8 +188,14 @@ int main(int argc, char** argv) {
     out << "case,variant,median_ms,gbps,speedup\n";
   }
 
+  auto run = [&](const char* name) { return only.empty() || only == name; };
+  if (!only.empty() && !run("chain") && !run("mlp") && !run("rows") && !run("verify")) {
+    std::cerr << "--only takes chain, mlp, rows or verify, not " << only << "\n";
+    return 2;
+  }
+
   // ---- chain -------------------------------------------------------------------------------
-  {
+  if (run("chain")) {
     torch::manual_seed(0);
     auto x = torch::randn({elements}, torch::kCUDA);
     auto dst = torch::empty_like(x);
@@ -240,7 +249,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- MLP + AdamW ---------------------------------------------------------------------------
-  {
+  if (run("mlp")) {
     torch::manual_seed(1);
     Mlp eager;
     torch::manual_seed(1);
@@ -310,7 +319,7 @@ int main(int argc, char** argv) {
   }
 
   // ---- rows: softmax / log_softmax / mean / sum over the last dimension, fwd + bwd -----------
-  {
+  if (run("rows")) {
     torch::manual_seed(3);
     Rows eager(torch::kFloat), hot(torch::kFloat);
     time_iterations(10, [&](int) {
@@ -342,6 +351,7 @@ int main(int argc, char** argv) {
   // ---- verification: every fused group against eager, fresh random inputs each launch, on the
   // groups' own kernels and on the interpreter ----------------------------------------------
   for (const bool kernels : {true, false}) {
+    if (!run("verify")) break;
     const char* tier = kernels ? "compiled kernels" : "interpreter";
     torch::manual_seed(2);
     Mlp mlp;
