@@ -1,5 +1,9 @@
 #include "compile/worker.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <exception>
 
 #include "common/error.h"
@@ -39,6 +43,9 @@ void CompileWorker::drain() {
 }
 
 void CompileWorker::run() {
+  // Compiles yield to the training thread where cores are short (a lower priority, nice 10).
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10) != 0)
+    log_debug("hotpath: could not lower the compile thread's priority");
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });

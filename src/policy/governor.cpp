@@ -142,8 +142,8 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
   // The iterations around the switch to fused kernels, where break-even is decided.
   if (s.hot_count >= 0 && p.it.count <= s.hot_count + 30 && log_enabled(LogLevel::Debug)) {
     log_debug(concat("hotpath: signature ", short_hex(p.it.signature), " iteration ", p.it.count,
-                     ": ", ms_text(ms), p.fused ? (p.final_tiers ? " fused" : " fused (stand-in)")
-                                                : " eager"));
+                     ": ", ms_text(ms),
+                     p.fused ? (p.final_tiers ? " fused" : " fused (stand-in)") : " eager"));
   }
   if (p.fused && s.first_fused < 0 && s.phase != Phase::Reverted) {
     s.first_fused = p.it.count;
