@@ -19,11 +19,12 @@ done | tee "$FINAL/breakeven.txt"
 grep -h " iteration [0-9]*: " "$FINAL"/mlp_cold*.log | head -80 >"$FINAL/switch_iterations.txt"
 unset HOTPATH_CACHE_DIR
 if command -v nsys >/dev/null; then
-  nsys profile -o /tmp/rows_prof --force-overwrite true "$BUILD"/benchmarks/bench_fusion --only rows --iters 100 >"$FINAL/rows.txt" 2>&1
+  nsys profile -o /tmp/rows_prof --force-overwrite true "$BUILD"/benchmarks/bench_fusion --only rows --iters 100 >"$FINAL/rows.txt" 2>&1 || echo "bench_fusion: exit $?"
   nsys stats --report cuda_gpu_kern_sum --format csv /tmp/rows_prof.nsys-rep >"$FINAL/rows_kernels.csv" 2>&1
   head -30 "$FINAL/rows_kernels.csv" | cut -c1-250
 else
-  echo "no nsys"; "$BUILD"/benchmarks/bench_fusion --only rows --iters 100 >"$FINAL/rows.txt" 2>&1
+  echo "no nsys"; "$BUILD"/benchmarks/bench_fusion --only rows --iters 100 >"$FINAL/rows.txt" 2>&1 || echo "bench_fusion: exit $?"
 fi
 grep -E "^rows" "$FINAL/rows.txt"
-rm -f "$FINAL"/mlp_warm*.log
+grep -A30 -i "signal\|backtrace" "$FINAL/rows.txt" | head -40
+rm -f "$FINAL"/mlp_warm*.log "$FINAL"/mlp_cold[34].log "$FINAL"/configure.log "$FINAL"/build.log

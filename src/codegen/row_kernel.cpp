@@ -23,8 +23,9 @@ namespace {
 struct Def {
   std::string name;
   std::string expr;
-  bool row = false;  // one value per row (else per element)
-  int level = 0;     // highest reduction level it depends on
+  bool load = false;  // read from a tensor, per element
+  bool row = false;   // one value per row (else per element)
+  int level = 0;      // highest reduction level it depends on
   std::vector<std::string> deps;
 };
 
@@ -78,6 +79,7 @@ bool is_contiguous(const TensorMeta& m) {
 }
 
 constexpr std::int64_t kWarpCols = 1024;
+constexpr std::int64_t kCachedRegisters = 96;  // floats per lane for a row's loads
 
 }  // namespace
 
@@ -154,11 +156,13 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
       d.expr = "hp::to_float(" + a.name + "[0])";
     } else if (st == full_strides) {
       a.linear = true;
+      d.load = true;
       d.expr = "hp::to_float(" + a.name + "[" + offset(m, "base + c") + "])";
     } else if (st == row_strides) {
       d.row = true;
       d.expr = "hp::to_float(" + a.name + "[" + offset(m, "row") + "])";
     } else if (st == col_strides) {
+      d.load = true;
       d.expr = "hp::to_float(" + a.name + "[" + offset(m, "c") + "])";  // one row for all
     } else {
       HOTPATH_FAIL("operand ", format_meta(m), " of a row kernel over ", format_meta(dom),
@@ -329,12 +333,34 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
   }
   src << "  const idx_t kCols = " << cols << ";\n";
   src << "  const idx_t kRows = kNumel / kCols;\n";
-  const std::string columns =
-      warp_rows ? "    for (idx_t c = lane; c < kCols; c += 32) {\n"
-                : "    for (idx_t c = threadIdx.x; c < kCols; c += blockDim.x) {\n";
+  // A warp per row: the row's loads are kept in registers (kPer per lane) when they fit, so that
+  // every pass reads them from there, not from memory again.
+  const std::int64_t per_lane = (cols + 31) / 32;
+  std::int64_t full_loads = 0;
+  for (const Def& d : defs) full_loads += d.load ? 1 : 0;
+  const bool cached = warp_rows && full_loads * per_lane <= kCachedRegisters;
+  std::string columns, close_columns = "    }\n";
+  if (cached) {
+    columns =
+        "#pragma unroll\n    for (int j = 0; j < kPer; ++j) {\n"
+        "      const idx_t c = lane + 32 * j;\n      if (c >= kCols) break;\n";
+    src << "  constexpr int kPer = " << per_lane << ";\n";
+  } else if (warp_rows) {
+    columns = "    for (idx_t c = lane; c < kCols; c += 32) {\n";
+  } else {
+    columns = "    for (idx_t c = threadIdx.x; c < kCols; c += blockDim.x) {\n";
+  }
   src << (warp_rows ? "  for (idx_t row = first_row; row < kRows; row += row_step) {\n"
                     : "  for (idx_t row = blockIdx.x; row < kRows; row += gridDim.x) {\n");
   src << "    const idx_t base = row * kCols;\n";
+  if (cached) {
+    for (const Def& d : defs) {
+      if (!d.load) continue;
+      src << "    float " << d.name << "_r[kPer];\n#pragma unroll\n"
+          << "    for (int j = 0; j < kPer; ++j) {\n      const idx_t c = lane + 32 * j;\n"
+          << "      " << d.name << "_r[j] = c < kCols ? " << d.expr << " : 0.0f;\n    }\n";
+    }
+  }
   std::set<std::string> emitted_rows;
   auto emit_rows = [&](int level) {
     for (const Def& d : defs) {
@@ -343,8 +369,10 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     }
   };
   auto emit_full = [&](const std::set<std::size_t>& need) {
-    for (std::size_t i : need)
-      src << "      const float " << defs[i].name << " = " << defs[i].expr << ";\n";
+    for (std::size_t i : need) {
+      src << "      const float " << defs[i].name << " = "
+          << (cached && defs[i].load ? defs[i].name + "_r[j]" : defs[i].expr) << ";\n";
+    }
   };
   emit_rows(0);
   int levels = 0;
@@ -370,7 +398,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
         src << "      " << r->result << "_acc += " << r->input << ";\n";
       }
     }
-    src << "    }\n";
+    src << close_columns;
     for (const Reduction* r : now)
       src << "    const float " << r->result << " = hp::" << (warp_rows ? "warp_" : "block_")
           << (r->max ? "max" : "sum") << "(" << r->result << "_acc"
