@@ -242,6 +242,10 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     }
   }
   rec.key = h;
+  if (rec.planned_key != 0) {
+    rec.key = rec.planned_key;
+    if (!rec.output_alias.empty()) rec.output_alias[0] = rec.planned_alias;
+  }
   session->recorder.commit(std::move(rec), outputs);
 }
 

@@ -272,6 +272,9 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
     p.name = std::string(r.name);
     if (!r.overload.empty()) p.name += "." + std::string(r.overload);
     p.input_key = r.input_key;
+    p.key = r.key;
+    p.op_name = r.name;
+    p.op_overload = r.overload;
     for (const auto& in : r.inputs) p.refs.push_back(in.ref);
     if (!r.outputs.empty()) p.out = r.outputs[0];
     p.out_alias = r.output_alias.empty() ? -1 : r.output_alias[0];
@@ -518,7 +521,7 @@ void Executor::diverge(const std::string& why) {
 }
 
 bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
-                         torch::jit::Stack* stack, const OpRecord& rec) {
+                         torch::jit::Stack* stack, OpRecord& rec) {
   if (ready_plans_->load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(mu_);
   if (!armed_ && !try_arm()) return false;
@@ -528,6 +531,12 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   const c10::OperatorHandle* as = &op;
   if (!guard(p, rec, true)) {
     as = in_place_twin(p, rec, *stack, index);
+    if (as != nullptr) {
+      rec.name = p.op_name;
+      rec.overload = p.op_overload;
+      rec.planned_key = p.key;
+      rec.planned_alias = p.out_alias;
+    }
     if (as == nullptr) {
       std::string got(rec.name);
       if (!rec.overload.empty()) got += "." + std::string(rec.overload);

@@ -53,8 +53,10 @@ class Executor {
   std::vector<std::uint64_t> pending_plans() const;
   void add_stall(const std::vector<std::uint64_t>& signatures, double ms);
   // Before the op runs. Returns true when the plan ran the op (its outputs are on the stack).
+  // When it runs the recorded twin of the op instead (see in_place_twin), `rec` is marked so
+  // that the iteration is recorded as the plan's (OpRecord::planned_key).
   bool intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
-                 const OpRecord& rec);
+                 OpRecord& rec);
   // An explicit iteration boundary (step(), Iteration scope) is about to be recorded.
   void on_boundary();
   // Materialises anything pending and disarms (disable).

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/kernel.h"
@@ -17,8 +18,10 @@
 namespace hotpath::detail {
 
 struct PlanOp {
-  std::string name;             // for logs
-  std::uint64_t input_key = 0;  // operator + input metadata + non-scalar arguments
+  std::string name;                       // for logs
+  std::uint64_t input_key = 0;            // operator + input metadata + non-scalar arguments
+  std::uint64_t key = 0;                  // ... + output metadata (OpRecord::key)
+  std::string_view op_name, op_overload;  // the dispatcher's strings (OpRecord::name)
   std::vector<ValueRef> refs;   // per recorded input: relative producer, or -(k+1) outside
   int group = -1;               // fusion group, or -1 (eager)
   bool launch = false;          // the group's last member: its kernel runs here

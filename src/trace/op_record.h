@@ -58,6 +58,11 @@ struct OpRecord {
   // Filled only in a HotTrace: per output, whether anything still held it when the iteration
   // ended (values that die inside the iteration need not be written by a fused kernel).
   std::vector<bool> output_alive;
+  // Set by the executor when a plan ran the op's recorded in-place twin instead (autograd asked
+  // for add only because deferred ops held its buffer; see Executor::in_place_twin): the op is
+  // recorded as the plan has it, so that the iteration keeps the plan's signature.
+  std::uint64_t planned_key = 0;
+  std::int32_t planned_alias = -1;
 };
 
 }  // namespace hotpath::detail
