@@ -65,6 +65,33 @@ std::size_t elem_size(c10::ScalarType t) { return c10::elementSize(t); }
 
 }  // namespace
 
+std::string kernel_signature(const KernelSpec& spec) {
+  std::ostringstream src;
+  src << "extern \"C\" __global__ void __launch_bounds__(" << spec.block << ") " << kKernelName
+      << "(";
+  bool first = true;
+  for (const KernelArg& a : spec.args) {
+    src << (first ? "\n    " : ",\n    ");
+    first = false;
+    if (a.kind == KernelArg::Kind::Scalar) {
+      src << "const float " << a.name;
+    } else {
+      src << (a.written ? "" : "const ") << cuda_type(a.dtype) << "* __restrict__ " << a.name;
+    }
+  }
+  src << (first ? "" : ",\n    ") << "const idx_t kNumel,\n    const int vector_ok) {\n";
+  return src.str();
+}
+
+void name_kernel(KernelSpec& spec, const std::string& group_name, std::string source) {
+  spec.name = "hp_" + group_name + "_" + short_hex(hash_string(source));
+  const std::string placeholder = kKernelName;
+  for (std::size_t at = source.find(placeholder); at != std::string::npos;
+       at = source.find(placeholder))
+    source.replace(at, placeholder.size(), spec.name);
+  spec.source = std::move(source);
+}
+
 GroupParams::GroupParams(const Graph& graph, const FusionGroup& grp, KernelSpec& s)
     : g(graph), group(grp), spec(s) {
   for (std::size_t i = 0; i < group.nodes.size(); ++i)
@@ -303,7 +330,6 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   // update of each parameter) share one kernel, compiled once. Sizes and strides of broadcast or
   // strided operands stay in the source (the signature guarantees them).
   spec.index64 = use64;
-  const std::string kName = "@KERNEL_NAME@";
   std::ostringstream src;
   src << "// hotpath fused kernel: " << group.nodes.size() << " ops";
   if (!all_linear) src << " over " << format_meta(dom);
@@ -333,19 +359,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     src << "    y" << k << " = " << stores[k].second << ";\n";
   src << "}\n\n";
 
-  // Kernel signature.
-  src << "extern \"C\" __global__ void __launch_bounds__(" << spec.block << ") " << kName << "(";
-  first = true;
-  for (const KernelArg& a : spec.args) {
-    src << (first ? "\n    " : ",\n    ");
-    first = false;
-    if (a.kind == KernelArg::Kind::Scalar) {
-      src << "const float " << a.name;
-    } else {
-      src << (a.written ? "" : "const ") << cuda_type(a.dtype) << "* __restrict__ " << a.name;
-    }
-  }
-  src << (first ? "" : ",\n    ") << "const idx_t kNumel,\n    const int vector_ok) {\n";
+  src << kernel_signature(spec);
   src << "  const idx_t stride = static_cast<idx_t>(gridDim.x) * blockDim.x;\n";
   src << "  const idx_t start = static_cast<idx_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
   for (const auto& [idx, name] : loads) {
@@ -464,11 +478,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   }
   src << scalar_loop("start", false);
   src << "}\n";
-  std::string source = src.str();
-  spec.name = "hp_" + group.name + "_" + short_hex(hash_string(source));
-  for (std::size_t at = source.find(kName); at != std::string::npos; at = source.find(kName))
-    source.replace(at, kName.size(), spec.name);
-  spec.source = std::move(source);
+  name_kernel(spec, group.name, src.str());
   return spec;
 }
 

@@ -63,6 +63,12 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group);
 // row. KernelSpec::rows is set; it has no interpreter program.
 KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group);
 
+// Shared by the generators: the kernel's declaration line (its name is kKernelName until
+// name_kernel replaces it with "hp_<group>_<hash of the source>") and the naming itself.
+constexpr const char* kKernelName = "@KERNEL_NAME@";
+std::string kernel_signature(const KernelSpec& spec);
+void name_kernel(KernelSpec& spec, const std::string& group_name, std::string source);
+
 // Kernel parameters of a group's tensors: one per tensor (all versions of a tensor share its
 // memory), found through the member that makes it or the first member that reads it.
 struct GroupParams {

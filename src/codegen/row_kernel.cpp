@@ -69,15 +69,6 @@ std::string offset(const TensorMeta& m, const std::string& index) {
   return m.storage_offset == 0 ? index : index + " + " + std::to_string(m.storage_offset);
 }
 
-bool is_contiguous(const TensorMeta& m) {
-  std::int64_t expect = 1;
-  for (std::size_t d = m.sizes.size(); d-- > 0;) {
-    if (m.sizes[d] != 1 && m.strides[d] != expect) return false;
-    expect *= m.sizes[d];
-  }
-  return m.storage_offset == 0;
-}
-
 constexpr std::int64_t kWarpCols = 1024;
 constexpr std::int64_t kCachedRegisters = 96;  // floats per lane for a row's loads
 
@@ -304,25 +295,13 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
   };
   const bool use64 = spec.numel > (1LL << 31) - 1;
   spec.index64 = use64;
-  const std::string kName = "@KERNEL_NAME@";
   std::ostringstream src;
   src << "// hotpath fused row kernel: " << group.nodes.size() << " ops over " << format_meta(dom)
       << "\n//  ";
   for (int m : group.nodes) src << " " << g.node(m).short_name();
   src << "\n#include \"hotpath_runtime.cuh\"\n\n";
   src << "typedef " << (use64 ? "long long" : "int") << " idx_t;\n\n";
-  src << "extern \"C\" __global__ void __launch_bounds__(" << spec.block << ") " << kName << "(";
-  bool first = true;
-  for (const KernelArg& a : spec.args) {
-    src << (first ? "\n    " : ",\n    ");
-    first = false;
-    if (a.kind == KernelArg::Kind::Scalar) {
-      src << "const float " << a.name;
-    } else {
-      src << (a.written ? "" : "const ") << cuda_type(a.dtype) << "* __restrict__ " << a.name;
-    }
-  }
-  src << (first ? "" : ",\n    ") << "const idx_t kNumel,\n    const int vector_ok) {\n";
+  src << kernel_signature(spec);
   if (warp_rows) {
     src << "  const int lane = threadIdx.x & 31;\n";
     src << "  const idx_t first_row = static_cast<idx_t>(blockIdx.x) * (blockDim.x / 32) + "
@@ -428,11 +407,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     src << "    }\n";
   }
   src << "  }\n}\n";
-  std::string source = src.str();
-  spec.name = "hp_" + group.name + "_" + short_hex(hash_string(source));
-  for (std::size_t at = source.find(kName); at != std::string::npos; at = source.find(kName))
-    source.replace(at, kName.size(), spec.name);
-  spec.source = std::move(source);
+  name_kernel(spec, group.name, src.str());
   return spec;
 }
 

@@ -16,15 +16,6 @@ bool float_type(c10::ScalarType t) {
          t == c10::ScalarType::BFloat16;
 }
 
-bool contiguous(const TensorMeta& m) {
-  std::int64_t expect = 1;
-  for (std::size_t d = m.sizes.size(); d-- > 0;) {
-    if (m.sizes[d] != 1 && m.strides[d] != expect) return false;
-    expect *= m.sizes[d];
-  }
-  return m.storage_offset == 0;
-}
-
 // The shape a node iterates over: a pointwise op's output, a row op's (full) operand.
 const TensorMeta& node_domain(const Graph& g, const Node& n) {
   if (const RowOp* r = find_row_op(n)) return g.value(n.input_at(r->tensors[0])).meta;
@@ -119,12 +110,12 @@ std::string unfusable_reason(const Graph& g, const Node& n) {
     const TensorMeta& out = g.value(n.outputs[0]).meta;
     if (!out.defined || !float_type(out.dtype)) return "output is not fp32/fp16/bf16";
     if (out.numel() == 0) return "empty";
-    if (!contiguous(out)) return "output is not contiguous";
+    if (!is_contiguous(out)) return "output is not contiguous";
     for (int t : r->tensors) {
       const TensorMeta& m = g.value(n.input_at(t)).meta;
       if (m.device != out.device) return "operands on several devices";
       if (!float_type(m.dtype)) return "operand dtype";
-      if (!contiguous(m)) return "operand is not contiguous";
+      if (!is_contiguous(m)) return "operand is not contiguous";
     }
     return {};
   }

@@ -215,4 +215,13 @@ std::uint64_t Graph::hash() const { return hash_string(to_text()); }
 
 std::ostream& operator<<(std::ostream& os, const Graph& g) { return os << g.to_text(); }
 
+bool is_contiguous(const TensorMeta& m) {
+  std::int64_t expect = 1;
+  for (std::size_t d = m.sizes.size(); d-- > 0;) {
+    if (m.sizes[d] != 1 && m.strides[d] != expect) return false;
+    expect *= m.sizes[d];
+  }
+  return m.storage_offset == 0;
+}
+
 }  // namespace hotpath::detail
