@@ -84,6 +84,37 @@ hotpath::Config config(const std::string& cache, bool verify, bool kernels = tru
   return c;
 }
 
+// Eager and hotpath side by side in one process: both step functions warm up together, then
+// `iters` eager iterations, then `iters` with hotpath enabled (`c`; compiles finish at iteration
+// 10, so that the tail is the steady state). GPU times from CUDA events, host times per body.
+struct SideBySide {
+  std::vector<double> eager, hot, eager_host, hot_host;
+  hotpath::Stats stats;
+};
+
+SideBySide side_by_side(int iters, int warmup, const std::function<void()>& eager,
+                        const std::function<void()>& hot, const hotpath::Config& c) {
+  SideBySide r;
+  time_iterations(warmup, [&](int) {
+    eager();
+    hot();
+  });
+  r.eager = time_iterations(
+      iters, [&](int) { eager(); }, &r.eager_host);
+  hotpath::enable_hot_path_detection(c);
+  r.hot = time_iterations(
+      iters,
+      [&](int i) {
+        hot();
+        hotpath::step();
+        if (i == 10) hotpath::wait_for_compilation();  // the steady state, not the compile
+      },
+      &r.hot_host);
+  r.stats = hotpath::stats();
+  hotpath::disable_hot_path_detection();
+  return r;
+}
+
 void print_groups(const hotpath::SignatureStats& s) {
   std::printf("    %lld fused iterations, %lld divergences, %lld skipped values restored\n",
               static_cast<long long>(s.fusion.fused_iterations),
@@ -256,24 +287,13 @@ int main(int argc, char** argv) {
     Mlp hot;
     // Warm-up of both models: cuBLAS handles, allocator (the governor's eager baseline for the
     // hot model comes from its first iterations and must not include this).
-    time_iterations(20, [&](int) {
-      eager.step();
-      hot.step();
-    });
-    std::vector<double> eager_host, hot_host;
-    const auto e1 = time_iterations(
-        iters, [&](int) { eager.step(); }, &eager_host);
-    hotpath::enable_hot_path_detection(config(cache, false));
-    const auto f = time_iterations(
-        iters,
-        [&](int i) {
-          hot.step();
-          hotpath::step();
-          if (i == 10) hotpath::wait_for_compilation();  // the steady state, not the compile
-        },
-        &hot_host);
-    const auto st = hotpath::stats();
-    hotpath::disable_hot_path_detection();
+    const SideBySide r = side_by_side(
+        iters, 20, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
+    const auto& e1 = r.eager;
+    const auto& f = r.hot;
+    const auto& eager_host = r.eager_host;
+    const auto& hot_host = r.hot_host;
+    const auto& st = r.stats;
     const auto e2 = time_iterations(iters, [&](int) { eager.step(); });
     hotpath::enable_hot_path_detection(config(cache, false, false));
     const auto in = time_iterations(iters, [&](int i) {
@@ -324,24 +344,13 @@ int main(int argc, char** argv) {
     for (const std::int64_t rows : {8192, 65536}) {
       torch::manual_seed(3);
       Rows eager(torch::kFloat, rows), hot(torch::kFloat, rows);
-      time_iterations(10, [&](int) {
-        eager.step();
-        hot.step();
-      });
-      std::vector<double> eager_host, hot_host;
-      const auto e = time_iterations(
-          iters, [&](int) { eager.step(); }, &eager_host);
-      hotpath::enable_hot_path_detection(config(cache, false));
-      const auto f = time_iterations(
-          iters,
-          [&](int i) {
-            hot.step();
-            hotpath::step();
-            if (i == 10) hotpath::wait_for_compilation();
-          },
-          &hot_host);
-      const auto st = hotpath::stats();
-      hotpath::disable_hot_path_detection();
+      const SideBySide r = side_by_side(
+          iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
+      const auto& e = r.eager;
+      const auto& f = r.hot;
+      const auto& eager_host = r.eager_host;
+      const auto& hot_host = r.hot_host;
+      const auto& st = r.stats;
       const double eager_ms = median(e);
       const double fused_ms = median(tail(f, static_cast<std::size_t>(iters / 2)));
       std::printf(

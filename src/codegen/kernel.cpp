@@ -133,6 +133,16 @@ std::size_t GroupParams::tensor(int value) {
   return static_cast<std::size_t>(it->second);
 }
 
+std::size_t GroupParams::scalar(int member, int argument, const std::string& name) {
+  KernelArg sa;
+  sa.kind = KernelArg::Kind::Scalar;
+  sa.member = member;
+  sa.argument = argument;
+  sa.name = name;
+  spec.args.push_back(sa);
+  return spec.args.size() - 1;
+}
+
 KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   if (group.rows) return generate_row_kernel(g, group);
   KernelSpec spec;
@@ -186,15 +196,10 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
         s.emplace_back();
         continue;
       }
-      KernelArg sa;
-      sa.kind = KernelArg::Kind::Scalar;
-      sa.member = static_cast<int>(mi);
-      sa.argument = a;
-      sa.name = "s" + std::to_string(scalar_params.size());
-      scalar_slot[sa.name] = static_cast<int>(spec.args.size());
-      scalar_params.push_back(sa.name);
-      s.push_back(sa.name);
-      spec.args.push_back(sa);
+      const std::string name = "s" + std::to_string(scalar_params.size());
+      scalar_slot[name] = static_cast<int>(params.scalar(static_cast<int>(mi), a, name));
+      scalar_params.push_back(name);
+      s.push_back(name);
     }
     const int out = n.outputs[0];
     const std::string name = "v" + std::to_string(mi);

@@ -75,6 +75,9 @@ struct GroupParams {
   GroupParams(const Graph& g, const FusionGroup& group, KernelSpec& spec);
   bool in_group(int value) const;
   std::size_t tensor(int value);  // index into spec.args, added on first use
+  // A run-time Scalar argument of member `member` (a kernel parameter named `name`); returns
+  // its index into spec.args.
+  std::size_t scalar(int member, int argument, const std::string& name);
   const Graph& g;
   const FusionGroup& group;
   KernelSpec& spec;

@@ -237,13 +237,9 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
           s.emplace_back();
           continue;
         }
-        KernelArg sa;
-        sa.kind = KernelArg::Kind::Scalar;
-        sa.member = static_cast<int>(mi);
-        sa.argument = a;
-        sa.name = "s" + std::to_string(spec.args.size());
-        s.push_back(sa.name);
-        spec.args.push_back(sa);
+        const std::string sname = "s" + std::to_string(spec.args.size());
+        params.scalar(static_cast<int>(mi), a, sname);
+        s.push_back(sname);
       }
       if (op->immediates) {
         for (double v : op->immediates(n, g)) imm.push_back(float_literal(v));
