@@ -1,5 +1,7 @@
 #include "trace/recorder.h"
 
+#include <chrono>
+
 #include <c10/core/TensorImpl.h>
 
 #include "common/error.h"
@@ -206,7 +208,13 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t e
       log_info(concat("hotpath: signature ", s.hex, " hot after ", s.count, " iterations (", ops,
                       " ops)"));
     }
+    const auto t0 = std::chrono::steady_clock::now();
     hot_traces_.push_back(make_trace(signature, first, end));
+    log_debug(concat(
+        "hotpath: signature ", s.hex, ": trace of ", end - first, " ops copied in ",
+        ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count()),
+        " (", values_.size(), " values tracked)"));
   }
   closed_.push_back(IterationEvent{signature, first, end, s.count, s.hot});
 }
