@@ -185,6 +185,12 @@ std::shared_ptr<CudaModule> Executor::interpreter_for(int device, const KernelCa
       cache.store(key, cubin);
     }
     auto module = std::make_shared<CudaModule>(cubin, kInterpreterFunction, device);
+    // One launch with nothing to do, here on the worker: the driver grows the context's local
+    // memory for the interpreter's registers at a kernel's first launch (milliseconds), which
+    // would otherwise stall the first fused iteration.
+    hp::Program empty{};
+    void* params[] = {&empty};
+    module->launch(1, kInterpreterBlock, nullptr, params);
     log_info(concat(
         "hotpath: interpreter kernel for device ", device, " ready in ",
         ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
