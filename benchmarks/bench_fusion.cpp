@@ -180,6 +180,23 @@ struct Rows {
   }
 };
 
+// RMSNorm with a weight, forward and backward: ATen decomposes it into pow, mean over the last
+// dimension, add, rsqrt and muls (and the backward into a sum over the last dimension among
+// pointwise ops), which the row kernels fuse.
+struct Norm {
+  torch::Tensor x, w, g;
+  explicit Norm(torch::Dtype dtype, std::int64_t rows = 8192)
+      : x(torch::randn({rows, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
+              .requires_grad_()),
+        w(torch::randn({512}, torch::TensorOptions(torch::kCUDA).dtype(dtype)).requires_grad_()),
+        g(torch::randn({rows, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))) {}
+  void step() {
+    x.mutable_grad() = torch::Tensor();
+    w.mutable_grad() = torch::Tensor();
+    (torch::rms_norm(x, {512}, w, 1e-6) * g).sum().backward();
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -364,6 +381,24 @@ int main(int argc, char** argv) {
         out << "rows" << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
       }
     }
+    for (const std::int64_t rows : {8192, 65536}) {
+      torch::manual_seed(4);
+      Norm eager(torch::kFloat, rows), hot(torch::kFloat, rows);
+      const SideBySide r = side_by_side(
+          iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
+      const double eager_ms = median(r.eager);
+      const double fused_ms = median(tail(r.hot, static_cast<std::size_t>(iters / 2)));
+      std::printf(
+          "rms_norm (weight, %lldx512 fp32, fwd+bwd): eager %.3f ms, hotpath steady %.3f ms, "
+          "speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
+          static_cast<long long>(rows), eager_ms, fused_ms, eager_ms / fused_ms,
+          median(r.eager_host), median(tail(r.hot_host, static_cast<std::size_t>(iters / 2))));
+      if (const auto s = busiest(r.stats)) print_groups(*s);
+      if (out) {
+        out << "rms_norm" << rows << ",eager," << eager_ms << ",,1\n";
+        out << "rms_norm" << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
+      }
+    }
   }
 
   // ---- verification: every fused group against eager, fresh random inputs each launch, on the
@@ -398,6 +433,21 @@ int main(int argc, char** argv) {
         }
         std::printf("verify rows: softmax, log_softmax, mean, sum, fwd+bwd (%s, %s):\n",
                     dtype == torch::kFloat ? "fp32" : "bf16", tier);
+        if (const auto s = busiest(hotpath::stats())) print_groups(*s);
+        hotpath::disable_hot_path_detection();
+      }
+      for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+        Norm norm(dtype);
+        hotpath::enable_hot_path_detection(config(cache, true, kernels));
+        for (int i = 0; i < 30; ++i) {
+          norm.x.detach().normal_();
+          norm.g.normal_();
+          norm.step();
+          hotpath::step();
+          if (i == 10) hotpath::wait_for_compilation();
+        }
+        std::printf("verify rms_norm fwd+bwd (%s, %s):\n", dtype == torch::kFloat ? "fp32" : "bf16",
+                    tier);
         if (const auto s = busiest(hotpath::stats())) print_groups(*s);
         hotpath::disable_hot_path_detection();
       }

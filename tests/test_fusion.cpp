@@ -447,6 +447,64 @@ TEST_CASE("reductions along the last dimension fuse with the ops around them", "
   for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
 }
 
+TEST_CASE("rms_norm forward and backward fuse into row kernels", "[fusion][rows]") {
+  // ATen decomposes rms_norm (pow, mean over the last dimension, add, rsqrt, mul, mul) and its
+  // backward (a sum over the last dimension among pointwise ops).
+  auto train = [](bool hot) {
+    torch::manual_seed(13);
+    auto x = torch::randn({8, 32}, torch::requires_grad());
+    auto w = torch::randn({32}, torch::requires_grad());
+    auto g = torch::randn({8, 32});
+    std::unique_ptr<Enabled> on;
+    if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+    std::vector<torch::Tensor> out;
+    for (int i = 0; i < 8; ++i) {
+      auto y = torch::rms_norm(x, {32}, w, 1e-6);
+      auto loss = (y * g).sum();
+      loss.backward();
+      {
+        torch::NoGradGuard ng;
+        x -= 0.1 * x.grad();
+        w -= 0.1 * w.grad();
+        x.grad().zero_();
+        w.grad().zero_();
+      }
+      out.push_back(loss.detach().clone());
+      hotpath::step();
+    }
+    on.reset();
+    out.push_back(x.detach().clone());
+    out.push_back(w.detach().clone());
+    return out;
+  };
+  const auto eager = train(false);
+  const auto fused = train(true);
+  const auto s = hotpath::stats().last();
+  INFO(hotpath::format_stats(hotpath::stats()));
+  const auto plan = last_plan();
+  REQUIRE(plan != nullptr);
+  const auto& g = *plan->graph;
+  INFO(plan->partition.to_text(g));
+  std::set<std::string> in_rows;
+  for (const auto& grp : plan->partition.groups) {
+    if (!grp.rows) continue;
+    for (int n : grp.nodes) in_rows.insert(g.node(n).short_name());
+    const auto spec = hotpath::detail::generate_kernel(g, grp);
+    INFO(spec.source);
+    CHECK(hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
+                                         hotpath::detail::runtime_headers(), "")
+              .cubin.size() > 0);
+  }
+  for (const char* op : {"pow.Tensor_Scalar", "mean.dim", "rsqrt", "sum.dim_IntList"}) {
+    CAPTURE(op);
+    CHECK(in_rows.count(op) == 1);
+  }
+  CHECK(s.fusion.fused_iterations == 8 - s.hot_at_iteration);
+  CHECK(s.fusion.divergences == 0);
+  REQUIRE(fused.size() == eager.size());
+  for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
+}
+
 TEST_CASE("codegen of a row kernel: softmax over rows with a broadcast row", "[fusion][golden]") {
   // Rows of up to 1024 elements: a warp per row (golden source); longer ones: a block per row.
   for (const std::int64_t cols : {16, 2048}) {

@@ -245,6 +245,12 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
         for (double v : op->immediates(n, g)) imm.push_back(float_literal(v));
       }
       d.expr = rounded(op->emit(t, s, imm, op->variant ? op->variant(n) : std::string()), dt);
+      // One value per row (a norm's epsilon and rsqrt): computed once per row, from row values.
+      d.row = sizes_of(g.value(out).meta, rank) == row_sizes;
+      for (const std::string& dep : d.deps) {
+        HOTPATH_CHECK(!d.row || defs[def_of.at(dep)].row, n.short_name(),
+                      " makes one value per row from a value per element");
+      }
       var[out] = add(d);
       written = op->writes >= 0 ? n.input_at(op->writes) : out;
     }

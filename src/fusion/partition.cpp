@@ -101,6 +101,15 @@ bool same_domain(const TensorMeta& a, const TensorMeta& b) {
   return a.sizes == b.sizes && a.device == b.device;
 }
 
+// A node over one value per row of `rows` ([..., 1]: the epsilon and rsqrt of a norm).
+bool row_shaped(const TensorMeta& node, const TensorMeta& rows) {
+  if (node.device != rows.device || node.sizes.size() != rows.sizes.size() || rows.sizes.empty())
+    return false;
+  for (std::size_t d = 0; d + 1 < rows.sizes.size(); ++d)
+    if (node.sizes[d] != rows.sizes[d]) return false;
+  return node.sizes.back() == 1 && rows.sizes.back() != 1;
+}
+
 }  // namespace
 
 std::string unfusable_reason(const Graph& g, const Node& n) {
@@ -175,8 +184,12 @@ Partition partition_graph(const Graph& g) {
       if (producer < 0) continue;
       const int grp = b.group_of[static_cast<std::size_t>(producer)];
       if (grp < 0 || std::find(cands.begin(), cands.end(), grp) != cands.end()) continue;
-      const auto& first = g.node(b.groups[static_cast<std::size_t>(grp)].front());
-      if (!same_domain(node_domain(g, first), dom)) continue;
+      const auto& members = b.groups[static_cast<std::size_t>(grp)];
+      const TensorMeta& group_domain = node_domain(g, g.node(members.front()));
+      // Over the same shape; or, in a group that reduces rows, one value per row.
+      const bool rows = std::any_of(members.begin(), members.end(),
+                                    [&](int m) { return find_row_op(g.node(m)) != nullptr; });
+      if (!same_domain(group_domain, dom) && !(rows && row_shaped(dom, group_domain))) continue;
       cands.push_back(grp);
     }
     auto with = [&](const std::vector<int>& gs) {
