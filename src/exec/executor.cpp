@@ -282,7 +282,7 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
     p.op_name = r.name;
     p.op_overload = r.overload;
     for (const auto& in : r.inputs) p.refs.push_back(in.ref);
-    if (!r.outputs.empty()) p.out = r.outputs[0];
+    p.outs.assign(r.outputs.begin(), r.outputs.end());
     p.out_alias = r.output_alias.empty() ? -1 : r.output_alias[0];
     plan->ops.push_back(std::move(p));
   }
@@ -566,7 +566,7 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
 
 void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      torch::jit::Stack* stack, const PlanOp& p, int index) {
-  Deferred d{op, keys, index, p.group, {}, p.out_alias};
+  Deferred d{op, keys, index, p.group, {}, p.out_alias, {}};
   const std::size_t nargs = op.schema().arguments().size();
   d.args.reserve(nargs);
   for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nargs); it != stack->end(); ++it)
@@ -575,10 +575,12 @@ void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (p.out_alias >= 0) {
     stack->emplace_back(d.args[static_cast<std::size_t>(p.out_alias)]);
   } else {
-    at::Tensor out = at::empty_strided(p.out.sizes, p.out.strides,
-                                       at::TensorOptions().dtype(p.out.dtype).device(p.out.device));
-    d.made = WeakTensor(out.getIntrusivePtr());
-    stack->emplace_back(std::move(out));
+    for (const TensorMeta& m : p.outs) {
+      at::Tensor out = at::empty_strided(m.sizes, m.strides,
+                                         at::TensorOptions().dtype(m.dtype).device(m.device));
+      d.made.emplace_back(out.getIntrusivePtr());
+      stack->emplace_back(std::move(out));
+    }
   }
   deferred_.push_back(std::move(d));
 }
@@ -635,7 +637,8 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
     }
     // A strong reference for the launch (one more use of a tensor the group made).
     const at::Tensor t =
-        a.output >= 0 ? m.output() : m.args[static_cast<std::size_t>(a.argument)].toTensor();
+        a.output >= 0 ? m.output(static_cast<std::size_t>(a.output))
+                      : m.args[static_cast<std::size_t>(a.argument)].toTensor();
     if (!t.defined()) {
       if (!a.optional) return false;  // cannot happen: the last member's output is on the stack
       params[i] = &ptrs[i];           // nobody holds it: nothing to write
@@ -726,7 +729,9 @@ void Executor::materialize(const std::vector<Deferred*>& members) {
     torch::jit::Stack s(d->args.begin(), d->args.end());
     d->op.redispatchBoxed(d->keys, &s);
     if (d->out_alias >= 0) continue;
-    if (const at::Tensor out = d->output(); out.defined()) adopt(out, s.at(0).toTensor());
+    for (std::size_t k = 0; k < d->made.size(); ++k) {
+      if (const at::Tensor out = d->output(k); out.defined()) adopt(out, s.at(k).toTensor());
+    }
   }
 }
 
@@ -795,8 +800,10 @@ void Executor::run_eager(const std::vector<const Deferred*>& members,
     }
     d->op.redispatchBoxed(d->keys, &s);
     if (d->out_alias >= 0) continue;
-    if (const at::Tensor out = d->output(); out.defined())
-      remap[out.unsafeGetTensorImpl()] = s.at(0).toTensor();
+    for (std::size_t k = 0; k < d->made.size(); ++k) {
+      if (const at::Tensor out = d->output(k); out.defined())
+        remap[out.unsafeGetTensorImpl()] = s.at(k).toTensor();
+    }
   }
 }
 
@@ -809,7 +816,7 @@ void Executor::speculate(const at::Tensor& t, const PlanGroup& g, std::size_t ar
   std::map<const c10::TensorImpl*, int> slot_of;  // tensors the cone makes
   for (int m : g.cone[arg]) {
     const Deferred& d = *members[static_cast<std::size_t>(m)];
-    ConeOp c{d.op, d.keys, d.args, {}, -1};
+    ConeOp c{d.op, d.keys, d.args, {}, {}};
     for (std::size_t k = 0; k < c.args.size(); ++k) {
       if (!c.args[k].isTensor() || !c.args[k].toTensor().defined()) continue;
       const at::Tensor& in = c.args[k].toTensor();
@@ -822,9 +829,11 @@ void Executor::speculate(const at::Tensor& t, const PlanGroup& g, std::size_t ar
       }
     }
     if (d.out_alias < 0) {
-      c.out_slot = u.slots++;
-      if (const at::Tensor out = d.output(); out.defined())
-        slot_of[out.unsafeGetTensorImpl()] = c.out_slot;
+      for (std::size_t k = 0; k < d.made.size(); ++k) {
+        c.out_slots.push_back(u.slots++);
+        if (const at::Tensor out = d.output(k); out.defined())
+          slot_of[out.unsafeGetTensorImpl()] = c.out_slots.back();
+      }
     }
     u.cone.push_back(std::move(c));
   }
@@ -856,7 +865,8 @@ void Executor::restore_unwritten(bool all) {
         torch::jit::Stack s(c.args.begin(), c.args.end());
         for (const auto& [k, slot] : c.made) s[k] = slots[static_cast<std::size_t>(slot)];
         c.op.redispatchBoxed(c.keys, &s);
-        if (c.out_slot >= 0) slots[static_cast<std::size_t>(c.out_slot)] = s.at(0).toTensor();
+        for (std::size_t k = 0; k < c.out_slots.size(); ++k)
+          slots[static_cast<std::size_t>(c.out_slots[k])] = s.at(k).toTensor();
       }
       adopt(target, slots[static_cast<std::size_t>(it->target_slot)]);
       ++it->plan->restored;

@@ -74,13 +74,13 @@ class Executor {
     int group = -1;
     std::vector<c10::IValue> args;
     std::int32_t out_alias = -1;
-    // An in-place op's output is its argument (held in args). A new output is held weakly: as
-    // in eager, only the program holds it (autograd accumulates a gradient in place only into a
-    // buffer nobody else holds); expired when nobody does.
-    WeakTensor made{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
-    at::Tensor output() const {
-      return out_alias >= 0 ? args[static_cast<std::size_t>(out_alias)].toTensor()
-                            : at::Tensor(made.lock());
+    // An in-place op's output is its argument (held in args). New outputs are held weakly: as
+    // in eager, only the program holds them (autograd accumulates a gradient in place only into
+    // a buffer nobody else holds); expired when nobody does.
+    std::vector<WeakTensor> made;
+    at::Tensor output(std::size_t k = 0) const {
+      if (out_alias >= 0) return args[static_cast<std::size_t>(out_alias)].toTensor();
+      return k < made.size() ? at::Tensor(made[k].lock()) : at::Tensor();
     }
   };
 
@@ -91,7 +91,7 @@ class Executor {
     c10::DispatchKeySet keys;
     std::vector<c10::IValue> args;                  // cone-made tensors replaced by None
     std::vector<std::pair<std::size_t, int>> made;  // (argument, slot) for cone-made tensors
-    int out_slot = -1;                              // the slot its result fills (not in-place)
+    std::vector<int> out_slots;  // the slots its results fill (not in-place), per output
   };
   // A tensor a kernel did not write (PlanGroup::speculative) and how to compute it if needed.
   struct Unwritten {

@@ -25,8 +25,8 @@ struct PlanOp {
   std::vector<ValueRef> refs;   // per recorded input: relative producer, or -(k+1) outside
   int group = -1;               // fusion group, or -1 (eager)
   bool launch = false;          // the group's last member: its kernel runs here
-  TensorMeta out;               // the output a deferred op must return
-  std::int32_t out_alias = -1;  // ... or the argument it returns (in-place)
+  std::vector<TensorMeta> outs;  // the outputs a deferred op must return (native_layer_norm: 3)
+  std::int32_t out_alias = -1;   // ... or the argument it returns (in-place; one output)
 };
 
 // A group's own kernel, as the compile worker publishes it (PlanGroup::state).
