@@ -180,20 +180,23 @@ struct Rows {
   }
 };
 
-// RMSNorm with a weight, forward and backward: ATen decomposes it into pow, mean over the last
-// dimension, add, rsqrt and muls (and the backward into a sum over the last dimension among
-// pointwise ops), which the row kernels fuse.
+// A norm with a weight, forward and backward, times a random tensor. RMSNorm: ATen decomposes it
+// on the CPU only (on CUDA it runs its own fused kernel). LayerNorm: native_layer_norm (three
+// outputs) fuses with the multiply after it; its backward stays eager.
 struct Norm {
-  torch::Tensor x, w, g;
-  explicit Norm(torch::Dtype dtype, std::int64_t rows = 8192)
+  torch::Tensor x, w, b, g;
+  bool layer = false;
+  Norm(torch::Dtype dtype, std::int64_t rows, bool layer_norm)
       : x(torch::randn({rows, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
               .requires_grad_()),
         w(torch::randn({512}, torch::TensorOptions(torch::kCUDA).dtype(dtype)).requires_grad_()),
-        g(torch::randn({rows, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))) {}
+        b(torch::randn({512}, torch::TensorOptions(torch::kCUDA).dtype(dtype)).requires_grad_()),
+        g(torch::randn({rows, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))),
+        layer(layer_norm) {}
   void step() {
-    x.mutable_grad() = torch::Tensor();
-    w.mutable_grad() = torch::Tensor();
-    (torch::rms_norm(x, {512}, w, 1e-6) * g).sum().backward();
+    for (auto* t : {&x, &w, &b}) t->mutable_grad() = torch::Tensor();
+    auto y = layer ? torch::layer_norm(x, {512}, w, b, 1e-5) : torch::rms_norm(x, {512}, w, 1e-6);
+    (torch::gelu(y) * g).sum().backward();
   }
 };
 
@@ -381,24 +384,26 @@ int main(int argc, char** argv) {
         out << "rows" << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
       }
     }
-    for (const std::int64_t rows : {8192, 65536}) {
-      torch::manual_seed(4);
-      Norm eager(torch::kFloat, rows), hot(torch::kFloat, rows);
-      const SideBySide r = side_by_side(
-          iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
-      const double eager_ms = median(r.eager);
-      const double fused_ms = median(tail(r.hot, static_cast<std::size_t>(iters / 2)));
-      std::printf(
-          "rms_norm (weight, %lldx512 fp32, fwd+bwd): eager %.3f ms, hotpath steady %.3f ms, "
-          "speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
-          static_cast<long long>(rows), eager_ms, fused_ms, eager_ms / fused_ms,
-          median(r.eager_host), median(tail(r.hot_host, static_cast<std::size_t>(iters / 2))));
-      if (const auto s = busiest(r.stats)) print_groups(*s);
-      if (out) {
-        out << "rms_norm" << rows << ",eager," << eager_ms << ",,1\n";
-        out << "rms_norm" << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
+    for (const std::int64_t rows : {8192, 65536})
+      for (const bool layer : {false, true}) {
+        torch::manual_seed(4);
+        Norm eager(torch::kFloat, rows, layer), hot(torch::kFloat, rows, layer);
+        const char* what = layer ? "layer_norm" : "rms_norm";
+        const SideBySide r = side_by_side(
+            iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
+        const double eager_ms = median(r.eager);
+        const double fused_ms = median(tail(r.hot, static_cast<std::size_t>(iters / 2)));
+        std::printf(
+            "%s (weight, gelu, %lldx512 fp32, fwd+bwd): eager %.3f ms, hotpath steady %.3f ms, "
+            "speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
+            what, static_cast<long long>(rows), eager_ms, fused_ms, eager_ms / fused_ms,
+            median(r.eager_host), median(tail(r.hot_host, static_cast<std::size_t>(iters / 2))));
+        if (const auto s = busiest(r.stats)) print_groups(*s);
+        if (out) {
+          out << what << rows << ",eager," << eager_ms << ",,1\n";
+          out << what << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
+        }
       }
-    }
   }
 
   // ---- verification: every fused group against eager, fresh random inputs each launch, on the
@@ -437,7 +442,7 @@ int main(int argc, char** argv) {
         hotpath::disable_hot_path_detection();
       }
       for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
-        Norm norm(dtype);
+        Norm norm(dtype, 8192, true);
         hotpath::enable_hot_path_detection(config(cache, true, kernels));
         for (int i = 0; i < 30; ++i) {
           norm.x.detach().normal_();
@@ -446,8 +451,8 @@ int main(int argc, char** argv) {
           hotpath::step();
           if (i == 10) hotpath::wait_for_compilation();
         }
-        std::printf("verify rms_norm fwd+bwd (%s, %s):\n", dtype == torch::kFloat ? "fp32" : "bf16",
-                    tier);
+        std::printf("verify layer_norm -> gelu -> mul, fwd+bwd (%s, %s):\n",
+                    dtype == torch::kFloat ? "fp32" : "bf16", tier);
         if (const auto s = busiest(hotpath::stats())) print_groups(*s);
         hotpath::disable_hot_path_detection();
       }

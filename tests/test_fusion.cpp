@@ -505,6 +505,72 @@ TEST_CASE("rms_norm forward and backward fuse into row kernels", "[fusion][rows]
   for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
 }
 
+TEST_CASE("layer_norm forward fuses with the ops around it (three outputs)", "[fusion][rows]") {
+  // LayerNorm -> GELU -> residual, in training: native_layer_norm's mean and rstd are outputs
+  // that its backward (eager) reads; inference: one row kernel for the whole chain.
+  for (const bool training : {true, false}) {
+    CAPTURE(training);
+    auto run = [training](bool hot) {
+      torch::manual_seed(17);
+      auto ln = torch::nn::LayerNorm(torch::nn::LayerNormOptions({32}));
+      auto x = torch::randn({8, 32}, torch::requires_grad(training));
+      std::unique_ptr<Enabled> on;
+      if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+      std::vector<torch::Tensor> out;
+      for (int i = 0; i < 8; ++i) {
+        torch::Tensor y;
+        if (training) {
+          y = torch::gelu(ln->forward(x)) + x;
+          (y * y).sum().backward();
+          torch::NoGradGuard ng;
+          x -= 0.01 * x.grad();
+          x.grad().zero_();
+          for (auto& p : ln->parameters()) {
+            p -= 0.01 * p.grad();
+            p.grad().zero_();
+          }
+        } else {
+          torch::NoGradGuard ng;
+          y = torch::gelu(ln->forward(x)) + x;
+        }
+        out.push_back(y.detach().clone());
+        hotpath::step();
+      }
+      on.reset();
+      out.push_back(x.detach().clone());
+      for (auto& p : ln->parameters()) out.push_back(p.detach().clone());
+      return out;
+    };
+    const auto eager = run(false);
+    const auto fused = run(true);
+    const auto s = hotpath::stats().last();
+    INFO(hotpath::format_stats(hotpath::stats()));
+    const auto plan = last_plan();
+    REQUIRE(plan != nullptr);
+    const auto& g = *plan->graph;
+    INFO(plan->partition.to_text(g));
+    bool ln_fused = false;
+    for (const auto& grp : plan->partition.groups) {
+      std::set<std::string> ops;
+      for (int n : grp.nodes) ops.insert(g.node(n).short_name());
+      if (!ops.count("native_layer_norm")) continue;
+      ln_fused = true;
+      CHECK(grp.rows);
+      CHECK(ops.count("gelu") == 1);
+      const auto spec = hotpath::detail::generate_kernel(g, grp);
+      INFO(spec.source);
+      CHECK(hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
+                                           hotpath::detail::runtime_headers(), "")
+                .cubin.size() > 0);
+    }
+    CHECK(ln_fused);
+    CHECK(s.fusion.fused_iterations == 8 - s.hot_at_iteration);
+    CHECK(s.fusion.divergences == 0);
+    REQUIRE(fused.size() == eager.size());
+    for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
+  }
+}
+
 TEST_CASE("codegen of a row kernel: softmax over rows with a broadcast row", "[fusion][golden]") {
   // Rows of up to 1024 elements: a warp per row (golden source); longer ones: a block per row.
   for (const std::int64_t cols : {16, 2048}) {

@@ -218,6 +218,56 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
           d.deps = {t[0], t[1], s};
           break;
         }
+        case K::LayerNorm: {
+          // mean = sum(x) / C; rstd = rsqrt(sum((x - mean)^2) / C + eps) (the biased variance,
+          // as ATen; rsqrtf as its CUDA kernel); out = (x - mean) * rstd * weight + bias.
+          const std::string c = float_literal(double(cols));
+          Def mean;
+          mean.name = name + "_mean";
+          mean.row = true;
+          const std::string s1 = reduce(t[0], false);
+          mean.expr = "(" + s1 + " / " + c + ")";
+          mean.deps = {s1};
+          add(mean);
+          Def centered;
+          centered.name = name + "_centered";
+          centered.expr = "(" + t[0] + " - " + mean.name + ")";
+          centered.deps = {t[0], mean.name};
+          add(centered);
+          Def square;
+          square.name = name + "_square";
+          square.expr = "(" + centered.name + " * " + centered.name + ")";
+          square.deps = {centered.name};
+          const std::string s2 = reduce(add(square), false);
+          Def rstd;
+          rstd.name = name + "_rstd";
+          rstd.row = true;
+          rstd.expr = "rsqrtf(" + s2 + " / " + c + " + " + float_literal(n.args[4].toDouble()) +
+                      ")";
+          rstd.deps = {s2};
+          add(rstd);
+          d.expr = "(" + centered.name + " * " + rstd.name + ")";
+          d.deps = {centered.name, rstd.name};
+          for (int a : {2, 3}) {
+            if (n.input_at(a) < 0) continue;
+            const std::string w = operand(n.input_at(a));
+            d.expr = a == 2 ? "(" + d.expr + " * " + w + ")" : "(" + d.expr + " + " + w + ")";
+            d.deps.push_back(w);
+          }
+          // Outputs 1 and 2: the mean and rstd, one per row, in their own dtype.
+          for (int k : {1, 2}) {
+            const int v = n.outputs[static_cast<std::size_t>(k)];
+            Def o;
+            o.name = name + "_out" + std::to_string(k);
+            o.row = true;
+            o.expr = rounded(k == 1 ? mean.name : rstd.name, g.value(v).meta.dtype);
+            o.deps = {k == 1 ? mean.name : rstd.name};
+            var[v] = add(o);
+            spec.args[params.tensor(v)].written = true;
+            final_version[g.value(v).tensor] = v;
+          }
+          break;
+        }
       }
       d.expr = rounded(d.expr, dt);
       var[out] = add(d);

@@ -246,6 +246,7 @@ const RowOp* find_row_op(const Node& n) {
       {"_log_softmax", {K::LogSoftmax, {0}, false}},
       {"_softmax_backward_data", {K::SoftmaxBackward, {0, 1}, false}},
       {"_log_softmax_backward_data", {K::LogSoftmaxBackward, {0, 1}, false}},
+      {"native_layer_norm", {K::LayerNorm, {0}, false, 3}},
   };
   const auto it = ops.find(n.short_name());
   return it == ops.end() ? nullptr : &it->second;
@@ -260,7 +261,21 @@ std::string row_op_check(const Graph& g, const Node& n) {
   const auto rank = static_cast<std::int64_t>(m.sizes.size());
   if (rank == 0) return "a 0-dim operand";
   auto last = [&](std::int64_t d) { return d == rank - 1 || d == -1; };
-  if (op->keeps_row) {
+  if (op->kind == RowOp::Kind::LayerNorm) {
+    // native_layer_norm(input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps)
+    const auto& shape = n.args[1];
+    if (!shape.isIntList() || shape.toIntList().size() != 1 ||
+        shape.toIntList().get(0) != m.sizes.back())
+      return "normalizes other than the last dimension";
+    if (!n.args[4].isDouble()) return "eps is not a number";
+    for (int a : {2, 3}) {
+      const int v = n.input_at(a);
+      if (v < 0) continue;
+      const TensorMeta& w = g.value(v).meta;
+      if (w.sizes.size() != 1 || w.sizes[0] != m.sizes.back() || w.dtype != m.dtype)
+        return "weight or bias of another shape or dtype";
+    }
+  } else if (op->keeps_row) {
     // sum/mean(self, int[1]? dim, bool keepdim, *, ScalarType? dtype)
     const auto& dim = n.args[1];
     if (!dim.isIntList() || dim.toIntList().size() != 1 || !last(dim.toIntList().get(0)))

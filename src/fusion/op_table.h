@@ -39,10 +39,19 @@ const PointwiseOp* find_pointwise(const Node& n);
 // Reductions along the last dimension, fused with the pointwise ops around them (codegen/
 // kernel.h, row kernels): one row per block, a block-wide sum or max per reduction.
 struct RowOp {
-  enum class Kind { Sum, Mean, Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
+  enum class Kind {
+    Sum,
+    Mean,
+    Softmax,
+    LogSoftmax,
+    SoftmaxBackward,
+    LogSoftmaxBackward,
+    LayerNorm  // native_layer_norm: (out, mean, rstd); weight and bias are rows for all rows
+  };
   Kind kind = Kind::Sum;
   std::vector<int> tensors;  // schema positions of the tensor operands (full rows)
   bool keeps_row = false;    // the output is one value per row (sum, mean), else a full row
+  int outputs = 1;
 };
 
 // nullptr when `n` is not one of the row ops.

@@ -115,12 +115,19 @@ bool row_shaped(const TensorMeta& node, const TensorMeta& rows) {
 std::string unfusable_reason(const Graph& g, const Node& n) {
   if (const RowOp* r = find_row_op(n)) {
     if (std::string why = row_op_check(g, n); !why.empty()) return why;
-    if (n.outputs.size() != 1 || n.out_alias[0] >= 0) return "not one new output";
+    if (n.outputs.size() != static_cast<std::size_t>(r->outputs)) return "unexpected outputs";
+    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+      if (n.out_alias[k] >= 0) return "an output aliases an argument";
+      const TensorMeta& o = g.value(n.outputs[k]).meta;
+      if (!o.defined || !float_type(o.dtype)) return "output is not fp32/fp16/bf16";
+      if (o.numel() == 0) return "empty";
+      if (!is_contiguous(o)) return "output is not contiguous";
+    }
     const TensorMeta& out = g.value(n.outputs[0]).meta;
-    if (!out.defined || !float_type(out.dtype)) return "output is not fp32/fp16/bf16";
-    if (out.numel() == 0) return "empty";
-    if (!is_contiguous(out)) return "output is not contiguous";
-    for (int t : r->tensors) {
+    std::vector<int> operands = r->tensors;
+    if (r->kind == RowOp::Kind::LayerNorm) operands = {0, 2, 3};
+    for (int t : operands) {
+      if (n.input_at(t) < 0) continue;  // no weight or bias
       const TensorMeta& m = g.value(n.input_at(t)).meta;
       if (m.device != out.device) return "operands on several devices";
       if (!float_type(m.dtype)) return "operand dtype";
