@@ -426,35 +426,37 @@ int main(int argc, char** argv) {
     hotpath::disable_hot_path_detection();
 
     if (kernels) {  // row kernels have no interpreter form
+      // 30 steps on fresh random inputs, every launch checked against eager.
+      auto verify = [&](const char* what, torch::Dtype dtype, const std::function<void()>& fresh,
+                        const std::function<void()>& step) {
+        hotpath::enable_hot_path_detection(config(cache, true, kernels));
+        for (int i = 0; i < 30; ++i) {
+          fresh();
+          step();
+          hotpath::step();
+          if (i == 10) hotpath::wait_for_compilation();
+        }
+        std::printf("verify %s (%s, %s):\n", what, dtype == torch::kFloat ? "fp32" : "bf16", tier);
+        if (const auto s = busiest(hotpath::stats())) print_groups(*s);
+        hotpath::disable_hot_path_detection();
+      };
       for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
         Rows rows(dtype);
-        hotpath::enable_hot_path_detection(config(cache, true, kernels));
-        for (int i = 0; i < 30; ++i) {
-          rows.x.detach().normal_();
-          rows.g.normal_();
-          rows.step();
-          hotpath::step();
-          if (i == 10) hotpath::wait_for_compilation();
-        }
-        std::printf("verify rows: softmax, log_softmax, mean, sum, fwd+bwd (%s, %s):\n",
-                    dtype == torch::kFloat ? "fp32" : "bf16", tier);
-        if (const auto s = busiest(hotpath::stats())) print_groups(*s);
-        hotpath::disable_hot_path_detection();
-      }
-      for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+        verify(
+            "rows: softmax, log_softmax, mean, sum, fwd+bwd", dtype,
+            [&] {
+              rows.x.detach().normal_();
+              rows.g.normal_();
+            },
+            [&] { rows.step(); });
         Norm norm(dtype, 8192, true);
-        hotpath::enable_hot_path_detection(config(cache, true, kernels));
-        for (int i = 0; i < 30; ++i) {
-          norm.x.detach().normal_();
-          norm.g.normal_();
-          norm.step();
-          hotpath::step();
-          if (i == 10) hotpath::wait_for_compilation();
-        }
-        std::printf("verify layer_norm -> gelu -> mul, fwd+bwd (%s, %s):\n",
-                    dtype == torch::kFloat ? "fp32" : "bf16", tier);
-        if (const auto s = busiest(hotpath::stats())) print_groups(*s);
-        hotpath::disable_hot_path_detection();
+        verify(
+            "layer_norm -> gelu -> mul, fwd+bwd", dtype,
+            [&] {
+              norm.x.detach().normal_();
+              norm.g.normal_();
+            },
+            [&] { norm.step(); });
       }
     }
 

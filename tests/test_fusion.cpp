@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -193,15 +194,20 @@ TEST_CASE("a shape change or a new scalar never reuses a plan wrongly", "[fusion
   }
 }
 
-TEST_CASE("the optimizer partition of an MLP + AdamW step", "[fusion][golden]") {
+// The plan of the small MLP + AdamW step after `iterations` steps with CPU plans (hot after 3).
+std::shared_ptr<const hotpath::detail::Plan> mlp_plan(int iterations) {
   torch::manual_seed(7);
   Mlp mlp;
   Enabled on(cpu_plans(3));
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < iterations; ++i) {
     mlp.train_step(i);
     hotpath::step();
   }
-  const auto plan = last_plan();
+  return last_plan();
+}
+
+TEST_CASE("the optimizer partition of an MLP + AdamW step", "[fusion][golden]") {
+  const auto plan = mlp_plan(4);
   REQUIRE(plan != nullptr);
   check_golden("mlp_adamw_partition.txt", plan->partition.to_text(*plan->graph));
 }
@@ -318,14 +324,7 @@ TEST_CASE("the build compiled the interpreter kernel into the prebuilt kernel di
 
 TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
   SECTION("the optimizer groups of an MLP + AdamW step") {
-    torch::manual_seed(7);
-    Mlp mlp;
-    Enabled on(cpu_plans(3));
-    for (int i = 0; i < 5; ++i) {
-      mlp.train_step(i);
-      hotpath::step();
-    }
-    const auto plan = last_plan();
+    const auto plan = mlp_plan(5);
     REQUIRE(plan != nullptr);
     REQUIRE(plan->groups.size() >= 4);
     for (std::size_t k = 0; k < plan->partition.groups.size(); ++k) {
@@ -373,6 +372,33 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
   }
 }
 
+// The kernel of a group compiles with NVRTC (sm_90); returns its spec.
+hotpath::detail::KernelSpec check_compiles(const hotpath::detail::Graph& g,
+                                           const hotpath::detail::FusionGroup& grp) {
+  auto spec = hotpath::detail::generate_kernel(g, grp);
+  INFO(spec.source);
+  CHECK(hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
+                                       hotpath::detail::runtime_headers(), "")
+            .cubin.size() > 0);
+  return spec;
+}
+
+// A loop of `iterations` run without and with CPU plans (`loop(hot)` returns what it computed):
+// every iteration after the signature turned hot ran the plan, none left it, and the results
+// are identical to eager. Returns the plan of the loop's signature.
+std::shared_ptr<const hotpath::detail::Plan> check_plan_is_eager(
+    const std::function<std::vector<torch::Tensor>(bool)>& loop, int iterations) {
+  const auto eager = loop(false);
+  const auto fused = loop(true);
+  const auto s = hotpath::stats().last();
+  INFO(hotpath::format_stats(hotpath::stats()));
+  CHECK(s.fusion.fused_iterations == iterations - s.hot_at_iteration);
+  CHECK(s.fusion.divergences == 0);
+  REQUIRE(fused.size() == eager.size());
+  for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
+  return last_plan();
+}
+
 // Reductions along the last dimension with pointwise work around them, forward and backward.
 torch::Tensor row_zoo(const torch::Tensor& x, const torch::Tensor& w) {
   auto h = x * 0.5 + w;  // w: one row, broadcast
@@ -407,11 +433,11 @@ std::vector<torch::Tensor> train_rows(bool hot, int iterations) {
 }
 
 TEST_CASE("reductions along the last dimension fuse with the ops around them", "[fusion][rows]") {
-  const auto eager = train_rows(false, 8);
-  const auto fused = train_rows(true, 8);
-  const auto s = hotpath::stats().last();
-  INFO(hotpath::format_stats(hotpath::stats()));
-  const auto plan = last_plan();
+  // The plan runs in every iteration after the signature turned hot: autograd's accumulation
+  // into buffers the deferred ops hold (add instead of add_) neither leaves the plan nor makes
+  // the iterations look different.
+  const auto plan = check_plan_is_eager([](bool hot) { return train_rows(hot, 8); }, 8);
+  CHECK(hotpath::stats().hot_signatures() == 1);
   REQUIRE(plan != nullptr);
   const auto& g = *plan->graph;
   const std::string text = plan->partition.to_text(g);
@@ -423,12 +449,7 @@ TEST_CASE("reductions along the last dimension fuse with the ops around them", "
   for (const auto& grp : plan->partition.groups) {
     row_groups += grp.rows ? 1 : 0;
     for (int n : grp.nodes) fused_ops.insert(g.node(n).short_name());
-    const auto spec = hotpath::detail::generate_kernel(g, grp);
-    INFO(spec.source);
-    CHECK(spec.rows == (grp.rows ? 8 : 0));
-    const auto out = hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
-                                                    hotpath::detail::runtime_headers(), "");
-    CHECK(out.cubin.size() > 0);
+    CHECK(check_compiles(g, grp).rows == (grp.rows ? 8 : 0));
   }
   CHECK(row_groups >= 2);
   CHECK(text.find("over f32[] cpu") != std::string::npos);  // its kernel compiled above
@@ -437,14 +458,6 @@ TEST_CASE("reductions along the last dimension fuse with the ops around them", "
     CAPTURE(op);
     CHECK(fused_ops.count(op) == 1);
   }
-  // The plan ran in every iteration after the signature turned hot: autograd's accumulation
-  // into buffers the deferred ops hold (add instead of add_) neither left the plan nor made the
-  // iterations look different. CPU plans compute exactly what eager does.
-  CHECK(hotpath::stats().hot_signatures() == 1);
-  CHECK(s.fusion.fused_iterations == 8 - s.hot_at_iteration);
-  CHECK(s.fusion.divergences == 0);
-  REQUIRE(fused.size() == eager.size());
-  for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
 }
 
 TEST_CASE("rms_norm forward and backward fuse into row kernels", "[fusion][rows]") {
@@ -477,11 +490,7 @@ TEST_CASE("rms_norm forward and backward fuse into row kernels", "[fusion][rows]
     out.push_back(w.detach().clone());
     return out;
   };
-  const auto eager = train(false);
-  const auto fused = train(true);
-  const auto s = hotpath::stats().last();
-  INFO(hotpath::format_stats(hotpath::stats()));
-  const auto plan = last_plan();
+  const auto plan = check_plan_is_eager(train, 8);
   REQUIRE(plan != nullptr);
   const auto& g = *plan->graph;
   INFO(plan->partition.to_text(g));
@@ -489,20 +498,12 @@ TEST_CASE("rms_norm forward and backward fuse into row kernels", "[fusion][rows]
   for (const auto& grp : plan->partition.groups) {
     if (!grp.rows) continue;
     for (int n : grp.nodes) in_rows.insert(g.node(n).short_name());
-    const auto spec = hotpath::detail::generate_kernel(g, grp);
-    INFO(spec.source);
-    CHECK(hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
-                                         hotpath::detail::runtime_headers(), "")
-              .cubin.size() > 0);
+    check_compiles(g, grp);
   }
   for (const char* op : {"pow.Tensor_Scalar", "mean.dim", "rsqrt", "sum.dim_IntList"}) {
     CAPTURE(op);
     CHECK(in_rows.count(op) == 1);
   }
-  CHECK(s.fusion.fused_iterations == 8 - s.hot_at_iteration);
-  CHECK(s.fusion.divergences == 0);
-  REQUIRE(fused.size() == eager.size());
-  for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
 }
 
 TEST_CASE("layer_norm forward fuses with the ops around it (three outputs)", "[fusion][rows]") {
@@ -541,11 +542,7 @@ TEST_CASE("layer_norm forward fuses with the ops around it (three outputs)", "[f
       for (auto& p : ln->parameters()) out.push_back(p.detach().clone());
       return out;
     };
-    const auto eager = run(false);
-    const auto fused = run(true);
-    const auto s = hotpath::stats().last();
-    INFO(hotpath::format_stats(hotpath::stats()));
-    const auto plan = last_plan();
+    const auto plan = check_plan_is_eager(run, 8);
     REQUIRE(plan != nullptr);
     const auto& g = *plan->graph;
     INFO(plan->partition.to_text(g));
@@ -557,17 +554,9 @@ TEST_CASE("layer_norm forward fuses with the ops around it (three outputs)", "[f
       ln_fused = true;
       CHECK(grp.rows);
       CHECK(ops.count("gelu") == 1);
-      const auto spec = hotpath::detail::generate_kernel(g, grp);
-      INFO(spec.source);
-      CHECK(hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
-                                           hotpath::detail::runtime_headers(), "")
-                .cubin.size() > 0);
+      check_compiles(g, grp);
     }
     CHECK(ln_fused);
-    CHECK(s.fusion.fused_iterations == 8 - s.hot_at_iteration);
-    CHECK(s.fusion.divergences == 0);
-    REQUIRE(fused.size() == eager.size());
-    for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
   }
 }
 
