@@ -180,9 +180,9 @@ struct Rows {
   }
 };
 
-// A norm with a weight, forward and backward, times a random tensor. RMSNorm: ATen decomposes it
-// on the CPU only (on CUDA it runs its own fused kernel). LayerNorm: native_layer_norm (three
-// outputs) fuses with the multiply after it; its backward stays eager.
+// A norm with a weight, then GELU, times a random tensor, forward and backward. The norm's forward
+// (native_layer_norm: out, mean, rstd; on CUDA rms_norm is _fused_rms_norm: out, rstd) fuses with
+// the GELU and the multiply after it; the norms' backward ops stay eager.
 struct Norm {
   torch::Tensor x, w, b, g;
   bool layer = false;
@@ -449,14 +449,17 @@ int main(int argc, char** argv) {
               rows.g.normal_();
             },
             [&] { rows.step(); });
-        Norm norm(dtype, 8192, true);
-        verify(
-            "layer_norm -> gelu -> mul, fwd+bwd", dtype,
-            [&] {
-              norm.x.detach().normal_();
-              norm.g.normal_();
-            },
-            [&] { norm.step(); });
+        for (const bool layer : {true, false}) {
+          Norm norm(dtype, 8192, layer);
+          verify(
+              layer ? "layer_norm -> gelu -> mul, fwd+bwd" : "rms_norm -> gelu -> mul, fwd+bwd",
+              dtype,
+              [&] {
+                norm.x.detach().normal_();
+                norm.g.normal_();
+              },
+              [&] { norm.step(); });
+        }
       }
     }
 

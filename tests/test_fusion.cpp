@@ -560,6 +560,53 @@ TEST_CASE("layer_norm forward fuses with the ops around it (three outputs)", "[f
   }
 }
 
+TEST_CASE("ATen's fused rms_norm (two outputs, as CUDA records it) becomes a row kernel",
+          "[fusion][rows]") {
+  // On the CPU, at::_fused_rms_norm decomposes before hotpath sees it; on CUDA it is one op with
+  // two outputs (out, rstd). Its trace, as the recorder would make it: _fused_rms_norm, gelu.
+  using namespace hotpath::detail;
+  auto meta = [](std::vector<std::int64_t> sizes) {
+    TensorMeta m;
+    m.defined = true;
+    m.dtype = c10::ScalarType::Float;
+    m.device = c10::Device(c10::kCUDA, 0);
+    m.sizes.assign(sizes.begin(), sizes.end());
+    m.strides.assign(sizes.size(), 1);
+    for (std::size_t d = sizes.size() - 1; d-- > 0;) m.strides[d] = m.strides[d + 1] * sizes[d + 1];
+    return m;
+  };
+  HotTrace trace;
+  OpRecord norm;
+  norm.name = "aten::_fused_rms_norm";
+  norm.inputs = {TensorInput{0, false, meta({64, 256}), ValueRef{-1, 0}},
+                 TensorInput{2, false, meta({256}), ValueRef{-2, 0}}};
+  norm.args = {c10::IValue(), c10::IValue(std::vector<std::int64_t>{256}), c10::IValue(),
+               c10::IValue(1e-6)};
+  norm.outputs = {meta({64, 256}), meta({64, 1})};
+  norm.output_alias = {-1, -1};
+  norm.output_alive = {false, true};
+  OpRecord gelu;
+  gelu.name = "aten::gelu";
+  gelu.inputs = {TensorInput{0, false, meta({64, 256}), ValueRef{0, 0}}};
+  gelu.args = {c10::IValue(), c10::IValue(std::string("none"))};
+  gelu.outputs = {meta({64, 256})};
+  gelu.output_alias = {-1};
+  gelu.output_alive = {true};
+  trace.ops = {norm, gelu};
+  const Graph g = Graph::from_trace(trace);
+  const Partition part = partition_graph(g);
+  INFO(part.to_text(g));
+  REQUIRE(part.groups.size() == 1);
+  CHECK(part.groups[0].rows);
+  CHECK(part.groups[0].nodes.size() == 2);
+  const KernelSpec spec = check_compiles(g, part.groups[0]);
+  INFO(spec.source);
+  // Both outputs of the norm are stored (the rstd per row), the gelu result per element.
+  CHECK(spec.source.find("rsqrtf(") != std::string::npos);
+  CHECK(spec.source.find("[row] = ") != std::string::npos);
+  CHECK(spec.rows == 64);
+}
+
 TEST_CASE("codegen of a row kernel: softmax over rows with a broadcast row", "[fusion][golden]") {
   // Rows of up to 1024 elements: a warp per row (golden source); longer ones: a block per row.
   for (const std::int64_t cols : {16, 2048}) {

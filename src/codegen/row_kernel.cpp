@@ -242,8 +242,8 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
           Def rstd;
           rstd.name = name + "_rstd";
           rstd.row = true;
-          rstd.expr = "rsqrtf(" + s2 + " / " + c + " + " + float_literal(n.args[4].toDouble()) +
-                      ")";
+          rstd.expr =
+              "rsqrtf(" + s2 + " / " + c + " + " + float_literal(n.args[4].toDouble()) + ")";
           rstd.deps = {s2};
           add(rstd);
           d.expr = "(" + centered.name + " * " + rstd.name + ")";
@@ -266,6 +266,38 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
             spec.args[params.tensor(v)].written = true;
             final_version[g.value(v).tensor] = v;
           }
+          break;
+        }
+        case K::RmsNorm: {
+          // rstd = rsqrt(sum(x^2) / C + eps); out = x * rstd * weight (ATen's fused rms_norm).
+          Def square;
+          square.name = name + "_square";
+          square.expr = "(" + t[0] + " * " + t[0] + ")";
+          square.deps = {t[0]};
+          const std::string s2 = reduce(add(square), false);
+          Def rstd;
+          rstd.name = name + "_rstd";
+          rstd.row = true;
+          rstd.expr = "rsqrtf(" + s2 + " / " + float_literal(double(cols)) + " + " +
+                      float_literal(n.args[3].toDouble()) + ")";
+          rstd.deps = {s2};
+          add(rstd);
+          d.expr = "(" + t[0] + " * " + rstd.name + ")";
+          d.deps = {t[0], rstd.name};
+          if (n.input_at(2) >= 0) {
+            const std::string w = operand(n.input_at(2));
+            d.expr = "(" + d.expr + " * " + w + ")";
+            d.deps.push_back(w);
+          }
+          const int v = n.outputs[1];
+          Def o;
+          o.name = name + "_out1";
+          o.row = true;
+          o.expr = rounded(rstd.name, g.value(v).meta.dtype);
+          o.deps = {rstd.name};
+          var[v] = add(o);
+          spec.args[params.tensor(v)].written = true;
+          final_version[g.value(v).tensor] = v;
           break;
         }
       }

@@ -247,6 +247,7 @@ const RowOp* find_row_op(const Node& n) {
       {"_softmax_backward_data", {K::SoftmaxBackward, {0, 1}, false}},
       {"_log_softmax_backward_data", {K::LogSoftmaxBackward, {0, 1}, false}},
       {"native_layer_norm", {K::LayerNorm, {0}, false, 3}},
+      {"_fused_rms_norm", {K::RmsNorm, {0}, false, 2}},
   };
   const auto it = ops.find(n.short_name());
   return it == ops.end() ? nullptr : &it->second;
@@ -261,14 +262,16 @@ std::string row_op_check(const Graph& g, const Node& n) {
   const auto rank = static_cast<std::int64_t>(m.sizes.size());
   if (rank == 0) return "a 0-dim operand";
   auto last = [&](std::int64_t d) { return d == rank - 1 || d == -1; };
-  if (op->kind == RowOp::Kind::LayerNorm) {
+  if (op->kind == RowOp::Kind::LayerNorm || op->kind == RowOp::Kind::RmsNorm) {
     // native_layer_norm(input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps)
+    // _fused_rms_norm(input, int[] normalized_shape, Tensor? weight, float? eps)
+    const bool layer = op->kind == RowOp::Kind::LayerNorm;
     const auto& shape = n.args[1];
     if (!shape.isIntList() || shape.toIntList().size() != 1 ||
         shape.toIntList().get(0) != m.sizes.back())
       return "normalizes other than the last dimension";
-    if (!n.args[4].isDouble()) return "eps is not a number";
-    for (int a : {2, 3}) {
+    if (!n.args[layer ? 4 : 3].isDouble()) return "eps is not a number (the default eps)";
+    for (int a : layer ? std::vector<int>{2, 3} : std::vector<int>{2}) {
       const int v = n.input_at(a);
       if (v < 0) continue;
       const TensorMeta& w = g.value(v).meta;

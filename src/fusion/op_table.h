@@ -46,7 +46,8 @@ struct RowOp {
     LogSoftmax,
     SoftmaxBackward,
     LogSoftmaxBackward,
-    LayerNorm  // native_layer_norm: (out, mean, rstd); weight and bias are rows for all rows
+    LayerNorm,  // native_layer_norm: (out, mean, rstd); weight and bias are rows for all rows
+    RmsNorm     // _fused_rms_norm: (out, rstd); the weight is a row for all rows
   };
   Kind kind = Kind::Sum;
   std::vector<int> tensors;  // schema positions of the tensor operands (full rows)

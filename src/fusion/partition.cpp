@@ -126,6 +126,7 @@ std::string unfusable_reason(const Graph& g, const Node& n) {
     const TensorMeta& out = g.value(n.outputs[0]).meta;
     std::vector<int> operands = r->tensors;
     if (r->kind == RowOp::Kind::LayerNorm) operands = {0, 2, 3};
+    if (r->kind == RowOp::Kind::RmsNorm) operands = {0, 2};
     for (int t : operands) {
       if (n.input_at(t) < 0) continue;  // no weight or bias
       const TensorMeta& m = g.value(n.input_at(t)).meta;
