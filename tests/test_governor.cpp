@@ -148,6 +148,26 @@ TEST_CASE("a fused path that is slower is reverted within the window", "[governo
     CHECK(sig2->fusion.groups.empty());  // nothing was planned, nothing compiled
     hotpath::disable_hot_path_detection();
   }
+  SECTION("a known loser is tried again after it kept 10 runs eager") {
+    for (int run = 1; run <= hotpath::detail::kLoserRuns + 1; ++run) {
+      CAPTURE(run);
+      hotpath::enable_hot_path_detection(config(cache));
+      FakeLoop again{0, {-4.0}, one_group()};  // this machine: the fused path now wins
+      again.run(12);
+      const auto st2 = hotpath::stats();
+      const auto* sig2 = planned(st2);
+      REQUIRE(sig2 != nullptr);
+      if (run <= hotpath::detail::kLoserRuns) {
+        CHECK(sig2->fusion.remembered.find("known loser") != std::string::npos);
+        CHECK(sig2->fusion.fused_iterations == 0);
+      } else {
+        CHECK(sig2->fusion.remembered.empty());
+        CHECK_FALSE(sig2->fusion.reverted);
+        CHECK(sig2->fusion.fused_iterations > 0);  // planned and run again
+      }
+      hotpath::disable_hot_path_detection();
+    }
+  }
 }
 
 TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[governor]") {

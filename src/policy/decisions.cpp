@@ -51,6 +51,8 @@ std::optional<Decision> DecisionStore::load(std::uint64_t signature) const {
       in >> d.eager_ms;
     } else if (key == "fused_ms") {
       in >> d.fused_ms;
+    } else if (key == "skipped") {
+      in >> d.skipped;
     } else if (key == "reason") {
       std::getline(in >> std::ws, d.reason);
     }
@@ -71,6 +73,7 @@ void DecisionStore::save(std::uint64_t signature, const Decision& d) const {
     f << "group " << (d.groups[i] ? 1 : 0) << " " << (i < d.names.size() ? d.names[i] : "?")
       << "\n";
   f << "eager_ms " << d.eager_ms << "\nfused_ms " << d.fused_ms << "\n";
+  if (!d.compile) f << "skipped " << d.skipped << "\n";
   f << "reason " << d.reason << "\n";
   const std::string error = write_file_atomic(dir_, path(signature), f.str());
   if (!error.empty()) log_warn(concat("hotpath: verdicts are not remembered: ", error));

@@ -16,7 +16,12 @@ struct Decision {
   std::vector<std::string> names;     // the groups' names, to notice a plan that changed
   double eager_ms = 0, fused_ms = 0;  // medians that led to it
   std::string reason;
+  int skipped = 0;  // a loser: later runs that kept it eager (it is tried again after a while)
 };
+
+// A known loser is tried again in the run after it kept this many runs eager: a verdict from
+// one noisy run, or from a machine that has changed since, does not hold forever.
+constexpr int kLoserRuns = 10;
 
 class DecisionStore {
  public:

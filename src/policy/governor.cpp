@@ -341,6 +341,16 @@ std::optional<Decision> Governor::remembered(std::uint64_t signature) {
   const auto it = remembered_.find(signature);
   if (it != remembered_.end()) return it->second;
   auto d = store_.load(signature);
+  if (d && !d->compile) {
+    if (d->skipped >= kLoserRuns) {
+      log_info(concat("hotpath: signature ", short_hex(signature), " lost in an earlier run and ",
+                      "has run eagerly in ", d->skipped, " runs since; trying it again"));
+      d.reset();
+    } else {
+      ++d->skipped;  // this run keeps it eager too
+      store_.save(signature, *d);
+    }
+  }
   remembered_[signature] = d;
   return d;
 }
