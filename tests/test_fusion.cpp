@@ -227,7 +227,8 @@ torch::Tensor op_zoo(const torch::Tensor& x, const torch::Tensor& w, const torch
 }
 }  // namespace
 
-TEST_CASE("every generated kernel compiles with NVRTC", "[fusion][nvrtc]") {
+// The plan of three iterations of op_zoo's forward and backward with CPU plans (hot after 2).
+std::shared_ptr<const hotpath::detail::Plan> op_zoo_plan() {
   torch::manual_seed(3);
   auto x = torch::randn({32, 64}, torch::requires_grad());
   auto w = torch::randn({32, 64}, torch::requires_grad());
@@ -235,11 +236,14 @@ TEST_CASE("every generated kernel compiles with NVRTC", "[fusion][nvrtc]") {
   auto xt = torch::randn({64, 32});
   Enabled on(cpu_plans(2));
   for (int i = 0; i < 3; ++i) {
-    auto loss = op_zoo(x, w, row, xt);
-    loss.backward();
+    op_zoo(x, w, row, xt).backward();
     hotpath::step();
   }
-  const auto plan = last_plan();
+  return last_plan();
+}
+
+TEST_CASE("every generated kernel compiles with NVRTC", "[fusion][nvrtc]") {
+  const auto plan = op_zoo_plan();
   REQUIRE(plan != nullptr);
   REQUIRE(plan->partition.groups.size() >= 2);
   const auto& g = *plan->graph;
@@ -339,17 +343,7 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
     }
   }
   SECTION("the op zoo: gelu variants, clamp bounds, bf16 rounding; broadcasts are not") {
-    torch::manual_seed(3);
-    auto x = torch::randn({32, 64}, torch::requires_grad());
-    auto w = torch::randn({32, 64}, torch::requires_grad());
-    auto row = torch::randn({64});
-    auto xt = torch::randn({64, 32});
-    Enabled on(cpu_plans(2));
-    for (int i = 0; i < 3; ++i) {
-      op_zoo(x, w, row, xt).backward();
-      hotpath::step();
-    }
-    const auto plan = last_plan();
+    const auto plan = op_zoo_plan();
     REQUIRE(plan != nullptr);
     const auto& g = *plan->graph;
     int interpretable = 0, broadcast = 0;

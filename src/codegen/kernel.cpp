@@ -30,8 +30,6 @@ const char* cuda_type(c10::ScalarType t) {
   }
 }
 
-namespace {
-
 // Strides of `m` seen over the domain's dimensions (0 where broadcast).
 std::vector<std::int64_t> domain_strides(const TensorMeta& m, const TensorMeta& dom) {
   const std::size_t nd = dom.sizes.size();
@@ -45,15 +43,17 @@ std::vector<std::int64_t> domain_strides(const TensorMeta& m, const TensorMeta& 
   return st;
 }
 
-std::vector<std::int64_t> contiguous_strides(const TensorMeta& dom) {
-  std::vector<std::int64_t> st(dom.sizes.size(), 0);
+std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& sizes) {
+  std::vector<std::int64_t> st(sizes.size(), 0);
   std::int64_t s = 1;
-  for (std::size_t d = dom.sizes.size(); d-- > 0;) {
-    st[d] = dom.sizes[d] == 1 ? 0 : s;
-    s *= dom.sizes[d];
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    st[d] = sizes[d] == 1 ? 0 : s;
+    s *= sizes[d];
   }
   return st;
 }
+
+namespace {
 
 std::int64_t max_offset(const TensorMeta& m) {
   std::int64_t off = m.storage_offset;
@@ -149,13 +149,9 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   const TensorMeta& dom = group.domain;
   const std::vector<std::int64_t> dsizes(dom.sizes.begin(), dom.sizes.end());
   spec.numel = dom.numel();
-  const std::vector<std::int64_t> lin = contiguous_strides(dom);
+  const std::vector<std::int64_t> lin = contiguous_strides(dsizes);
 
   GroupParams params(g, group, spec);
-  auto in_group = [&](int value) { return params.in_group(value); };
-  auto tensor_param = [&](int value) -> KernelArg& { return spec.args[params.tensor(value)]; };
-  std::map<int, int>& param_of_tensor = params.param_of_tensor;
-  std::map<int, const TensorMeta*>& meta_of_param = params.meta_of_param;
 
   // Element body: loads, per-node expressions, stores.
   std::ostringstream body;
@@ -180,9 +176,8 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     for (int a : op->tensors) {
       const int v = n.input_at(a);
       if (!var.count(v)) {
-        HOTPATH_CHECK(!in_group(v), "value %", v, " used before it is computed");
-        tensor_param(v);
-        const int idx = param_of_tensor[g.value(v).tensor];
+        HOTPATH_CHECK(!params.in_group(v), "value %", v, " used before it is computed");
+        const int idx = static_cast<int>(params.tensor(v));
         // Names count within the group, so that groups doing the same work read the same.
         const std::string name = "x" + std::to_string(loads.size());
         loads.emplace_back(idx, name);
@@ -239,10 +234,10 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     body << "    const float " << name << " = " << expr << ";  // " << n.short_name() << "\n";
     var[out] = name;
     if (op->writes >= 0) {
-      KernelArg& p = tensor_param(n.input_at(op->writes));
+      KernelArg& p = spec.args[params.tensor(n.input_at(op->writes))];
       p.written = true;
     } else {
-      KernelArg& p = tensor_param(out);
+      KernelArg& p = spec.args[params.tensor(out)];
       p.written = true;
     }
     final_version[g.value(out).tensor] = out;
@@ -254,7 +249,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   const int returned_tensor = g.value(last.outputs[0]).tensor;
   std::vector<std::pair<int, std::string>> stores;  // param index, variable
   for (const auto& [tensor, value] : final_version) {
-    const int idx = param_of_tensor.at(tensor);
+    const int idx = params.param_of_tensor.at(tensor);
     KernelArg& p = spec.args[static_cast<std::size_t>(idx)];
     if (!p.written) continue;
     p.optional = p.output >= 0 && tensor != returned_tensor;
@@ -269,7 +264,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   for (std::size_t i = 0; i < spec.args.size(); ++i) {
     KernelArg& a = spec.args[i];
     if (a.kind != KernelArg::Kind::Tensor) continue;
-    const TensorMeta& m = *meta_of_param[static_cast<int>(i)];
+    const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(i));
     a.name = "t" + std::to_string(i);
     // A tensor the group writes has the domain's shape: with one element (a 0-dim domain) it is
     // linear, not broadcast.
@@ -418,7 +413,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     auto offset = [&](std::size_t idx) {
       const auto& a = spec.args[idx];
       if (a.linear || linear_only) return std::string("i");
-      const TensorMeta& m = *meta_of_param[static_cast<int>(idx)];
+      const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(idx));
       return "o" + std::to_string(idx) +
              (m.storage_offset != 0 ? " + " + std::to_string(m.storage_offset) : "");
     };

@@ -63,6 +63,12 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group);
 // row. KernelSpec::rows is set; it has no interpreter program.
 KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group);
 
+// Strides of `m` over the dimensions of the domain `dom` (0 where broadcast or of size 1), and
+// the strides of a dense row-major tensor of `sizes` (0 for dimensions of size 1): how the
+// generators decide how an operand is indexed.
+std::vector<std::int64_t> domain_strides(const TensorMeta& m, const TensorMeta& dom);
+std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& sizes);
+
 // Shared by the generators: the kernel's declaration line (its name is kKernelName until
 // name_kernel replaces it with "hp_<group>_<hash of the source>") and the naming itself.
 constexpr const char* kKernelName = "@KERNEL_NAME@";

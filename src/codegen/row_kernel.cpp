@@ -42,29 +42,6 @@ std::vector<std::int64_t> sizes_of(const TensorMeta& m, std::size_t rank) {
   return s;
 }
 
-// Strides of `m` over the domain's dimensions (0 where it is broadcast or of size 1).
-std::vector<std::int64_t> domain_strides(const TensorMeta& m, const TensorMeta& dom) {
-  const std::size_t nd = dom.sizes.size();
-  HOTPATH_CHECK(m.sizes.size() <= nd, "operand rank exceeds the domain's: ", format_meta(m), " vs ",
-                format_meta(dom));
-  std::vector<std::int64_t> st(nd, 0);
-  const std::size_t lead = nd - m.sizes.size();
-  for (std::size_t d = 0; d < m.sizes.size(); ++d)
-    st[lead + d] = m.sizes[d] == 1 ? 0 : m.strides[d];
-  return st;
-}
-
-// Contiguous strides of `sizes` (0 for dimensions of size 1).
-std::vector<std::int64_t> packed(const std::vector<std::int64_t>& sizes) {
-  std::vector<std::int64_t> st(sizes.size(), 0);
-  std::int64_t s = 1;
-  for (std::size_t d = sizes.size(); d-- > 0;) {
-    st[d] = sizes[d] == 1 ? 0 : s;
-    s *= sizes[d];
-  }
-  return st;
-}
-
 std::string offset(const TensorMeta& m, const std::string& index) {
   return m.storage_offset == 0 ? index : index + " + " + std::to_string(m.storage_offset);
 }
@@ -85,11 +62,11 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
   std::vector<std::int64_t> row_sizes = dsizes;
   row_sizes.back() = 1;
   // How operands are indexed: the whole domain, one value per row, one row for every row.
-  const std::vector<std::int64_t> full_strides = packed(dsizes);
-  const std::vector<std::int64_t> row_strides = packed(row_sizes);
+  const std::vector<std::int64_t> full_strides = contiguous_strides(dsizes);
+  const std::vector<std::int64_t> row_strides = contiguous_strides(row_sizes);
   std::vector<std::int64_t> col_sizes(rank, 1);
   col_sizes.back() = cols;
-  const std::vector<std::int64_t> col_strides = packed(col_sizes);
+  const std::vector<std::int64_t> col_strides = contiguous_strides(col_sizes);
   spec.numel = dom.numel();
   spec.rows = cols > 0 ? spec.numel / cols : 0;
   // Rows of up to kWarpCols elements: one warp per row, reductions by shuffles alone (no block

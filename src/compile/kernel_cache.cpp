@@ -57,16 +57,17 @@ const std::vector<std::string>& prebuilt_kernel_dirs() {
 std::string KernelCache::path(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }
 
 std::optional<std::string> KernelCache::load(const std::string& key) const {
-  if (auto own = read_entry(path(key), !dir_.empty())) return own;
+  if (!dir_.empty()) {
+    if (auto own = read_entry(path(key))) return own;
+  }
   for (const std::string& d : prebuilt_kernel_dirs()) {
     if (d == dir_) continue;
-    if (auto pre = read_entry(d + "/" + key + ".cubin", true)) return pre;
+    if (auto pre = read_entry(d + "/" + key + ".cubin")) return pre;
   }
   return std::nullopt;
 }
 
-std::optional<std::string> KernelCache::read_entry(const std::string& file, bool enabled) {
-  if (!enabled) return std::nullopt;
+std::optional<std::string> KernelCache::read_entry(const std::string& file) {
   std::ifstream f(file, std::ios::binary);
   if (!f) return std::nullopt;
   std::ostringstream ss;

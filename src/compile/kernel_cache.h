@@ -23,7 +23,7 @@ class KernelCache {
   const std::string& dir() const { return dir_; }
 
  private:
-  static std::optional<std::string> read_entry(const std::string& file, bool enabled);
+  static std::optional<std::string> read_entry(const std::string& file);
   std::string dir_;
 };
 

@@ -193,9 +193,10 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
                      info.written[i], rec, inputs);
       // Lists of numbers are kept (a reduction's dims); lists that may hold tensors are not.
-      const bool numbers = args[i].isIntList() || args[i].isDoubleList() || args[i].isBoolList();
-      const bool holds_tensors = args[i].isTensor() || args[i].isTensorList() ||
-                                 args[i].isOptionalTensorList() || (args[i].isList() && !numbers);
+      const c10::IValue& a = args[i];
+      const bool holds_tensors =
+          a.isTensor() || a.isTensorList() || a.isOptionalTensorList() ||
+          (a.isList() && !a.isIntList() && !a.isDoubleList() && !a.isBoolList());
       rec.args.push_back(holds_tensors ? c10::IValue() : args[i]);
     }
   }
@@ -241,11 +242,8 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       }
     }
   }
-  rec.key = h;
-  if (rec.planned_key != 0) {
-    rec.key = rec.planned_key;
-    if (!rec.output_alias.empty()) rec.output_alias[0] = rec.planned_alias;
-  }
+  rec.key = rec.planned_key != 0 ? rec.planned_key : h;
+  if (rec.planned_key != 0 && !rec.output_alias.empty()) rec.output_alias[0] = rec.planned_alias;
   session->recorder.commit(std::move(rec), outputs);
 }
 

@@ -275,8 +275,6 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
   for (std::size_t i = 0; i < trace.ops.size(); ++i) {
     const OpRecord& r = trace.ops[i];
     PlanOp p;
-    p.name = std::string(r.name);
-    if (!r.overload.empty()) p.name += "." + std::string(r.overload);
     p.input_key = r.input_key;
     p.key = r.key;
     p.op_name = r.name;
@@ -365,6 +363,11 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   const double cpu0 = thread_cpu_ms();
   const std::string dump = cache.dir().empty() ? temp_dir() : cache.dir();
   std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
+  auto failed = [](PlanGroup& g, const Error& e) {
+    g.error = e.what();
+    log_warn(concat("hotpath: group ", g.name, " stays ",
+                    g.spec.interpretable() ? "on the interpreter: " : "eager: ", e.what()));
+  };
   for (PlanGroup& g : plan->groups) {
     if (!g.gpu) continue;
     if (!g.active_default) {
@@ -396,9 +399,7 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
         g.cubin = std::move(compiled.cubin);
         cache.store(g.cache_key, g.cubin);
       } catch (const Error& e) {
-        g.error = e.what();
-        log_warn(concat("hotpath: group ", g.name, " stays ",
-                        g.spec.interpretable() ? "on the interpreter: " : "eager: ", e.what()));
+        failed(g, e);
       }
     }
     // Loaded here too: cuModuleLoadData on the training thread would be a stall.
@@ -406,9 +407,7 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
       try {
         g.module = std::make_shared<CudaModule>(g.cubin, g.spec.name, plan->device_index);
       } catch (const Error& e) {
-        g.error = e.what();
-        log_warn(concat("hotpath: group ", g.name, " stays ",
-                        g.spec.interpretable() ? "on the interpreter: " : "eager: ", e.what()));
+        failed(g, e);
       }
     }
     g.compile_ms =
@@ -484,7 +483,8 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
   // buffer (eager would have added in place), the recorded add_ runs instead: the same result.
   static const c10::OperatorHandle add_ =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::add_", "Tensor");
-  if (p.name != "aten::add_.Tensor" || rec.name != "aten::add" || rec.overload != "Tensor")
+  if (p.op_name != "aten::add_" || p.op_overload != "Tensor" || rec.name != "aten::add" ||
+      rec.overload != "Tensor")
     return nullptr;
   if (!armed_ || armed_->graph == nullptr || rec.inputs.size() != p.refs.size()) return nullptr;
   const Node& n = armed_->graph->node(static_cast<int>(index));
@@ -544,10 +544,10 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
       rec.planned_alias = p.out_alias;
     }
     if (as == nullptr) {
-      std::string got(rec.name);
-      if (!rec.overload.empty()) got += "." + std::string(rec.overload);
-      diverge(concat("op ", index, ": expected ", p.name, ", got ", got,
-                     got == p.name ? " with other inputs" : ""));
+      const std::string want = full_name(p.op_name, p.op_overload);
+      const std::string got = full_name(rec.name, rec.overload);
+      diverge(concat("op ", index, ": expected ", want, ", got ", got,
+                     got == want ? " with other inputs" : ""));
       return false;
     }
   }
@@ -606,13 +606,13 @@ void Executor::run_group(int group) {
 
 bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   // The group's own kernel once the worker has loaded it, else the interpreter.
-  const CudaModule* kernel =
-      g.state->load(std::memory_order_acquire) == kLoaded ? g.module.get() : nullptr;
+  const int state = g.state->load(std::memory_order_acquire);
+  const CudaModule* kernel = state == kLoaded ? g.module.get() : nullptr;
   const CudaModule* interpreter =
       kernel == nullptr && g.spec.interpretable() ? armed_->interpreter.get() : nullptr;
   // An iteration that ran a group on a stand-in while its kernel compiles is not the final
   // configuration's: the governor does not judge it.
-  if (kernel == nullptr && g.state->load(std::memory_order_acquire) == kCompiling) {
+  if (state == kCompiling) {
     tiers_final_ = false;
     waited_ = waited_ || interpreter == nullptr;
   }
@@ -636,9 +636,8 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
       continue;
     }
     // A strong reference for the launch (one more use of a tensor the group made).
-    const at::Tensor t =
-        a.output >= 0 ? m.output(static_cast<std::size_t>(a.output))
-                      : m.args[static_cast<std::size_t>(a.argument)].toTensor();
+    const at::Tensor t = a.output >= 0 ? m.output(static_cast<std::size_t>(a.output))
+                                       : m.args[static_cast<std::size_t>(a.argument)].toTensor();
     if (!t.defined()) {
       if (!a.optional) return false;  // cannot happen: the last member's output is on the stack
       params[i] = &ptrs[i];           // nobody holds it: nothing to write

@@ -18,13 +18,12 @@
 namespace hotpath::detail {
 
 struct PlanOp {
-  std::string name;                       // for logs
   std::uint64_t input_key = 0;            // operator + input metadata + non-scalar arguments
   std::uint64_t key = 0;                  // ... + output metadata (OpRecord::key)
   std::string_view op_name, op_overload;  // the dispatcher's strings (OpRecord::name)
-  std::vector<ValueRef> refs;   // per recorded input: relative producer, or -(k+1) outside
-  int group = -1;               // fusion group, or -1 (eager)
-  bool launch = false;          // the group's last member: its kernel runs here
+  std::vector<ValueRef> refs;    // per recorded input: relative producer, or -(k+1) outside
+  int group = -1;                // fusion group, or -1 (eager)
+  bool launch = false;           // the group's last member: its kernel runs here
   std::vector<TensorMeta> outs;  // the outputs a deferred op must return (native_layer_norm: 3)
   std::int32_t out_alias = -1;   // ... or the argument it returns (in-place; one output)
 };

@@ -52,19 +52,25 @@ const char* dtype_name(c10::ScalarType t) {
   }
 }
 
+namespace {
+// Row-major strides (dimensions of size 1 may have any stride), whatever the offset.
+bool dense(const TensorMeta& m) {
+  std::int64_t expect = 1;
+  for (std::size_t d = m.sizes.size(); d-- > 0;) {
+    if (m.sizes[d] != 1 && m.strides[d] != expect) return false;
+    expect *= m.sizes[d];
+  }
+  return true;
+}
+}  // namespace
+
 std::string format_meta(const TensorMeta& m) {
   if (!m.defined) return "None";
   std::ostringstream os;
   os << dtype_name(m.dtype) << "[";
   for (std::size_t i = 0; i < m.sizes.size(); ++i) os << (i ? ", " : "") << m.sizes[i];
   os << "]";
-  bool contiguous = true;
-  std::int64_t expected = 1;
-  for (std::size_t i = m.sizes.size(); i-- > 0;) {
-    if (m.sizes[i] != 1 && m.strides[i] != expected) contiguous = false;
-    expected *= m.sizes[i];
-  }
-  if (!contiguous) {
+  if (!dense(m)) {
     os << "{";
     for (std::size_t i = 0; i < m.strides.size(); ++i) os << (i ? ", " : "") << m.strides[i];
     os << "}";
@@ -215,13 +221,6 @@ std::uint64_t Graph::hash() const { return hash_string(to_text()); }
 
 std::ostream& operator<<(std::ostream& os, const Graph& g) { return os << g.to_text(); }
 
-bool is_contiguous(const TensorMeta& m) {
-  std::int64_t expect = 1;
-  for (std::size_t d = m.sizes.size(); d-- > 0;) {
-    if (m.sizes[d] != 1 && m.strides[d] != expect) return false;
-    expect *= m.sizes[d];
-  }
-  return m.storage_offset == 0;
-}
+bool is_contiguous(const TensorMeta& m) { return dense(m) && m.storage_offset == 0; }
 
 }  // namespace hotpath::detail

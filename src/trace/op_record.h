@@ -9,6 +9,7 @@
 #include <c10/util/accumulate.h>
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -64,5 +65,12 @@ struct OpRecord {
   std::uint64_t planned_key = 0;
   std::int32_t planned_alias = -1;
 };
+
+// "aten::add_.Tensor", for logs.
+inline std::string full_name(std::string_view name, std::string_view overload) {
+  std::string s(name);
+  if (!overload.empty()) s.append(".").append(overload);
+  return s;
+}
 
 }  // namespace hotpath::detail
