@@ -99,7 +99,7 @@ Graph Graph::from_trace(const HotTrace& trace) {
     n.index = static_cast<int>(i);
     n.name = std::string(op.name);
     n.overload = std::string(op.overload);
-    n.args = op.args;
+    n.args.assign(op.args.begin(), op.args.end());
     n.scalar_mask = op.scalar_mask;
     n.input_key = op.input_key;
     for (const TensorInput& in : op.inputs) {

@@ -48,14 +48,14 @@ struct OpRecord {
   std::uint64_t key = 0;
   std::uint64_t name_key = 0;   // operator name and overload alone
   std::uint64_t input_key = 0;  // like key, without the outputs: what a guard can check up front
-  std::vector<TensorInput> inputs;
+  c10::SmallVector<TensorInput, 3> inputs;  // inline: no allocation per op for most ops
   // Every schema argument that is not a tensor (tensors are left as None): structural values
   // (ints, strings, lists) and run-time scalars.
-  std::vector<c10::IValue> args;
+  c10::SmallVector<c10::IValue, 6> args;
   std::uint64_t scalar_mask = 0;  // bit i: argument i is a Scalar (a run-time parameter)
-  std::vector<TensorMeta> outputs;
+  c10::SmallVector<TensorMeta, 1> outputs;
   // Per output: the argument it aliases (in-place and out= ops return their argument), or -1.
-  std::vector<std::int32_t> output_alias;
+  c10::SmallVector<std::int32_t, 1> output_alias;
   // Filled only in a HotTrace: per output, whether anything still held it when the iteration
   // ended (values that die inside the iteration need not be written by a fused kernel).
   std::vector<bool> output_alive;

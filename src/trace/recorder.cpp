@@ -81,14 +81,13 @@ void Recorder::resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const at::TensorBase& t = *tensors[i];
     if (!t.defined()) continue;
-    auto it = values_.find(t.unsafeGetTensorImpl());
+    const auto it = values_.find(t.unsafeGetTensorImpl());
     if (it == values_.end()) {
-      it = values_
-               .emplace(t.unsafeGetTensorImpl(),
-                        Live{WeakTensor(t.getIntrusivePtr()), ValueRef{-(++outside_ids_), 0}})
-               .first;
+      rec.inputs[i].ref = ValueRef{-(++outside_ids_), 0};
+      track(t, rec.inputs[i].ref);
+    } else {
+      rec.inputs[i].ref = it->second.ref;
     }
-    rec.inputs[i].ref = it->second.ref;
   }
 }
 
@@ -109,13 +108,14 @@ void Recorder::commit_locked(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*
     const at::TensorBase& t = *outputs[o];
     if (!t.defined()) continue;
     const ValueRef ref{index, static_cast<std::int32_t>(o)};
-    auto it = values_.find(t.unsafeGetTensorImpl());
+    const auto it = values_.find(t.unsafeGetTensorImpl());
     if (it == values_.end()) {
-      values_.emplace(t.unsafeGetTensorImpl(), Live{WeakTensor(t.getIntrusivePtr()), ref});
+      track(t, ref);
     } else {
       it->second.ref = ref;
     }
   }
+  sweep();
   const std::uint64_t key = rec.key;
   const std::uint64_t name_key = rec.name_key;
   ops_.push_back(std::move(rec));
@@ -164,14 +164,29 @@ void Recorder::close_iteration(std::int64_t end) {
   const std::uint64_t sig = iteration_signature(ops_, base_, seg_start_, end);
   count(sig, seg_start_, end);
   start_iteration_at(end);
-  if (values_.size() > prune_at_) prune_values();
 }
 
-void Recorder::prune_values() {
-  for (auto it = values_.begin(); it != values_.end();) {
-    it = it->second.tensor.expired() ? values_.erase(it) : std::next(it);
+void Recorder::track(const at::TensorBase& t, ValueRef ref) {
+  values_.emplace(t.unsafeGetTensorImpl(), Live{WeakTensor(t.getIntrusivePtr()), ref});
+  sweep_.push_back(t.unsafeGetTensorImpl());
+}
+
+void Recorder::sweep() {
+  // Two visits per op, at most one new key per op for most ops: a tensor that died is unmapped
+  // (and its TensorImpl freed) after about as many ops as there are live tensors.
+  for (int k = 0; k < 2 && sweep_head_ < sweep_.size(); ++k) {
+    const c10::TensorImpl* impl = sweep_[sweep_head_++];
+    const auto it = values_.find(impl);
+    if (it != values_.end() && it->second.tensor.expired()) {
+      values_.erase(it);
+    } else {
+      sweep_.push_back(impl);
+    }
   }
-  prune_at_ = std::max<std::size_t>(4096, 2 * values_.size());
+  if (sweep_head_ > 1024 && 2 * sweep_head_ > sweep_.size()) {
+    sweep_.erase(sweep_.begin(), sweep_.begin() + static_cast<std::ptrdiff_t>(sweep_head_));
+    sweep_head_ = 0;
+  }
 }
 
 void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t end) {

@@ -10,7 +10,6 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -19,6 +18,7 @@
 
 #include "hotpath/hotpath.h"
 #include "trace/op_record.h"
+#include "trace/op_ring.h"
 #include "trace/period_detector.h"
 
 namespace hotpath::detail {
@@ -100,7 +100,8 @@ class Recorder {
   void start_iteration_at(std::int64_t first);  // releases the records before `first`
   void use_explicit_boundaries();
   void count(std::uint64_t signature, std::int64_t first, std::int64_t end);
-  void prune_values();
+  void track(const at::TensorBase& t, ValueRef ref);  // maps a tensor not mapped yet
+  void sweep();           // unmaps a few tensors that died, each op: no pause, no burst of frees
   void notify_hot();      // hands collected hot traces and closed iterations to the listeners;
                           // called without the lock
   void publish_locked();  // refreshes the lock-free positions
@@ -114,10 +115,12 @@ class Recorder {
 
   // Looked up for every tensor of every op: an open-addressing map.
   ska::flat_hash_map<const c10::TensorImpl*, Live> values_;
-  std::size_t prune_at_ = 4096;
+  // Each key of values_ once, in the order sweep() visits them (from sweep_head_).
+  std::vector<const c10::TensorImpl*> sweep_;
+  std::size_t sweep_head_ = 0;
   std::int64_t outside_ids_ = 0;
 
-  std::deque<OpRecord> ops_;  // ops_[0] has global index base_
+  OpRing ops_;  // ops_[0] has global index base_
   std::int64_t base_ = 0;
   std::int64_t next_ = 0;       // global index of the next op
   std::int64_t seg_start_ = 0;  // first op of the current iteration

@@ -1,16 +1,19 @@
 #include "trace/signature.h"
 
 #include <cstdio>
-#include <unordered_map>
+
+#include <c10/util/flat_hash_map.h>
 
 #include "common/hash.h"
 
 namespace hotpath::detail {
 
-std::uint64_t iteration_signature(const std::deque<OpRecord>& ops, std::int64_t base,
-                                  std::int64_t first, std::int64_t last) {
+std::uint64_t iteration_signature(const OpRing& ops, std::int64_t base, std::int64_t first,
+                                  std::int64_t last) {
   std::uint64_t h = hash_combine(0x686f7470617468ULL, static_cast<std::uint64_t>(last - first));
-  std::unordered_map<std::uint64_t, std::uint64_t> outside;  // (producer, output) -> ordinal
+  // (producer, output) -> ordinal; kept between calls so that hashing allocates nothing
+  thread_local ska::flat_hash_map<std::uint64_t, std::uint64_t> outside;
+  outside.clear();
   for (std::int64_t i = first; i < last; ++i) {
     const OpRecord& op = ops[static_cast<std::size_t>(i - base)];
     h = hash_combine(h, op.key);
@@ -24,7 +27,7 @@ std::uint64_t iteration_signature(const std::deque<OpRecord>& ops, std::int64_t 
       } else {
         const std::uint64_t id = hash_combine(static_cast<std::uint64_t>(in.ref.producer),
                                               static_cast<std::uint64_t>(in.ref.output));
-        const auto it = outside.try_emplace(id, outside.size()).first;
+        const auto it = outside.emplace(id, outside.size()).first;
         h = hash_combine(h, 0x22);
         h = hash_combine(h, it->second);
       }

@@ -1,10 +1,9 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <string>
 
-#include "trace/op_record.h"
+#include "trace/op_ring.h"
 
 namespace hotpath::detail {
 
@@ -12,7 +11,7 @@ namespace hotpath::detail {
 // element 0 has global index `base`. Combines each op's key with its data flow, expressed
 // relative to the iteration: "output o of the op k places into this iteration" or "the n-th
 // distinct outside tensor", so the same loop gives the same signature every iteration and run.
-std::uint64_t iteration_signature(const std::deque<OpRecord>& ops, std::int64_t base,
+std::uint64_t iteration_signature(const OpRing& ops, std::int64_t base,
                                   std::int64_t first, std::int64_t last);
 
 // 8 hex digits: the form used in logs.
