@@ -49,11 +49,19 @@ struct FakeLoop {
   std::vector<double> deltas;
   std::function<void()> body;
   double base = 10.0;  // an eager iteration
+  // Every pause_every-th iteration is preceded by pause_ms of work under hotpath::Pause.
+  int pause_every = 0;
+  double pause_ms = 0;
 
   void run(int iterations) {
     hotpath::detail::thread_session()->governor.set_clock([this] { return now; });
     hotpath::step();  // the first boundary
     for (int i = 0; i < iterations; ++i) {
+      if (pause_every > 0 && i % pause_every == 0) {
+        hotpath::Pause pause;
+        auto unseen = torch::randn({8}).sin();
+        now += pause_ms;
+      }
       const auto before = group_runs();
       body();
       const auto after = group_runs();
@@ -237,6 +245,23 @@ TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[
     CHECK(sig2->fusion.fused_iterations >= 28);
     hotpath::disable_hot_path_detection();
   }
+}
+
+TEST_CASE("time spent in a Pause between iterations is not charged to the loop", "[governor]") {
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  hotpath::disable_hot_path_detection();
+  auto c = config(tmp.path());
+  c.remember = false;
+  hotpath::enable_hot_path_detection(c);
+  FakeLoop loop{0, {-4.0}, one_group()};  // fused: 6 ms vs 10 ms eager
+  loop.pause_every = 1;
+  loop.pause_ms = 50;  // would make every iteration 5x slower than eager if it counted
+  loop.run(100);
+  check_kept(10.0, 6.0);
+  const auto st = hotpath::stats();
+  CHECK(planned(st)->fusion.fused_iterations >= 90);
+  CHECK(planned(st)->fusion.divergences == 0);
+  hotpath::disable_hot_path_detection();
 }
 
 TEST_CASE("a remembered baseline is checked against this run's eager time", "[governor]") {

@@ -92,6 +92,21 @@ class Iteration {
   Iteration& operator=(const Iteration&) = delete;
 };
 
+// RAII: the ops the calling thread runs while a Pause lives (and the autograd work they start)
+// are not intercepted: they run plain eager, are not recorded and belong to no iteration. For
+// work beside the loop that should neither count nor disturb it: evaluation, logging, a
+// comparison run of the same model. Pauses nest; a no-op when detection is not enabled.
+class Pause {
+ public:
+  Pause();
+  ~Pause();
+  Pause(const Pause&) = delete;
+  Pause& operator=(const Pause&) = delete;
+
+ private:
+  bool was_excluded_;
+};
+
 // One fused group of a hot signature's plan.
 struct GroupStats {
   std::string name;  // what it fuses, e.g. "mul_add_addcmul_sqrt_div_addcdiv"

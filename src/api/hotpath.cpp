@@ -86,6 +86,21 @@ Iteration::~Iteration() {
   tls_state.session->recorder.end_scope();
 }
 
+Pause::Pause() {
+  // Nothing deferred or skipped may stay unwritten where the paused code can read it.
+  if (detail::current_thread_attached()) {
+    tls_state.session->executor.flush();
+    tls_state.session->governor.note_pause(tls_state.session->recorder.next_index());
+  }
+  was_excluded_ = detail::pause_current_thread();
+}
+
+Pause::~Pause() {
+  detail::resume_current_thread(was_excluded_);
+  if (detail::current_thread_attached())
+    tls_state.session->governor.resume(tls_state.session->recorder.next_index());
+}
+
 void wait_for_compilation() {
   std::vector<std::uint64_t> pending;
   if (tls_state.session) pending = tls_state.session->executor.pending_plans();

@@ -308,4 +308,14 @@ void detach_current_thread() {
 
 bool current_thread_attached() { return static_cast<bool>(tls_owner.session); }
 
+bool pause_current_thread() {
+  const bool was = c10::impl::tls_is_dispatch_key_excluded(kHookKey);
+  c10::impl::tls_set_dispatch_key_excluded(kHookKey, true);
+  return was;
+}
+
+void resume_current_thread(bool was_paused) {
+  c10::impl::tls_set_dispatch_key_excluded(kHookKey, was_paused);
+}
+
 }  // namespace hotpath::detail

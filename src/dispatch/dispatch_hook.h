@@ -18,5 +18,9 @@ void attach_current_thread(std::shared_ptr<Session> session);
 // Stops intercepting on the calling thread; the fallback is removed with the last thread.
 void detach_current_thread();
 bool current_thread_attached();
+// Hides the calling thread's ops (and autograd work they start, which inherits the TLS) from the
+// fallback; returns whether they were hidden already, for resume_current_thread.
+bool pause_current_thread();
+void resume_current_thread(bool was_paused);
 
 }  // namespace hotpath::detail

@@ -92,6 +92,17 @@ void Governor::stamp(std::int64_t index) {
   while (stamps_.size() > 64) stamps_.pop_front();
 }
 
+void Governor::note_pause(std::int64_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pauses_.empty() || pauses_.back() != index) pauses_.push_back(index);
+  while (pauses_.size() > 64) pauses_.pop_front();
+}
+
+void Governor::resume(std::int64_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stamps_.empty() && stamps_.back().index == index) stamps_.back() = take_stamp(index);
+}
+
 void Governor::on_iteration(const IterationEvent& c) {
   // The executor is asked outside our lock (it never calls us, but keep the order simple).
   const Executor::RunInfo run = executor_.ran(c.signature, c.first);
@@ -104,10 +115,15 @@ void Governor::on_iteration(const IterationEvent& c) {
   }
   Sig& sig = sigs_[c.signature];
   if (c.hot && sig.hot_count < 0) sig.hot_count = c.count;
-  if (a != nullptr && b != nullptr) {
+  // A pause at c.first fell between the boundary's stamp and the first op only if resume did not
+  // stamp it again: in an auto-detected loop the stamp is taken at the first op, after the pause.
+  const bool paused = std::any_of(pauses_.begin(), pauses_.end(),
+                                  [&](std::int64_t p) { return p > c.first && p <= c.end; });
+  if (a != nullptr && b != nullptr && !paused) {
     pending_.push_back(Pending{c, run.fused, run.epoch, run.final_tiers, *a, *b});
   }
   while (!stamps_.empty() && stamps_.front().index < c.end) stamps_.pop_front();
+  while (!pauses_.empty() && pauses_.front() < c.end) pauses_.pop_front();
   drain(false);
 }
 

@@ -38,6 +38,12 @@ class Governor {
   // An iteration boundary lies before global op `index`.
   void stamp(std::int64_t index);
   void on_iteration(const IterationEvent& c);
+  // hotpath::Pause began before global op `index`. An iteration whose timed span holds that
+  // point is not a sample, unless its start is stamped again when the pause ends (resume).
+  void note_pause(std::int64_t index);
+  // The pause ended before op `index`: a boundary stamped there (step()) is stamped again, so
+  // that the iteration starting there is timed without the pause.
+  void resume(std::int64_t index);
 
   // A verdict of an earlier run, if remembered. Takes only the verdicts' own lock (it is called
   // from the recorder with the recorder's lock held; mu_ may call into the executor, whose lock
@@ -122,6 +128,7 @@ class Governor {
   int cuda_device_ = -1;
   std::atomic<bool> cuda_noted_{false};
   std::deque<Stamp> stamps_;
+  std::deque<std::int64_t> pauses_;  // op indices of pauses not yet behind a closed iteration
   std::deque<Pending> pending_;
   std::map<std::uint64_t, Sig> sigs_;
 };
