@@ -84,13 +84,20 @@ hotpath::Config config(const std::string& cache, bool verify, bool kernels = tru
   return c;
 }
 
-// Eager and hotpath side by side in one process: both step functions warm up together, then
-// `iters` eager iterations, then `iters` with hotpath enabled (`c`; compiles finish at iteration
-// 10, so that the tail is the steady state). GPU times from CUDA events, host times per body.
+// Eager and hotpath side by side in one process, interleaved: both step functions warm up
+// together; then hotpath runs alone until its kernels are in place (hot at iteration 10, compile
+// awaited at 10, 10 more iterations), then blocks of kBlock eager iterations (under
+// hotpath::Pause, unseen by it) alternate with blocks of kBlock hotpath iterations until each side
+// has `iters`. Both sides sample the same host and GPU conditions: a host that drifts during the
+// run moves both. GPU times from CUDA events, host times per body.
 struct SideBySide {
-  std::vector<double> eager, hot, eager_host, hot_host;
+  std::vector<double> eager, hot, eager_host, hot_host;  // the interleaved (steady) iterations
+  std::vector<double> lead;                              // hotpath's first iterations
   hotpath::Stats stats;
 };
+
+constexpr int kBlock = 10;
+constexpr int kLead = 20;
 
 SideBySide side_by_side(int iters, int warmup, const std::function<void()>& eager,
                         const std::function<void()>& hot, const hotpath::Config& c) {
@@ -99,20 +106,41 @@ SideBySide side_by_side(int iters, int warmup, const std::function<void()>& eage
     eager();
     hot();
   });
-  r.eager = time_iterations(
-      iters, [&](int) { eager(); }, &r.eager_host);
   hotpath::enable_hot_path_detection(c);
-  r.hot = time_iterations(
-      iters,
-      [&](int i) {
-        hot();
-        hotpath::step();
-        if (i == 10) hotpath::wait_for_compilation();  // the steady state, not the compile
-      },
-      &r.hot_host);
+  auto hot_step = [&](int i) {
+    hot();
+    hotpath::step();
+    if (i == 10) hotpath::wait_for_compilation();  // the steady state, not the compile
+  };
+  r.lead = time_iterations(kLead, hot_step);
+  auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  for (int done = 0; done < iters; done += kBlock) {
+    {
+      hotpath::Pause pause;
+      append(r.eager, time_iterations(
+                          kBlock, [&](int) { eager(); }, &r.eager_host));
+    }
+    append(r.hot, time_iterations(
+                      kBlock, [&](int i) { hot_step(kLead + done + i); }, &r.hot_host));
+  }
   r.stats = hotpath::stats();
   hotpath::disable_hot_path_detection();
   return r;
+}
+
+// Eager block median over hotpath block median, per pair of neighbouring blocks.
+std::vector<double> block_speedups(const SideBySide& r) {
+  std::vector<double> v;
+  for (std::size_t b = 0; b + kBlock <= r.eager.size() && b + kBlock <= r.hot.size(); b += kBlock) {
+    const auto at = [&](const std::vector<double>& x) {
+      return median(std::vector<double>(x.begin() + static_cast<std::ptrdiff_t>(b),
+                                        x.begin() + static_cast<std::ptrdiff_t>(b + kBlock)));
+    };
+    v.push_back(at(r.eager) / at(r.hot));
+  }
+  return v;
 }
 
 void print_groups(const hotpath::SignatureStats& s) {
@@ -309,52 +337,45 @@ int main(int argc, char** argv) {
     // hot model comes from its first iterations and must not include this).
     const SideBySide r = side_by_side(
         iters, 20, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
-    const auto& e1 = r.eager;
-    const auto& f = r.hot;
-    const auto& eager_host = r.eager_host;
-    const auto& hot_host = r.hot_host;
-    const auto& st = r.stats;
-    const auto e2 = time_iterations(iters, [&](int) { eager.step(); });
-    hotpath::enable_hot_path_detection(config(cache, false, false));
-    const auto in = time_iterations(iters, [&](int i) {
-      hot.step();
-      hotpath::step();
-      if (i == 10) hotpath::wait_for_compilation();
-    });
-    hotpath::disable_hot_path_detection();
-    const double interp_ms = median(tail(in, static_cast<std::size_t>(iters / 2)));
-    const double eager_ms = median(e1), eager2_ms = median(e2);
-    const double fused_ms = median(tail(f, static_cast<std::size_t>(iters / 2)));
-    const auto s = busiest(st);
+    const auto s = busiest(r.stats);
+    if (s) print_groups(*s);
+    // The governor's verdict for the loop's signature, as the library reports it.
+    for (const auto& rep : hotpath::report().signatures)
+      if (s && rep.hex == s->hex) std::printf("%s", hotpath::format_report(rep).c_str());
+    // The same, the groups on the interpreter kernel only (no compile per signature).
+    const SideBySide in = side_by_side(
+        iters, 0, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false, false));
+    const double eager_ms = median(r.eager), fused_ms = median(r.hot);
+    const double interp_ms = median(in.hot), interp_eager_ms = median(in.eager);
     std::printf(
-        "mlp+adamw: eager %.3f ms (again after: %.3f ms), hotpath steady %.3f ms, speedup "
-        "%.2fx; first fused iteration %lld, compile %.0f ms (%d from cache)\n",
-        eager_ms, eager2_ms, fused_ms, eager_ms / fused_ms,
+        "mlp+adamw: eager %.3f ms, hotpath steady %.3f ms, speedup %.2fx (interleaved blocks of "
+        "%d, %zu iterations each side); first fused iteration %lld, compile %.0f ms (%d from "
+        "cache)\n",
+        eager_ms, fused_ms, eager_ms / fused_ms, kBlock, r.hot.size(),
         s ? static_cast<long long>(s->fusion.first_fused_iteration) : -1LL,
         s ? s->fusion.compile_ms : 0.0, s ? s->fusion.kernels_from_cache : 0);
-    const auto hot_tail = tail(hot_host, static_cast<std::size_t>(iters / 2));
+    std::printf("    per-block speedup p10/p50/p90: %.2f/%.2f/%.2f\n",
+                quantile(block_speedups(r), 0.1), quantile(block_speedups(r), 0.5),
+                quantile(block_speedups(r), 0.9));
     std::printf(
         "    host time per iteration, p10/p50/p90: eager %.3f/%.3f/%.3f ms, hotpath "
         "%.3f/%.3f/%.3f ms\n",
-        quantile(eager_host, 0.1), median(eager_host), quantile(eager_host, 0.9),
-        quantile(hot_tail, 0.1), median(hot_tail), quantile(hot_tail, 0.9));
-    const auto f_tail = tail(f, static_cast<std::size_t>(iters / 2));
+        quantile(r.eager_host, 0.1), median(r.eager_host), quantile(r.eager_host, 0.9),
+        quantile(r.hot_host, 0.1), median(r.hot_host), quantile(r.hot_host, 0.9));
     std::printf(
         "    GPU time per iteration, p10/p50/p90: eager %.3f/%.3f/%.3f ms, hotpath "
         "%.3f/%.3f/%.3f ms\n",
-        quantile(e1, 0.1), median(e1), quantile(e1, 0.9), quantile(f_tail, 0.1), median(f_tail),
-        quantile(f_tail, 0.9));
-    std::printf("    interpreter only (no compile per signature): steady %.3f ms, speedup %.2fx\n",
-                interp_ms, eager_ms / interp_ms);
-    if (s) print_groups(*s);
-    // The governor's verdict for the loop's signature, as the library reports it.
-    for (const auto& r : hotpath::report().signatures)
-      if (s && r.hex == s->hex) std::printf("%s", hotpath::format_report(r).c_str());
+        quantile(r.eager, 0.1), median(r.eager), quantile(r.eager, 0.9), quantile(r.hot, 0.1),
+        median(r.hot), quantile(r.hot, 0.9));
+    std::printf(
+        "    interpreter only (no compile per signature): eager %.3f ms, steady %.3f ms, speedup "
+        "%.2fx\n",
+        interp_eager_ms, interp_ms, interp_eager_ms / interp_ms);
     if (out) {
       out << "mlp_adamw,eager," << eager_ms << ",,1\n";
-      out << "mlp_adamw,eager_after," << eager2_ms << ",,\n";
       out << "mlp_adamw,hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
-      out << "mlp_adamw,interpreter," << interp_ms << ",," << eager_ms / interp_ms << "\n";
+      out << "mlp_adamw,interpreter_eager," << interp_eager_ms << ",,1\n";
+      out << "mlp_adamw,interpreter," << interp_ms << ",," << interp_eager_ms / interp_ms << "\n";
     }
   }
 
@@ -372,12 +393,12 @@ int main(int argc, char** argv) {
       const auto& hot_host = r.hot_host;
       const auto& st = r.stats;
       const double eager_ms = median(e);
-      const double fused_ms = median(tail(f, static_cast<std::size_t>(iters / 2)));
+      const double fused_ms = median(f);
       std::printf(
           "rows (softmax, log_softmax, mean, sum over %lldx512 fp32, fwd+bwd): eager %.3f ms, "
           "hotpath steady %.3f ms, speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
           static_cast<long long>(rows), eager_ms, fused_ms, eager_ms / fused_ms, median(eager_host),
-          median(tail(hot_host, static_cast<std::size_t>(iters / 2))));
+          median(hot_host));
       if (const auto s = busiest(st)) print_groups(*s);
       if (out) {
         out << "rows" << rows << ",eager," << eager_ms << ",,1\n";
@@ -392,12 +413,12 @@ int main(int argc, char** argv) {
         const SideBySide r = side_by_side(
             iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
         const double eager_ms = median(r.eager);
-        const double fused_ms = median(tail(r.hot, static_cast<std::size_t>(iters / 2)));
+        const double fused_ms = median(r.hot);
         std::printf(
             "%s (weight, gelu, %lldx512 fp32, fwd+bwd): eager %.3f ms, hotpath steady %.3f ms, "
             "speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
             what, static_cast<long long>(rows), eager_ms, fused_ms, eager_ms / fused_ms,
-            median(r.eager_host), median(tail(r.hot_host, static_cast<std::size_t>(iters / 2))));
+            median(r.eager_host), median(r.hot_host));
         if (const auto s = busiest(r.stats)) print_groups(*s);
         if (out) {
           out << what << rows << ",eager," << eager_ms << ",,1\n";
