@@ -64,3 +64,8 @@ cat "$OUT/fusion.txt"
 # A second run finds every kernel in the on-disk cache.
 run fusion_second_run "$BUILD"/benchmarks/bench_fusion --iters 50
 grep -E "^mlp|^chain|compile" "$OUT/fusion_second_run.txt" | head -8
+# The MLP side by side again, three times (kernels cached): how much the speedup moves between runs.
+for k in 1 2 3; do
+  run mlp_repeat_$k "$BUILD"/benchmarks/bench_fusion --only mlp --iters 300
+  grep -E "^mlp|per-block|host time|interpreter only|divergences" "$OUT/mlp_repeat_$k.txt"
+done
