@@ -19,6 +19,7 @@ constexpr std::size_t kRecent = 256;      // fused samples kept for the steady-s
 constexpr std::size_t kEagerCap = 1024;   // baseline samples kept
 constexpr std::size_t kMinEager = 1;      // baseline samples needed before judging
 constexpr std::size_t kTrustedEager = 5;  // ... to prefer them over a remembered baseline
+constexpr std::size_t kEventPool = 128;   // CUDA events kept for reuse
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -72,7 +73,16 @@ Governor::Stamp Governor::take_stamp(std::int64_t index) {
   s.cpu_ms = now_ms();
   if (cuda_device_ >= 0 && !fake_clock_) {
     try {
-      s.event = std::make_shared<CudaEvent>(cuda_device_);
+      for (const auto& e : events_) {
+        if (e.use_count() == 1) {
+          s.event = e;
+          break;
+        }
+      }
+      if (!s.event) {
+        s.event = std::make_shared<CudaEvent>(cuda_device_);
+        if (events_.size() < kEventPool) events_.push_back(s.event);
+      }
       s.event->record(
           c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(cuda_device_)).stream());
     } catch (const Error& e) {

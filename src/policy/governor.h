@@ -128,6 +128,9 @@ class Governor {
   int cuda_device_ = -1;
   std::atomic<bool> cuda_noted_{false};
   std::deque<Stamp> stamps_;
+  // Events are reused once no stamp holds them: creating and destroying one per iteration costs
+  // driver calls on the training thread.
+  std::vector<std::shared_ptr<CudaEvent>> events_;
   std::deque<std::int64_t> pauses_;  // op indices of pauses not yet behind a closed iteration
   std::deque<Pending> pending_;
   std::map<std::uint64_t, Sig> sigs_;
