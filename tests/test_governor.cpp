@@ -347,3 +347,35 @@ TEST_CASE("governor settings are validated", "[governor]") {
   CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(c),
                     Catch::Contains("revert_margin must be >= 0"));
 }
+
+TEST_CASE("a winner that has not repaid its compile yet says so", "[governor][report]") {
+  hotpath::SignatureReport r;
+  r.hex = "0123abcd";
+  r.ops_per_iteration = 10;
+  r.iterations = r.timed_iterations = 40;
+  r.hot_at_iteration = 10;
+  r.first_fused_iteration = 12;
+  r.eager_median_ms = 1.0;
+  r.fused_median_ms = 0.8;
+  r.warmup_iterations = 12;
+  r.steady_iterations = 28;
+  r.steady_ms = 28 * 0.8;
+  r.verdict = hotpath::Verdict::CompileWins;
+  SECTION("compile still unpaid: overall slower") {
+    r.warmup_ms = 12 * 1.0 + 10.0;  // the loop waited 10 ms for the compile
+    r.break_even_projected = 62;
+    const std::string text = hotpath::format_report(r);
+    INFO(text);
+    CHECK(text.find("VERDICT: COMPILE WINS (steady state 1.25x; not repaid yet: 0.90x overall so "
+                    "far) · break-even projected at iteration 62") != std::string::npos);
+    CHECK(text.find("faster overall") == std::string::npos);
+  }
+  SECTION("repaid: faster overall") {
+    r.warmup_ms = 12 * 1.0;
+    r.break_even_projected = r.break_even_actual = 12;
+    const std::string text = hotpath::format_report(r);
+    INFO(text);
+    CHECK(text.find("VERDICT: COMPILE WINS (1.16x faster overall) · steady state 1.25x · "
+                    "break-even at iteration 12") != std::string::npos);
+  }
+}

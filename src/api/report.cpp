@@ -95,8 +95,13 @@ std::string format_report(const SignatureReport& r) {
   os << "\nVERDICT: ";
   switch (r.verdict) {
     case Verdict::CompileWins:
-      os << "COMPILE WINS (" << ratio(overall_eager, overall) << " faster overall) · steady state "
-         << steady;
+      // Faster per iteration; overall only once the compile has been repaid.
+      if (overall > 0 && overall_eager < overall)
+        os << "COMPILE WINS (steady state " << steady
+           << "; not repaid yet: " << ratio(overall_eager, overall) << " overall so far)";
+      else
+        os << "COMPILE WINS (" << ratio(overall_eager, overall)
+           << " faster overall) · steady state " << steady;
       if (r.break_even_actual >= 0)
         os << " · break-even at iteration " << r.break_even_actual;
       else if (r.break_even_projected >= 0)
