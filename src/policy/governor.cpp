@@ -219,6 +219,7 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
       s.eager_median = median(s.eager);
       s.baseline_remembered = false;
       s.baseline_fresh = true;
+      s.rebased_warm = true;
       log_info(concat("hotpath: signature ", short_hex(signature), ": eager now ",
                       ms_text(s.eager_median), "; fused groups back on"));
       s.phase = Phase::Measuring;
@@ -288,16 +289,23 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
     return;
   }
 
-  if (m > e * (1 + config_.revert_margin) && (s.baseline_remembered || !s.baseline_fresh)) {
+  auto rebase = [&](const std::string& why) {
     log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
-                    " vs ", ms_text(e),
-                    s.baseline_remembered ? " remembered from an earlier run" : " measured earlier",
-                    "; timing eager again"));
+                    " vs ", ms_text(e), why, "; timing eager again"));
     s.phase = Phase::Rebase;
     s.saved_active = s.active;
     s.active.assign(groups, false);
     s.eager.clear();
     apply(signature, s);
+  };
+  if (m > e * (1 + config_.revert_margin) && (s.baseline_remembered || !s.baseline_fresh)) {
+    rebase(s.baseline_remembered ? " remembered from an earlier run" : " measured earlier");
+    return;
+  }
+  // A cold baseline flatters the fused path: a first win is confirmed against a warm one.
+  if (m <= e * (1 + config_.revert_margin) && !s.rebased_warm && !s.baseline_remembered) {
+    s.rebased_warm = true;
+    rebase(" measured in the first iterations of the process");
     return;
   }
   if (m > e * (1 + config_.revert_margin)) {

@@ -85,6 +85,9 @@ class Governor {
     // Measured just before the window being judged. Machines drift (clocks, other work): a
     // regression against an old baseline is checked against a fresh one before anything reverts.
     bool baseline_fresh = true;
+    // The baseline of this run's first iterations was taken in a cold process (GPU clocks, caches,
+    // allocator still warming up): before a win is declared, eager is timed once more.
+    bool rebased_warm = false;
     std::vector<double> window;  // fused samples of the current configuration
     std::deque<double> recent;   // last fused samples of the current configuration (report)
     std::int64_t epoch = 0;      // configuration the window belongs to
