@@ -43,10 +43,21 @@ hotpath::Config detect_only(int threshold) {
   return c;
 }
 
-Result measure(const Workload& w, bool cuda, int rounds, int iters) {
-  auto sync = [&] {
+// Host time (us) of each of `iters` iterations, synchronised before and after; `mark`: with a
+// hotpath::step() at the end of each.
+void time_host(const Workload& w, bool cuda, int iters, bool mark, std::vector<double>& out) {
+  for (int i = 0; i < iters; ++i) {
     if (cuda) torch::cuda::synchronize();
-  };
+    const auto t0 = std::chrono::steady_clock::now();
+    w.iteration();
+    if (mark) hotpath::step();
+    if (cuda) torch::cuda::synchronize();
+    out.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
+
+Result measure(const Workload& w, bool cuda, int rounds, int iters) {
   // Learn the op count with explicit markers.
   hotpath::enable_hot_path_detection(detect_only(1));
   for (int i = 0; i < 3; ++i) {
@@ -59,25 +70,15 @@ Result measure(const Workload& w, bool cuda, int rounds, int iters) {
   hotpath::disable_hot_path_detection();
 
   std::vector<double> eager, hp;
-  auto timed = [&](std::vector<double>& out) {
-    for (int i = 0; i < iters; ++i) {
-      sync();
-      const auto t0 = std::chrono::steady_clock::now();
-      w.iteration();
-      sync();
-      out.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    }
-  };
   for (int i = 0; i < 5; ++i) w.iteration();  // warm-up
   hotpath::enable_hot_path_detection(
       detect_only(10));  // unmarked loop: the detector cuts iterations
   for (int i = 0; i < 30; ++i) w.iteration();
   hotpath::disable_hot_path_detection();
   for (int round = 0; round < rounds; ++round) {
-    timed(eager);
+    time_host(w, cuda, iters, false, eager);
     hotpath::enable_hot_path_detection(detect_only(10));
-    timed(hp);
+    time_host(w, cuda, iters, false, hp);
     hotpath::disable_hot_path_detection();
   }
   r.eager_us = median(eager);
@@ -90,9 +91,6 @@ Result measure(const Workload& w, bool cuda, int rounds, int iters) {
 // Eager (under hotpath::Pause) and fused blocks interleaved in one enabled session; the groups
 // run on the interpreter kernel (nothing to compile). Host time per iteration, synchronised.
 Result measure_fused(const Workload& w, bool cuda, int rounds, int iters) {
-  auto sync = [&] {
-    if (cuda) torch::cuda::synchronize();
-  };
   hotpath::Config c;
   c.threshold = 10;
   c.fuse = true;
@@ -110,23 +108,12 @@ Result measure_fused(const Workload& w, bool cuda, int rounds, int iters) {
   r.name = w.name;
   r.ops = hotpath::stats().last().ops_per_iteration;
   std::vector<double> eager, hp;
-  auto timed = [&](std::vector<double>& out, bool mark) {
-    for (int i = 0; i < iters; ++i) {
-      sync();
-      const auto t0 = std::chrono::steady_clock::now();
-      w.iteration();
-      if (mark) hotpath::step();
-      sync();
-      out.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    }
-  };
   for (int round = 0; round < rounds; ++round) {
     {
       hotpath::Pause pause;
-      timed(eager, false);
+      time_host(w, cuda, iters, false, eager);
     }
-    timed(hp, true);
+    time_host(w, cuda, iters, true, hp);
   }
   const auto st = hotpath::stats().last();
   if (st.fusion.fused_iterations < static_cast<std::int64_t>(rounds) * iters)

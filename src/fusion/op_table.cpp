@@ -63,22 +63,16 @@ struct Table {
         return "(" + t[0] + " " + op + " " + t[1] + ")";
       };
     };
-    both("add", "Tensor", {0, 1}, {2},
-         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
-           return "(" + t[0] + " + " + s[0] + " * " + t[1] + ")";
-         });
-    both("add", "Scalar", {0}, {1, 2},
-         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
-           return "(" + t[0] + " + " + s[0] + " * " + s[1] + ")";
-         });
-    both("sub", "Tensor", {0, 1}, {2},
-         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
-           return "(" + t[0] + " - " + s[0] + " * " + t[1] + ")";
-         });
-    both("sub", "Scalar", {0}, {1, 2},
-         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
-           return "(" + t[0] + " - " + s[0] + " * " + s[1] + ")";
-         });
+    // self op alpha * other: `other` a tensor (Tensor overloads) or a scalar (Scalar overloads).
+    auto scaled = [](const char* op, bool tensor_other) {
+      return [op, tensor_other](const Strs& t, const Strs& s, const Strs&, const std::string&) {
+        return "(" + t[0] + " " + op + " " + s[0] + " * " + (tensor_other ? t[1] : s[1]) + ")";
+      };
+    };
+    both("add", "Tensor", {0, 1}, {2}, scaled("+", true));
+    both("add", "Scalar", {0}, {1, 2}, scaled("+", false));
+    both("sub", "Tensor", {0, 1}, {2}, scaled("-", true));
+    both("sub", "Scalar", {0}, {1, 2}, scaled("-", false));
     add("rsub.Scalar", {0}, {1, 2},
         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
           return "(" + s[0] + " - " + s[1] + " * " + t[0] + ")";

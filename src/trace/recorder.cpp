@@ -177,7 +177,8 @@ void Recorder::sweep() {
   for (int k = 0; k < 2 && sweep_head_ < sweep_.size(); ++k) {
     const c10::TensorImpl* impl = sweep_[sweep_head_++];
     const auto it = values_.find(impl);
-    if (it != values_.end() && it->second.tensor.expired()) {
+    if (it == values_.end()) continue;  // not mapped any more: nothing to visit again
+    if (it->second.tensor.expired()) {
       values_.erase(it);
     } else {
       sweep_.push_back(impl);
