@@ -6,11 +6,19 @@
 //           against eager on fresh random inputs each launch (Config::verify), on the groups'
 //           own kernels and on the interpreter kernel (Config::compile_kernels = false).
 //   Each case also runs on the interpreter alone, for its speed.
+//   breakdown (only when asked for): where the MLP step's time goes, eager and hotpath: the GPU
+//           time per iteration with the host out of the way (iterations queued behind a sleep
+//           kernel), and the step's kernels from the CUDA profiler (Kineto/CUPTI), per iteration.
 // Usage: bench_fusion [--iters N] [--elements N] [--csv FILE] [--cache DIR]
-//                     [--only chain|mlp|rows|verify]
+//                     [--only chain|mlp|rows|verify|breakdown] [--trace DIR]
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
+
+#include <map>
+#include <set>
 
 #include <algorithm>
 #include <chrono>
@@ -228,13 +236,72 @@ struct Norm {
   }
 };
 
+// GPU time per iteration with no host bubbles: a sleep kernel holds the GPU while the host queues
+// kBlock iterations, which then run back to back. Needs a body that does not synchronise.
+std::vector<double> gpu_bound(int blocks, const std::function<void(int)>& body) {
+  std::vector<double> ms;
+  for (int b = 0; b < blocks; ++b) {
+    at::cuda::sleep(50'000'000);  // ~25 ms at 2 GHz: longer than the host needs for a block
+    const auto block = time_iterations(kBlock, [&](int i) { body(b * kBlock + i); });
+    ms.insert(ms.end(), block.begin(), block.end());
+  }
+  return ms;
+}
+
+// The GPU kernels (and copies, sets) of `iters` calls of `body` from the CUDA profiler, summed per
+// name and divided by `iters`; the trace goes to `trace` (Chrome format) when one is named.
+struct KernelLine {
+  std::string name;
+  double calls = 0, us = 0;
+};
+std::vector<KernelLine> profile_kernels(int iters, const std::function<void(int)>& body,
+                                        const std::string& trace) {
+  using torch::profiler::impl::ActivityType;
+  using torch::profiler::impl::ProfilerConfig;
+  using torch::profiler::impl::ProfilerState;
+  const ProfilerConfig cfg(ProfilerState::KINETO);
+  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  torch::autograd::profiler::prepareProfiler(cfg, activities);
+  torch::autograd::profiler::enableProfiler(cfg, activities);
+  for (int i = 0; i < iters; ++i) body(i);
+  torch::cuda::synchronize();
+  const auto result = torch::autograd::profiler::disableProfiler();
+  std::map<std::string, KernelLine> by_name;
+  for (const auto& e : result->events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    KernelLine& k = by_name[e.name()];
+    k.name = e.name();
+    k.calls += 1.0 / iters;
+    k.us += static_cast<double>(e.durationNs()) / 1e3 / iters;
+  }
+  if (!trace.empty()) result->save(trace);
+  std::vector<KernelLine> lines;
+  for (auto& [name, k] : by_name) lines.push_back(k);
+  std::sort(lines.begin(), lines.end(),
+            [](const KernelLine& a, const KernelLine& b) { return a.us > b.us; });
+  return lines;
+}
+
+void print_kernels(const char* what, const std::vector<KernelLine>& lines) {
+  double total = 0, calls = 0;
+  for (const auto& k : lines) {
+    total += k.us;
+    calls += k.calls;
+  }
+  std::printf("  %s: %.0f kernels, %.1f us of kernel time per iteration\n", what, calls, total);
+  for (const auto& k : lines) {
+    std::string name = k.name.size() > 90 ? k.name.substr(0, 87) + "..." : k.name;
+    std::printf("    %7.1f us  %4.1f x  %s\n", k.us, k.calls, name.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   hotpath_tools::install_crash_backtrace();
   int iters = 200;
   long long elements = 64LL << 20;
-  std::string csv, cache = "/tmp/hotpath-bench-cache", only;
+  std::string csv, cache = "/tmp/hotpath-bench-cache", only, trace;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -251,6 +318,8 @@ int main(int argc, char** argv) {
       cache = next();
     else if (a == "--only")
       only = next();
+    else if (a == "--trace")
+      trace = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
       return 2;
@@ -268,8 +337,9 @@ int main(int argc, char** argv) {
   }
 
   auto run = [&](const char* name) { return only.empty() || only == name; };
-  if (!only.empty() && !run("chain") && !run("mlp") && !run("rows") && !run("verify")) {
-    std::cerr << "--only takes chain, mlp, rows or verify, not " << only << "\n";
+  if (!only.empty() && !run("chain") && !run("mlp") && !run("rows") && !run("verify") &&
+      only != "breakdown") {
+    std::cerr << "--only takes chain, mlp, rows, verify or breakdown, not " << only << "\n";
     return 2;
   }
 
@@ -379,6 +449,63 @@ int main(int argc, char** argv) {
     }
   }
 
+  // ---- breakdown: where the MLP step's time goes ----------------------------------------------
+  if (only == "breakdown") {
+    torch::manual_seed(1);
+    Mlp eager;
+    torch::manual_seed(1);
+    Mlp hot;
+    for (int i = 0; i < 20; ++i) {
+      eager.step();
+      hot.step();
+    }
+    hotpath::enable_hot_path_detection(config(cache, false));
+    auto hot_step = [&](int i) {
+      hot.step();
+      hotpath::step();
+      if (i == 10) hotpath::wait_for_compilation();
+    };
+    for (int i = 0; i < kLead; ++i) hot_step(i);
+    const int blocks = std::max(2, iters / kBlock);
+    std::vector<double> eager_gpu, hot_gpu, eager_host, hot_host;
+    for (int b = 0; b < blocks; ++b) {  // interleaved, as in side_by_side
+      {
+        hotpath::Pause pause;
+        const auto g = gpu_bound(1, [&](int) { eager.step(); });
+        eager_gpu.insert(eager_gpu.end(), g.begin(), g.end());
+        time_iterations(
+            kBlock, [&](int) { eager.step(); }, &eager_host);
+      }
+      const auto g = gpu_bound(1, [&](int) { hot_step(kLead); });
+      hot_gpu.insert(hot_gpu.end(), g.begin(), g.end());
+      time_iterations(
+          kBlock, [&](int) { hot_step(kLead); }, &hot_host);
+    }
+    std::printf(
+        "breakdown mlp+adamw (%d iterations a side, interleaved):\n"
+        "  GPU-bound time per iteration (queued behind a sleep kernel), p10/p50/p90: eager "
+        "%.3f/%.3f/%.3f ms, hotpath %.3f/%.3f/%.3f ms, ratio %.2fx\n"
+        "  host time per iteration (body returned), p10/p50/p90: eager %.3f/%.3f/%.3f ms, hotpath "
+        "%.3f/%.3f/%.3f ms, ratio %.2fx\n",
+        blocks * kBlock, quantile(eager_gpu, 0.1), median(eager_gpu), quantile(eager_gpu, 0.9),
+        quantile(hot_gpu, 0.1), median(hot_gpu), quantile(hot_gpu, 0.9),
+        median(eager_gpu) / median(hot_gpu), quantile(eager_host, 0.1), median(eager_host),
+        quantile(eager_host, 0.9), quantile(hot_host, 0.1), median(hot_host),
+        quantile(hot_host, 0.9), median(eager_host) / median(hot_host));
+    std::vector<KernelLine> eager_k;
+    {
+      hotpath::Pause pause;
+      eager_k = profile_kernels(
+          10, [&](int) { eager.step(); }, trace.empty() ? "" : trace + "/eager_trace.json");
+    }
+    const auto hot_k =
+        profile_kernels(10, hot_step, trace.empty() ? "" : trace + "/hotpath_trace.json");
+    if (const auto s = busiest(hotpath::stats())) print_groups(*s);
+    hotpath::disable_hot_path_detection();
+    print_kernels("eager", eager_k);
+    print_kernels("hotpath", hot_k);
+  }
+
   // ---- rows: softmax / log_softmax / mean / sum over the last dimension, fwd + bwd -----------
   if (run("rows")) {
     // 8192 rows: the loop is bound by the host (dispatch of ~40 ops); 65536 rows: by the GPU.
@@ -470,6 +597,23 @@ int main(int argc, char** argv) {
               rows.g.normal_();
             },
             [&] { rows.step(); });
+        {
+          // Sums over the first dimension (column kernels), 1000 columns: the last tile of 32 is
+          // partly empty.
+          const auto o = torch::TensorOptions(torch::kCUDA).dtype(dtype);
+          auto x = torch::randn({256, 1000}, o), b = torch::randn({1000}, o);
+          verify(
+              "column sums: gelu(x * 0.5 + b).sum(0), (g * g).sum(0, keepdim)", dtype,
+              [&] {
+                x.normal_();
+                b.normal_();
+              },
+              [&] {
+                auto g = torch::gelu(x * 0.5 + b);
+                auto s = g.sum(0);
+                auto k = (g * g).sum(0, true);
+              });
+        }
         for (const bool layer : {true, false}) {
           Norm norm(dtype, 8192, layer);
           verify(

@@ -11,7 +11,7 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/fusion.txt "$RES"/fusion.csv "$RES"/mlp_training.txt "$RES"/mlp_training_second.txt "$RES"/overhead_cuda.csv "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/fusion.txt "$RES"/fusion.csv "$RES"/mlp_training.txt "$RES"/mlp_training_second.txt "$RES"/overhead_cuda.csv "$RES"/breakdown.txt "$FINAL"/ 2>/dev/null' EXIT
 BUILD=${BUILD_DIR:-/tmp/hotpath-build}
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -69,3 +69,7 @@ for k in 1 2 3; do
   run mlp_repeat_$k "$BUILD"/benchmarks/bench_fusion --only mlp --iters 300
   grep -E "^mlp|per-block|host time|interpreter only|divergences" "$OUT/mlp_repeat_$k.txt"
 done
+# Where the MLP step's time goes: GPU time with the host out of the way, host time, and the
+# kernels of one iteration from the CUDA profiler, eager and hotpath.
+run breakdown "$BUILD"/benchmarks/bench_fusion --only breakdown --iters 100
+grep -E "GPU-bound|host time|kernels," "$OUT/breakdown.txt"
