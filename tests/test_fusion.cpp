@@ -17,6 +17,7 @@
 #include "codegen/kernel.h"
 #include "compile/kernel_cache.h"
 #include "compile/nvrtc.h"
+#include "exec/output_slot.h"
 #include "exec/session.h"
 #include "fusion/op_table.h"
 #include "fusion/partition.h"
@@ -380,9 +381,20 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
     const auto plan = mlp_plan(5);
     REQUIRE(plan != nullptr);
     REQUIRE(plan->groups.size() >= 4);
+    int optimizer_groups = 0;
     for (std::size_t k = 0; k < plan->partition.groups.size(); ++k) {
       const auto& spec = plan->groups[k].spec;
-      INFO(spec.not_interpretable);
+      INFO(plan->groups[k].name << ": " << spec.not_interpretable);
+      if (plan->partition.groups[k].columns) {  // the bias gradients: column kernels only
+        CHECK(spec.not_interpretable == "a sum over columns");
+        continue;
+      }
+      if (plan->groups[k].name == "mse_loss_backward") {
+        REQUIRE(spec.interpretable());
+        check_program(*plan->graph, plan->partition.groups[k], spec);
+        continue;
+      }
+      ++optimizer_groups;
       REQUIRE(spec.interpretable());
       check_program(*plan->graph, plan->partition.groups[k], spec);
       // AdamW: param, exp_avg, exp_avg_sq read with the gradient; those three and two values
@@ -390,6 +402,7 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
       CHECK(spec.program.loads == 4);
       CHECK(spec.program.stores == 5);
     }
+    CHECK(optimizer_groups == 4);
   }
   SECTION("the op zoo: gelu variants, clamp bounds, bf16 rounding; broadcasts are not") {
     const auto plan = op_zoo_plan();
@@ -678,6 +691,84 @@ TEST_CASE("codegen of a row kernel: softmax over rows with a broadcast row", "[f
                                          hotpath::detail::runtime_headers(), "")
               .cubin.size() > 0);
   }
+}
+
+// Sums over the first dimension (a bias's gradient) with the pointwise work before them.
+std::vector<torch::Tensor> column_sums(bool hot) {
+  torch::manual_seed(6);
+  auto x = torch::randn({16, 40});  // 40 columns: two tiles of 32, the second partly empty
+  auto b = torch::randn({40});
+  auto tall = torch::randn({hotpath::detail::kMaxColumnRows + 1, 2});
+  std::unique_ptr<Enabled> on;
+  if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+  std::vector<torch::Tensor> out;
+  for (int i = 0; i < 4; ++i) {
+    x.normal_();
+    auto g = torch::gelu(x * 0.5 + b);
+    auto s = g.sum(0);                             // with the pointwise ops before it
+    auto k = (g * g).sum(0, true);                 // keepdim: one row
+    auto r = x / k;                                // reads a sum: not in the sum's kernel
+    auto h = (x.to(torch::kBFloat16) * 2).sum(0);  // bf16, summed in fp32
+    auto t = tall.sum(0);                          // too many rows for a column kernel
+    for (const auto& v : {g, s, k, r, h, t}) out.push_back(v.clone());
+    hotpath::step();
+  }
+  return out;
+}
+
+TEST_CASE("sums over the first dimension become column kernels", "[fusion][columns]") {
+  const auto plan = check_plan_is_eager([](bool hot) { return column_sums(hot); }, 4);
+  REQUIRE(plan != nullptr);
+  const auto& g = *plan->graph;
+  const std::string text = plan->partition.to_text(g);
+  INFO(text);
+  int column_groups = 0;
+  for (const auto& grp : plan->partition.groups) {
+    if (!grp.columns) continue;
+    ++column_groups;
+    const auto spec = check_compiles(g, grp);
+    CHECK(spec.col_tiles == 2);
+    CHECK_FALSE(spec.interpretable());
+    for (int n : grp.nodes) CHECK(g.node(n).short_name() != "div.Tensor");  // reads a sum
+    if (grp.nodes.size() == 6) check_golden("column_sum_kernel.txt", spec.source);
+  }
+  // The gelu chain with both of its sums in one kernel; the bf16 chain and its sum.
+  CHECK(column_groups == 2);
+  CHECK(text.find("sum.dim_IntList (sums more than 4096 rows per column)") != std::string::npos);
+}
+
+TEST_CASE("an output slot gives its buffer again once nobody holds it", "[fusion][slots]") {
+  using hotpath::detail::OutputSlot;
+  hotpath::detail::TensorMeta m;
+  m.defined = true;
+  m.dtype = c10::ScalarType::Float;
+  m.device = c10::Device(c10::kCPU);
+  m.sizes = {8, 4};
+  m.strides = {1, 8};  // transposed: the buffer holds all 32 elements either way
+  c10::intrusive_ptr<OutputSlot> slot;
+  auto a = OutputSlot::make(slot, m);
+  REQUIRE(slot);
+  CHECK(a.sizes() == c10::IntArrayRef({8, 4}));
+  CHECK(a.strides() == c10::IntArrayRef({1, 8}));
+  CHECK(a.scalar_type() == torch::kFloat);
+  CHECK(a.storage().nbytes() == 32 * sizeof(float));
+  void* const buffer = a.data_ptr();
+  auto held = OutputSlot::make(slot, m);  // `a` still holds the buffer: another one
+  CHECK(held.data_ptr() != buffer);
+  a = torch::Tensor();
+  auto b = OutputSlot::make(slot, m);
+  CHECK(b.data_ptr() == buffer);
+  auto view = b.t();  // a view keeps the storage, and so the buffer
+  b = torch::Tensor();
+  CHECK(OutputSlot::make(slot, m).data_ptr() != buffer);
+  view = torch::Tensor();
+  auto c = OutputSlot::make(slot, m);
+  CHECK(c.data_ptr() == buffer);
+  // The buffer outlives the slot while a tensor uses it.
+  slot.reset();
+  c.fill_(2.0);
+  CHECK(c.sum().item<double>() == 64.0);
+  c = torch::Tensor();
 }
 
 TEST_CASE("codegen of a small broadcast chain", "[fusion][golden]") {

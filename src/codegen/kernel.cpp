@@ -145,6 +145,7 @@ std::size_t GroupParams::scalar(int member, int argument, const std::string& nam
 
 KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   if (group.rows) return generate_row_kernel(g, group);
+  if (group.columns) return generate_column_kernel(g, group);
   KernelSpec spec;
   const TensorMeta& dom = group.domain;
   const std::vector<std::int64_t> dsizes(dom.sizes.begin(), dom.sizes.end());

@@ -46,6 +46,7 @@ struct KernelSpec {
   int block = 256;
   std::int64_t rows = 0;  // a row kernel: rows_per_block rows per block (grid-stride over rows)
   int rows_per_block = 1;
+  std::int64_t col_tiles = 0;  // a column kernel: tiles of 32 columns (grid-stride over tiles)
   // The group as bytecode for the interpreter kernel (codegen/interpreter.h), which runs it
   // while this kernel compiles. Pointers and scalar values are filled in at each launch; slot k
   // is args[k]. Empty `interpretable` when it cannot: why not.
@@ -62,6 +63,10 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group);
 // reduction a block-wide sum or max, the pointwise ops around them recomputed per pass over the
 // row. KernelSpec::rows is set; it has no interpreter program.
 KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group);
+// A group that sums over the first dimension of a 2-D domain (FusionGroup::columns): blocks of
+// 32 columns walk every row, storing the pointwise values that are needed and adding up the
+// summed ones. KernelSpec::col_tiles is set; it has no interpreter program.
+KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group);
 
 // Strides of `m` over the dimensions of the domain `dom` (0 where broadcast or of size 1), and
 // the strides of a dense row-major tensor of `sizes` (0 for dimensions of size 1): how the

@@ -282,6 +282,9 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
     for (const auto& in : r.inputs) p.refs.push_back(in.ref);
     p.outs.assign(r.outputs.begin(), r.outputs.end());
     p.out_alias = r.output_alias.empty() ? -1 : r.output_alias[0];
+    for (std::size_t k = 0; k < r.outputs.size(); ++k)
+      p.temporary.push_back(k < r.output_alive.size() && !r.output_alive[k]);
+    p.slots.resize(r.outputs.size());
     plan->ops.push_back(std::move(p));
   }
   int fused_ops = 0;
@@ -575,9 +578,13 @@ void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (p.out_alias >= 0) {
     stack->emplace_back(d.args[static_cast<std::size_t>(p.out_alias)]);
   } else {
-    for (const TensorMeta& m : p.outs) {
-      at::Tensor out = at::empty_strided(m.sizes, m.strides,
-                                         at::TensorOptions().dtype(m.dtype).device(m.device));
+    const bool gpu = armed_->groups[static_cast<std::size_t>(p.group)].gpu;
+    for (std::size_t k = 0; k < p.outs.size(); ++k) {
+      const TensorMeta& m = p.outs[k];
+      at::Tensor out = gpu && p.temporary[k]
+                           ? OutputSlot::make(p.slots[k], m)
+                           : at::empty_strided(m.sizes, m.strides,
+                                               at::TensorOptions().dtype(m.dtype).device(m.device));
       d.made.emplace_back(out.getIntrusivePtr());
       stack->emplace_back(std::move(out));
     }
@@ -688,6 +695,8 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
                                      : std::int64_t{kInterpreterBlock} * kInterpreterElements;
   std::int64_t grid = kernel != nullptr && g.spec.rows > 0
                           ? (g.spec.rows + g.spec.rows_per_block - 1) / g.spec.rows_per_block
+                      : kernel != nullptr && g.spec.col_tiles > 0
+                          ? g.spec.col_tiles
                           : (g.spec.numel + per_block - 1) / per_block;
   grid =
       std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));

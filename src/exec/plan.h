@@ -11,6 +11,7 @@
 
 #include "codegen/kernel.h"
 #include "driver/cuda_driver.h"
+#include "exec/output_slot.h"
 #include "fusion/partition.h"
 #include "ir/graph.h"
 #include "trace/op_record.h"
@@ -26,6 +27,10 @@ struct PlanOp {
   bool launch = false;           // the group's last member: its kernel runs here
   std::vector<TensorMeta> outs;  // the outputs a deferred op must return (native_layer_norm: 3)
   std::int32_t out_alias = -1;   // ... or the argument it returns (in-place; one output)
+  // Per output: the trace saw it die within the iteration (a temporary). A GPU group's deferred
+  // op returns a temporary on its slot's buffer, the same each iteration (exec/output_slot.h).
+  std::vector<bool> temporary;
+  mutable std::vector<c10::intrusive_ptr<OutputSlot>> slots;  // under the executor's lock
 };
 
 // A group's own kernel, as the compile worker publishes it (PlanGroup::state).

@@ -195,6 +195,7 @@ struct Table {
             const auto r = n.args[3].isInt() ? n.args[3].toInt() : -1;
             return r >= 0 && r <= 2 ? "" : "mse_loss reduction " + std::to_string(r);
           });
+      op.alone_pays = true;  // ATen: zeros_like(input), then mse_loss_backward_out into it
       // reduction: 0 none, 1 mean, 2 sum; ATen scales by 2/numel for mean.
       op.immediates = [](const Node& n, const Graph& g) {
         const double numel = static_cast<double>(g.value(n.input_at(1)).meta.numel());
@@ -292,6 +293,33 @@ std::string row_op_check(const Graph& g, const Node& n) {
     const TensorMeta& tm = g.value(v).meta;
     if (tm.sizes != m.sizes) return "operands of different shapes";
   }
+  return {};
+}
+
+bool is_column_sum(const Graph& g, const Node& n) {
+  if (n.short_name() != "sum.dim_IntList" || n.args.size() < 2) return false;
+  const int in = n.input_at(0);
+  if (in < 0 || g.value(in).meta.sizes.size() != 2) return false;
+  const auto& dim = n.args[1];
+  if (!dim.isIntList() || dim.toIntList().size() != 1) return false;
+  const auto d = dim.toIntList().get(0);
+  return d == 0 || d == -2;
+}
+
+std::string column_sum_check(const Graph& g, const Node& n) {
+  if (!is_column_sum(g, n)) return "not a sum over the first of two dimensions";
+  if (n.args.size() > 3 && !n.args[3].isNone()) return "a dtype argument";
+  const TensorMeta& m = g.value(n.input_at(0)).meta;
+  if (m.dtype != c10::ScalarType::Float && m.dtype != c10::ScalarType::Half &&
+      m.dtype != c10::ScalarType::BFloat16)
+    return "operand is not fp32/fp16/bf16";
+  if (m.sizes[0] > kMaxColumnRows)
+    return "sums more than " + std::to_string(kMaxColumnRows) + " rows per column";
+  if (n.outputs.size() != 1 || n.out_alias[0] >= 0) return "unexpected outputs";
+  const TensorMeta& o = g.value(n.outputs[0]).meta;
+  if (!o.defined || o.dtype != m.dtype || o.numel() != m.sizes[1] || o.numel() == 0 ||
+      !is_contiguous(o))
+    return "output is not one contiguous value per column";
   return {};
 }
 

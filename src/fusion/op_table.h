@@ -31,6 +31,9 @@ struct PointwiseOp {
   std::function<std::string(const Node&)> variant;
   // Constants that follow from the node's shapes (mse's 2/numel); unset: none.
   std::function<std::vector<double>(const Node&, const Graph&)> immediates;
+  // Eager runs more than one kernel for it (mse_loss_backward: zeros_like's fill, then its own):
+  // its kernel alone saves a launch, so it is a group even with nothing to fuse with.
+  bool alone_pays = false;
 };
 
 // nullptr when the op is not fusable.
@@ -60,6 +63,15 @@ const RowOp* find_row_op(const Node& n);
 // Empty when `n` (a row op) reduces its last dimension in a way a row kernel computes exactly
 // like ATen, else why not.
 std::string row_op_check(const Graph& g, const Node& n);
+
+// A sum over the first dimension of a 2-D tensor (a bias's gradient: sum.dim_IntList with dim
+// [0], keepdim either way): a column kernel sums each column (codegen/kernel.h).
+bool is_column_sum(const Graph& g, const Node& n);
+// Empty when a column kernel computes `n` (a column sum), else why not.
+std::string column_sum_check(const Graph& g, const Node& n);
+// Column kernels sum at most this many rows: one block walks all rows of 32 columns, which
+// beats ATen's reduction for a batch of rows and loses to it for tall tensors.
+constexpr std::int64_t kMaxColumnRows = 4096;
 
 // Every (op, variant) of the table, in a fixed order: the interpreter kernel's opcodes.
 struct OpForm {

@@ -16,7 +16,13 @@ bool float_type(c10::ScalarType t) {
          t == c10::ScalarType::BFloat16;
 }
 
-// The shape a node iterates over: a pointwise op's output, a row op's (full) operand.
+// A reduction along the last dimension (a sum over the first of two dimensions is a column sum).
+const RowOp* row_op(const Graph& g, const Node& n) {
+  return is_column_sum(g, n) ? nullptr : find_row_op(n);
+}
+
+// The shape a node iterates over: a pointwise op's output, a row op's or column sum's (full)
+// operand.
 const TensorMeta& node_domain(const Graph& g, const Node& n) {
   if (const RowOp* r = find_row_op(n)) return g.value(n.input_at(r->tensors[0])).meta;
   return g.value(n.outputs[0]).meta;
@@ -67,7 +73,7 @@ struct Builder {
         if (in.value < 0) continue;
         const Value& v = g.value(in.value);
         if (v.producer < 0 || !mine.count(v.producer)) continue;
-        const RowOp* r = find_row_op(g.node(v.producer));
+        const RowOp* r = row_op(g, g.node(v.producer));
         if (r == nullptr || !r->keeps_row) continue;
         std::vector<std::int64_t> kept(dom.sizes.begin(), dom.sizes.end());
         kept.back() = 1;
@@ -78,9 +84,31 @@ struct Builder {
     return true;
   }
 
+  // A column sum's result is complete only when the kernel ends: no member may read it, and a
+  // kernel reduces either rows or columns.
+  bool columns_apart(const std::vector<int>& members) const {
+    std::set<int> sums;
+    bool rows = false;
+    for (int m : members) {
+      if (is_column_sum(g, g.node(m))) {
+        sums.insert(g.node(m).outputs[0]);
+      } else {
+        rows = rows || row_op(g, g.node(m)) != nullptr;
+      }
+    }
+    if (sums.empty()) return true;
+    if (rows) return false;
+    for (int m : members) {
+      for (const auto& in : g.node(m).inputs) {
+        if (in.value >= 0 && sums.count(in.value)) return false;
+      }
+    }
+    return true;
+  }
+
   bool legal(const std::vector<int>& members) const {
     if (members.size() > kMaxGroupNodes) return false;
-    if (!rows_kept(members)) return false;
+    if (!rows_kept(members) || !columns_apart(members)) return false;
     const std::set<int> mine(members.begin(), members.end());
     const std::set<int> values = produced(members);
     const bool contiguous_only = writes_outside(members);
@@ -113,6 +141,7 @@ bool row_shaped(const TensorMeta& node, const TensorMeta& rows) {
 }  // namespace
 
 std::string unfusable_reason(const Graph& g, const Node& n) {
+  if (is_column_sum(g, n)) return column_sum_check(g, n);
   if (const RowOp* r = find_row_op(n)) {
     if (std::string why = row_op_check(g, n); !why.empty()) return why;
     if (n.outputs.size() != static_cast<std::size_t>(r->outputs)) return "unexpected outputs";
@@ -196,7 +225,7 @@ Partition partition_graph(const Graph& g) {
       const TensorMeta& group_domain = node_domain(g, g.node(members.front()));
       // Over the same shape; or, in a group that reduces rows, one value per row.
       const bool rows = std::any_of(members.begin(), members.end(),
-                                    [&](int m) { return find_row_op(g.node(m)) != nullptr; });
+                                    [&](int m) { return row_op(g, g.node(m)) != nullptr; });
       if (!same_domain(group_domain, dom) && !(rows && row_shaped(dom, group_domain))) continue;
       cands.push_back(grp);
     }
@@ -242,14 +271,22 @@ Partition partition_graph(const Graph& g) {
 
   p.group_of.assign(g.nodes().size(), -1);
   for (const auto& nodes : b.groups) {
-    if (nodes.size() < 2) {
+    // Alone, a node is worth a kernel only where eager runs more than one for it: a column sum
+    // (ATen: a memset, then the reduction) or an op of the table that says so.
+    const Node& first = g.node(nodes.front());
+    const PointwiseOp* only = find_pointwise(first);
+    const bool alone_pays = is_column_sum(g, first) || (only != nullptr && only->alone_pays);
+    if (nodes.size() < 2 && !alone_pays) {
       for (int m : nodes) p.eager_why[static_cast<std::size_t>(m)] = "alone (nothing to fuse with)";
       continue;
     }
     FusionGroup fg;
     fg.nodes = nodes;
     fg.domain = node_domain(g, g.node(nodes.front()));
-    for (int m : nodes) fg.rows = fg.rows || find_row_op(g.node(m)) != nullptr;
+    for (int m : nodes) {
+      fg.rows = fg.rows || row_op(g, g.node(m)) != nullptr;
+      fg.columns = fg.columns || is_column_sum(g, g.node(m));
+    }
     std::string name, previous;
     for (int m : nodes) {
       std::string op = g.node(m).name.substr(g.node(m).name.rfind(':') + 1);
@@ -271,7 +308,7 @@ std::string Partition::to_text(const Graph& g) const {
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const auto& grp = groups[i];
     os << "group " << i << " " << grp.name << " over " << format_meta(grp.domain)
-       << (grp.rows ? " by rows" : "") << ":";
+       << (grp.rows ? " by rows" : "") << (grp.columns ? " by columns" : "") << ":";
     for (int m : grp.nodes) os << " " << m << ":" << g.node(m).short_name();
     os << "\n";
   }

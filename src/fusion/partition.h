@@ -1,6 +1,7 @@
 // Cuts a Graph into fusion groups: runs of pointwise and in-place ops over one iteration domain
 // (the shape of their outputs) that one kernel can compute, with the reductions along the last
-// dimension among them (sum, mean, softmax, log_softmax and their backward: row kernels).
+// dimension among them (sum, mean, softmax, log_softmax and their backward: row kernels), or the
+// sums over the first of two dimensions that end them (a bias's gradient: column kernels).
 // Everything else (matmuls, convolutions, other reductions, RNG, views, unknown ops) stays eager
 // and bounds the groups.
 //
@@ -22,6 +23,7 @@ struct FusionGroup {
   std::vector<int> nodes;  // ascending node indices
   TensorMeta domain;       // the shape the members iterate over (a row op's operand), device
   bool rows = false;       // it reduces along the last dimension: a row kernel
+  bool columns = false;    // it sums 2-D values over their first dimension: a column kernel
   std::string name;        // what it fuses, e.g. "mul_add_addcmul_sqrt_div_addcdiv"
 };
 

@@ -1,0 +1,209 @@
+// Column kernels: fusion groups over a 2-D domain [R, C] that sum values over the first dimension
+// (codegen/kernel.h). A block takes 32 columns at a time, one per lane, and walks all R rows with
+// its warps, computing the group's pointwise values per element, storing those that are needed and
+// adding up the summed ones in fp32; the warps' partial sums then meet in shared memory and one
+// warp stores each column's sum. Every column is summed by one block in a fixed order: the result
+// does not depend on scheduling (ATen's reduction sums in another order; the difference is
+// rounding).
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "codegen/kernel.h"
+#include "common/error.h"
+#include "fusion/op_table.h"
+#include "trace/signature.h"
+
+namespace hotpath::detail {
+namespace {
+
+// Rows summed by one thread in flight; columns per block (one per lane of a warp).
+constexpr int kColumnUnroll = 4;
+constexpr int kTileColumns = 32;
+constexpr int kMaxRowLanes = 16;  // warps per block
+
+std::string offset_expr(const std::vector<std::int64_t>& st, std::int64_t storage_offset) {
+  std::string e;
+  auto term = [&](const char* var, std::int64_t stride) {
+    if (stride == 0) return;
+    if (!e.empty()) e += " + ";
+    e += stride == 1 ? std::string(var) : std::string(var) + " * " + std::to_string(stride);
+  };
+  term("r", st[0]);
+  term("c", st[1]);
+  if (storage_offset != 0) e += (e.empty() ? "" : " + ") + std::to_string(storage_offset);
+  return e.empty() ? "0" : e;
+}
+
+}  // namespace
+
+KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
+  KernelSpec spec;
+  spec.not_interpretable = "a sum over columns";
+  const TensorMeta& dom = group.domain;
+  HOTPATH_CHECK(dom.sizes.size() == 2, "a column kernel needs a 2-D domain, not ",
+                format_meta(dom));
+  const std::int64_t rows = dom.sizes[0];
+  const std::int64_t cols = dom.sizes[1];
+  spec.numel = dom.numel();
+  int lanes = 1;
+  while (lanes < kMaxRowLanes && lanes < rows) lanes *= 2;
+  spec.block = 32 * lanes;
+  spec.col_tiles = (cols + kTileColumns - 1) / kTileColumns;
+  GroupParams params(g, group, spec);
+
+  std::ostringstream body;
+  std::map<int, std::string> var;  // value id -> C++ name
+  std::map<int, int> final_version;
+  std::vector<std::pair<std::size_t, std::string>> loads;  // param, variable
+  std::vector<std::string> scalar_params;
+  struct Sum {
+    std::string input;  // the summed per-element value
+    std::size_t param;  // the output tensor
+  };
+  std::vector<Sum> sums;
+  auto operand = [&](int v) -> std::string {
+    if (const auto it = var.find(v); it != var.end()) return it->second;
+    HOTPATH_CHECK(!params.in_group(v), "value %", v, " used before it is computed");
+    const std::size_t p = params.tensor(v);
+    const std::string name = "x" + std::to_string(loads.size());
+    loads.emplace_back(p, name);
+    var[v] = name;
+    return name;
+  };
+  for (std::size_t mi = 0; mi < group.nodes.size(); ++mi) {
+    const Node& n = g.node(group.nodes[mi]);
+    const int out = n.outputs[0];
+    if (is_column_sum(g, n)) {
+      const std::string in = operand(n.input_at(0));
+      const std::size_t p = params.tensor(out);
+      spec.args[p].written = true;
+      sums.push_back(Sum{in, p});
+      continue;
+    }
+    const PointwiseOp* op = find_pointwise(n);
+    HOTPATH_CHECK(op != nullptr, "node ", n.index, " (", n.short_name(), ") is not fusable");
+    std::vector<std::string> t, s;
+    for (int a : op->tensors) t.push_back(operand(n.input_at(a)));
+    for (int a : op->scalars) {
+      if (n.args[static_cast<std::size_t>(a)].isNone()) {
+        s.emplace_back();
+        continue;
+      }
+      const std::string name = "s" + std::to_string(scalar_params.size());
+      params.scalar(static_cast<int>(mi), a, name);
+      scalar_params.push_back(name);
+      s.push_back(name);
+    }
+    std::vector<std::string> imm;
+    if (op->immediates)
+      for (double d : op->immediates(n, g)) imm.push_back(float_literal(d));
+    std::string expr = op->emit(t, s, imm, op->variant ? op->variant(n) : std::string());
+    const auto dt = g.value(out).meta.dtype;
+    if (dt != c10::ScalarType::Float)
+      expr = std::string("hp::round_to<") + cuda_type(dt) + ">(" + expr + ")";
+    const std::string name = "v" + std::to_string(mi);
+    body << "        const float " << name << " = " << expr << ";  // " << n.short_name() << "\n";
+    var[out] = name;
+    const int target = op->writes >= 0 ? n.input_at(op->writes) : out;
+    spec.args[params.tensor(target)].written = true;
+    final_version[g.value(out).tensor] = out;
+  }
+  HOTPATH_CHECK(!sums.empty(), "a column kernel without a column sum");
+
+  // Which tensors the kernel writes: a tensor the group made is optional unless the last member
+  // returns it.
+  const int returned_tensor = g.value(g.node(group.nodes.back()).outputs[0]).tensor;
+  bool use64 = false;
+  std::vector<std::string> offsets(spec.args.size());
+  std::vector<bool> per_column(spec.args.size(), false);  // the same for every row: loaded once
+  for (std::size_t i = 0; i < spec.args.size(); ++i) {
+    KernelArg& a = spec.args[i];
+    if (a.kind != KernelArg::Kind::Tensor) continue;
+    const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(i));
+    a.name = "t" + std::to_string(i);
+    const int tensor = [&] {
+      for (const auto& [t, p] : params.param_of_tensor)
+        if (static_cast<std::size_t>(p) == i) return t;
+      return -1;
+    }();
+    a.optional = a.written && a.output >= 0 && tensor != returned_tensor;
+    const bool is_sum =
+        std::any_of(sums.begin(), sums.end(), [&](const Sum& s) { return s.param == i; });
+    a.single = !a.written && m.numel() == 1;
+    if (is_sum) continue;  // one value per column, at c
+    const std::vector<std::int64_t> st = domain_strides(m, dom);
+    std::int64_t last = m.storage_offset;
+    for (std::size_t d = 0; d < m.sizes.size(); ++d)
+      last += (m.sizes[d] - 1) * std::abs(m.strides[d]);
+    if (last > (1LL << 31) - 1) use64 = true;
+    offsets[i] = offset_expr(st, m.storage_offset);
+    per_column[i] = st[0] == 0;
+  }
+  spec.index64 = use64 || spec.numel > (1LL << 31) - 1;
+
+  std::ostringstream src;
+  src << "// hotpath fused kernel: " << group.nodes.size() << " ops over " << format_meta(dom)
+      << ", summed over rows\n//  ";
+  for (int m : group.nodes) src << " " << g.node(m).short_name();
+  src << "\n#include \"hotpath_runtime.cuh\"\n\n";
+  src << "typedef " << (spec.index64 ? "long long" : "int") << " idx_t;\n\n";
+  src << kernel_signature(spec);
+  src << "  constexpr idx_t kRows = " << rows << ";\n";
+  src << "  constexpr idx_t kCols = " << cols << ";\n";
+  src << "  constexpr int kLanes = " << lanes << ";\n";
+  src << "  __shared__ float partial[" << sums.size() << "][kLanes][" << kTileColumns + 1 << "];\n";
+  src << "  const int lane = threadIdx.x & 31;\n";
+  src << "  const int row_lane = threadIdx.x >> 5;\n";
+  for (const auto& [p, name] : loads) {
+    if (spec.args[p].single)
+      src << "  const float " << name << " = hp::to_float(" << spec.args[p].name << "[0]);\n";
+  }
+  src << "  for (idx_t tile = blockIdx.x; tile < (kCols + " << kTileColumns - 1 << ") / "
+      << kTileColumns << "; tile += gridDim.x) {\n";
+  src << "    const idx_t c = tile * " << kTileColumns << " + lane;\n";
+  for (std::size_t k = 0; k < sums.size(); ++k) src << "    float acc" << k << " = 0.0f;\n";
+  src << "    if (c < kCols) {\n";
+  for (const auto& [p, name] : loads) {
+    const KernelArg& a = spec.args[p];
+    if (a.single || !per_column[p]) continue;
+    src << "      const float " << name << " = hp::to_float(" << a.name << "[" << offsets[p]
+        << "]);\n";
+  }
+  src << "#pragma unroll " << kColumnUnroll << "\n";
+  src << "      for (idx_t r = row_lane; r < kRows; r += kLanes) {\n";
+  for (const auto& [p, name] : loads) {
+    const KernelArg& a = spec.args[p];
+    if (a.single || per_column[p]) continue;
+    src << "        const float " << name << " = hp::to_float(" << a.name << "[" << offsets[p]
+        << "]);\n";
+  }
+  src << body.str();
+  for (const auto& [tensor, value] : final_version) {
+    const std::size_t p = static_cast<std::size_t>(params.param_of_tensor.at(tensor));
+    const KernelArg& a = spec.args[p];
+    src << "        " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name << "["
+        << offsets[p] << "] = hp::from_float<" << cuda_type(a.dtype) << ">(" << var.at(value)
+        << ");\n";
+  }
+  for (std::size_t k = 0; k < sums.size(); ++k)
+    src << "        acc" << k << " += " << sums[k].input << ";\n";
+  src << "      }\n    }\n";
+  for (std::size_t k = 0; k < sums.size(); ++k)
+    src << "    partial[" << k << "][row_lane][lane] = acc" << k << ";\n";
+  src << "    __syncthreads();\n";
+  src << "    if (row_lane == 0 && c < kCols) {\n";
+  for (std::size_t k = 0; k < sums.size(); ++k) {
+    const KernelArg& a = spec.args[sums[k].param];
+    src << "      {\n        float s = partial[" << k << "][0][lane];\n";
+    src << "        for (int w = 1; w < kLanes; ++w) s += partial[" << k << "][w][lane];\n";
+    src << "        " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name
+        << "[c] = hp::from_float<" << cuda_type(a.dtype) << ">(s);\n      }\n";
+  }
+  src << "    }\n    __syncthreads();  // partial is reused by the next tile\n  }\n}\n";
+  name_kernel(spec, group.name, src.str());
+  return spec;
+}
+
+}  // namespace hotpath::detail
