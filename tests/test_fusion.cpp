@@ -17,6 +17,7 @@
 #include "codegen/kernel.h"
 #include "compile/kernel_cache.h"
 #include "compile/nvrtc.h"
+#include "exec/executor.h"
 #include "exec/output_slot.h"
 #include "exec/session.h"
 #include "fusion/op_table.h"
@@ -260,6 +261,95 @@ TEST_CASE("the optimizer partition of an MLP + AdamW step", "[fusion][golden]") 
   const auto plan = mlp_plan(4);
   REQUIRE(plan != nullptr);
   check_golden("mlp_adamw_partition.txt", plan->partition.to_text(*plan->graph));
+}
+
+// The GPU plan's batches, decided for the groups of a CPU plan as if they ran on a GPU.
+std::vector<std::vector<int>> gpu_batches(const hotpath::detail::Plan& cpu,
+                                          hotpath::detail::Plan& plan,
+                                          const std::function<void(hotpath::detail::Plan&)>& edit) {
+  plan.ops = cpu.ops;
+  plan.groups = cpu.groups;
+  for (auto& g : plan.groups) {
+    g.gpu = true;
+    g.cache_key = hotpath::detail::kernel_cache_key(g.spec.source, 90);
+  }
+  edit(plan);
+  hotpath::detail::plan_batches(*cpu.graph, plan);
+  return plan.batches;
+}
+
+TEST_CASE("an optimizer's groups with one kernel launch together", "[fusion][batches]") {
+  const auto cpu = mlp_plan(4);
+  REQUIRE(cpu != nullptr);
+  REQUIRE(cpu->groups.size() == 7);  // mse_loss_backward, two bias sums, AdamW per parameter
+  {
+    hotpath::detail::Plan plan;
+    const auto batches = gpu_batches(*cpu, plan, [](hotpath::detail::Plan&) {});
+    REQUIRE(batches.size() == 1);
+    CHECK(batches[0] == std::vector<int>{3, 4, 5, 6});
+    for (int gi : {3, 4, 5}) {
+      const int last = plan.groups[static_cast<std::size_t>(gi)].ops.back();
+      CHECK_FALSE(plan.ops[static_cast<std::size_t>(last)].launch);
+      CHECK(plan.ops[static_cast<std::size_t>(last)].batch == -1);
+    }
+    CHECK(plan.ops.back().batch == 0);  // the last op of the step launches all four
+    CHECK_FALSE(plan.ops.back().launch);
+    for (int gi : {0, 1, 2})  // other kernels launch alone, at their last op
+      CHECK(plan.ops[static_cast<std::size_t>(plan.groups[static_cast<std::size_t>(gi)].ops.back())]
+                .launch);
+    const auto& spec = plan.groups[3].spec;
+    CHECK(spec.multi_name == spec.name + "_multi");
+    CHECK(spec.multi_segments >= 4);
+    CHECK(hotpath::detail::multi_segment_bytes(spec) * spec.multi_segments + 8 <= 4096);
+  }
+  {  // Another kernel in the middle: the runs on either side of it.
+    hotpath::detail::Plan plan;
+    const auto batches = gpu_batches(
+        *cpu, plan, [](hotpath::detail::Plan& p) { p.groups[4].cache_key = "another kernel"; });
+    REQUIRE(batches.size() == 1);
+    CHECK(batches[0] == std::vector<int>{5, 6});
+  }
+  {  // A group without a multi entry (a row or column kernel) never joins one.
+    hotpath::detail::Plan plan;
+    const auto batches = gpu_batches(*cpu, plan, [](hotpath::detail::Plan& p) {
+      for (int gi : {3, 5}) p.groups[static_cast<std::size_t>(gi)].spec.multi_name.clear();
+    });
+    CHECK(batches.empty());
+  }
+  {  // CPU groups run ATen's kernels: no batches.
+    hotpath::detail::Plan plan;
+    const auto batches = gpu_batches(*cpu, plan, [](hotpath::detail::Plan& p) {
+      for (auto& g : p.groups) g.gpu = false;
+    });
+    CHECK(batches.empty());
+  }
+}
+
+TEST_CASE("views of one tensor updated in turn are a batch only by their plan",
+          "[fusion][batches]") {
+  // Two in-place chains, on a tensor and on a view of it made outside the loop: one kernel (the
+  // element count is a parameter), no op between them, different values in the plan. On the GPU
+  // the executor finds the shared storage at run time and launches them one by one, in order
+  // (bench_fusion's verify checks the result there); here the plan is what can be checked.
+  auto x = torch::randn({4, 8});
+  auto y = x.view({32});
+  std::shared_ptr<const hotpath::detail::Plan> cpu;
+  {
+    Enabled on(cpu_plans(2));
+    for (int i = 0; i < 3; ++i) {
+      x.mul_(0.5).add_(1.0);
+      y.mul_(0.25).add_(2.0);
+      hotpath::step();
+    }
+    cpu = last_plan();
+  }
+  REQUIRE(cpu != nullptr);
+  REQUIRE(cpu->groups.size() == 2);
+  CHECK(cpu->groups[0].spec.source == cpu->groups[1].spec.source);
+  hotpath::detail::Plan plan;
+  const auto batches = gpu_batches(*cpu, plan, [](hotpath::detail::Plan&) {});
+  REQUIRE(batches.size() == 1);
+  CHECK(batches[0] == std::vector<int>{0, 1});
 }
 
 namespace {

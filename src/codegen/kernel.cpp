@@ -65,21 +65,50 @@ std::size_t elem_size(c10::ScalarType t) { return c10::elementSize(t); }
 
 }  // namespace
 
-std::string kernel_signature(const KernelSpec& spec) {
+namespace {
+
+// The declaration of a kernel argument, without qualifiers for a struct field.
+std::string arg_declaration(const KernelArg& a, bool field) {
+  if (a.kind == KernelArg::Kind::Scalar) return (field ? "float " : "const float ") + a.name;
+  return std::string(a.written ? "" : "const ") + cuda_type(a.dtype) +
+         (field ? "* " : "* __restrict__ ") + a.name;
+}
+
+// "(args..., const idx_t kNumel, const int vector_ok" + `extra`, one parameter per line.
+std::string parameter_list(const KernelSpec& spec, const std::string& extra) {
   std::ostringstream src;
+  src << "(";
+  for (const KernelArg& a : spec.args) src << "\n    " << arg_declaration(a, false) << ",";
+  src << "\n    const idx_t kNumel,\n    const int vector_ok" << extra << ") {\n";
+  return src.str();
+}
+
+}  // namespace
+
+std::string kernel_signature(const KernelSpec& spec) {
+  return std::string("extern \"C\" __global__ void __launch_bounds__(") +
+         std::to_string(spec.block) + ") " + kKernelName + parameter_list(spec, "");
+}
+
+std::size_t multi_segment_bytes(const KernelSpec& spec) { return 8 * (spec.args.size() + 4); }
+
+std::string multi_entry(const KernelSpec& spec) {
+  std::ostringstream src;
+  src << "// Launches of this kernel on different tensors in one (an optimizer's update of each\n"
+      << "// parameter): segment k runs blocks [first_block, first_block + blocks) of the grid.\n";
+  src << "struct Segment {\n";
+  for (const KernelArg& a : spec.args) src << "  alignas(8) " << arg_declaration(a, true) << ";\n";
+  src << "  alignas(8) idx_t numel;\n  alignas(8) int vector_ok;\n"
+      << "  alignas(8) unsigned first_block;\n  alignas(8) unsigned blocks;\n};\n";
+  src << "struct Segments {\n  Segment s[" << spec.multi_segments
+      << "];\n  alignas(8) int count;\n};\n\n";
   src << "extern \"C\" __global__ void __launch_bounds__(" << spec.block << ") " << kKernelName
-      << "(";
-  bool first = true;
-  for (const KernelArg& a : spec.args) {
-    src << (first ? "\n    " : ",\n    ");
-    first = false;
-    if (a.kind == KernelArg::Kind::Scalar) {
-      src << "const float " << a.name;
-    } else {
-      src << (a.written ? "" : "const ") << cuda_type(a.dtype) << "* __restrict__ " << a.name;
-    }
-  }
-  src << (first ? "" : ",\n    ") << "const idx_t kNumel,\n    const int vector_ok) {\n";
+      << "_multi(const Segments m) {\n";
+  src << "  int k = 0;\n";
+  src << "  while (k + 1 < m.count && blockIdx.x >= m.s[k + 1].first_block) ++k;\n";
+  src << "  const Segment& s = m.s[k];\n  run(";
+  for (const KernelArg& a : spec.args) src << "s." << a.name << ", ";
+  src << "s.numel, s.vector_ok, blockIdx.x - s.first_block, s.blocks);\n}\n";
   return src.str();
 }
 
@@ -360,9 +389,11 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     src << "    y" << k << " = " << stores[k].second << ";\n";
   src << "}\n\n";
 
-  src << kernel_signature(spec);
-  src << "  const idx_t stride = static_cast<idx_t>(gridDim.x) * blockDim.x;\n";
-  src << "  const idx_t start = static_cast<idx_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
+  // The work of the kernel's blocks, for one launch (the kernel) or one segment of several.
+  src << "__device__ __forceinline__ void run"
+      << parameter_list(spec, ",\n    const idx_t block_index,\n    const idx_t blocks");
+  src << "  const idx_t stride = blocks * blockDim.x;\n";
+  src << "  const idx_t start = block_index * blockDim.x + threadIdx.x;\n";
   for (const auto& [idx, name] : loads) {
     const KernelArg& a = spec.args[static_cast<std::size_t>(idx)];
     if (a.single) src << "  const float " << name << " = hp::to_float(" << a.name << "[0]);\n";
@@ -478,8 +509,16 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
     src << "    return;\n  }\n";
   }
   src << scalar_loop("start", false);
-  src << "}\n";
+  src << "}\n\n";
+  src << kernel_signature(spec) << "  run(";
+  for (const KernelArg& a : spec.args) src << a.name << ", ";
+  src << "kNumel, vector_ok, blockIdx.x, gridDim.x);\n}\n\n";
+  // Kernel parameters are at most 4 KiB.
+  spec.multi_segments =
+      static_cast<int>(std::min<std::size_t>(kMaxSegments, (4000 - 8) / multi_segment_bytes(spec)));
+  if (spec.multi_segments >= 2) src << multi_entry(spec);
   name_kernel(spec, group.name, src.str());
+  if (spec.multi_segments >= 2) spec.multi_name = spec.name + "_multi";
   return spec;
 }
 

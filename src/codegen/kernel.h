@@ -47,6 +47,11 @@ struct KernelSpec {
   std::int64_t rows = 0;  // a row kernel: rows_per_block rows per block (grid-stride over rows)
   int rows_per_block = 1;
   std::int64_t col_tiles = 0;  // a column kernel: tiles of 32 columns (grid-stride over tiles)
+  // A pointwise kernel also has an entry that runs several launches' work in one
+  // (`multi_name`: its one parameter holds up to `multi_segments` segments; see
+  // multi_segment_bytes). Empty: it has none.
+  std::string multi_name;
+  int multi_segments = 0;
   // The group as bytecode for the interpreter kernel (codegen/interpreter.h), which runs it
   // while this kernel compiles. Pointers and scalar values are filled in at each launch; slot k
   // is args[k]. Empty `interpretable` when it cannot: why not.
@@ -78,6 +83,14 @@ std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& si
 // name_kernel replaces it with "hp_<group>_<hash of the source>") and the naming itself.
 constexpr const char* kKernelName = "@KERNEL_NAME@";
 std::string kernel_signature(const KernelSpec& spec);
+
+// Segments of one launch of a pointwise kernel's multi entry, at most.
+constexpr int kMaxSegments = 16;
+// A segment of the multi entry's parameter: 8 bytes per field, in order: the kernel's arguments
+// (pointers; floats in the first 4 bytes), the element count (idx_t), vector_ok (int), the first
+// block and the block count (unsigned). The parameter holds multi_segments of them, then the
+// segment count (int).
+std::size_t multi_segment_bytes(const KernelSpec& spec);
 void name_kernel(KernelSpec& spec, const std::string& group_name, std::string source);
 
 // Kernel parameters of a group's tensors: one per tensor (all versions of a tensor share its

@@ -132,29 +132,31 @@ std::string cu_error_text(int code) { return error_text(static_cast<CUresult>(co
 
 bool cuda_driver_available() { return driver().ok; }
 
-CudaModule::CudaModule(const std::string& cubin, const std::string& function, int device)
+CudaModule::CudaModule(const std::string& cubin, const std::string& function, int device,
+                       const std::string& multi_function)
     : name_(function) {
   const Driver& d = checked_driver();
   ensure_context(device);
   CUmodule m = nullptr;
   HOTPATH_CU_CHECK(d.cuModuleLoadData(&m, cubin.data()));
   module_ = m;
-  CUfunction f = nullptr;
-  const CUresult r = d.cuModuleGetFunction(&f, m, function.c_str());
-  if (r != CUDA_SUCCESS) {
-    d.cuModuleUnload(m);
-    HOTPATH_FAIL("cuModuleGetFunction(", function, ") failed: ", error_text(r));
-  }
-  function_ = f;
-  // With lazy module loading (CUDA's default) the first launch would load the function: do it
+  // With lazy module loading (CUDA's default) the first launch would load a function: do it
   // now, on the thread that loads the module (the compile worker), not in the training loop.
-  if (d.cuFuncLoad != nullptr) {
-    const CUresult l = d.cuFuncLoad(f);
-    if (l != CUDA_SUCCESS) {
+  auto load = [&](const std::string& name) -> void* {
+    CUfunction f = nullptr;
+    const CUresult r = d.cuModuleGetFunction(&f, m, name.c_str());
+    CUresult l = CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && d.cuFuncLoad != nullptr) l = d.cuFuncLoad(f);
+    if (r != CUDA_SUCCESS || l != CUDA_SUCCESS) {
       d.cuModuleUnload(m);
-      HOTPATH_FAIL("cuFuncLoad(", function, ") failed: ", error_text(l));
+      module_ = nullptr;
+      HOTPATH_FAIL(r != CUDA_SUCCESS ? "cuModuleGetFunction(" : "cuFuncLoad(", name,
+                   ") failed: ", error_text(r != CUDA_SUCCESS ? r : l));
     }
-  }
+    return f;
+  };
+  function_ = load(function);
+  if (!multi_function.empty()) multi_ = load(multi_function);
 }
 
 CudaModule::~CudaModule() {
@@ -162,10 +164,13 @@ CudaModule::~CudaModule() {
   if (module_ != nullptr && driver().ok) driver().cuModuleUnload(static_cast<CUmodule>(module_));
 }
 
-void CudaModule::launch(unsigned grid, unsigned block, void* stream, void** params) const {
+void CudaModule::launch(unsigned grid, unsigned block, void* stream, void** params,
+                        bool multi) const {
   const Driver& d = checked_driver();
-  HOTPATH_CU_CHECK(d.cuLaunchKernel(static_cast<CUfunction>(function_), grid, 1, 1, block, 1, 1, 0,
-                                    static_cast<CUstream>(stream), params, nullptr));
+  HOTPATH_CHECK(!multi || multi_ != nullptr, "kernel ", name_, " has no multi entry");
+  HOTPATH_CU_CHECK(d.cuLaunchKernel(static_cast<CUfunction>(multi ? multi_ : function_), grid, 1, 1,
+                                    block, 1, 1, 0, static_cast<CUstream>(stream), params,
+                                    nullptr));
 }
 
 CudaEvent::CudaEvent(int device) {

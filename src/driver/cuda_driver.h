@@ -16,19 +16,24 @@ bool cuda_driver_available();
 class CudaModule {
  public:
   // Loads `cubin` into the primary context of `device` (made current on the calling thread
-  // unless the thread's current context is already for that device) and looks up `function`.
-  CudaModule(const std::string& cubin, const std::string& function, int device);
+  // unless the thread's current context is already for that device) and looks up `function`,
+  // and `multi_function` unless empty (a pointwise kernel's entry for several segments).
+  CudaModule(const std::string& cubin, const std::string& function, int device,
+             const std::string& multi_function = "");
   ~CudaModule();
   CudaModule(const CudaModule&) = delete;
   CudaModule& operator=(const CudaModule&) = delete;
 
   // Launches on `stream` (a CUstream / cudaStream_t). `params` as cuLaunchKernel takes them.
-  void launch(unsigned grid, unsigned block, void* stream, void** params) const;
+  // `multi`: the multi entry (KernelSpec::multi_name).
+  void launch(unsigned grid, unsigned block, void* stream, void** params, bool multi = false) const;
+  bool has_multi() const { return multi_ != nullptr; }
   const std::string& name() const { return name_; }
 
  private:
   void* module_ = nullptr;    // CUmodule
   void* function_ = nullptr;  // CUfunction
+  void* multi_ = nullptr;     // CUfunction of the multi entry, if any
   std::string name_;
 };
 

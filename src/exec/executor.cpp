@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
+#include <deque>
 #include <limits>
 #include <set>
 
@@ -54,6 +56,18 @@ int count_refs(const at::Tensor& t, const std::vector<c10::IValue>& args) {
     if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
   }
   return n;
+}
+
+// The tensors the members of a group read and write (Value::tensor ids).
+void touched(const Graph& g, const PlanGroup& pg, std::set<int>& read, std::set<int>& written) {
+  for (int n : pg.ops) {
+    const Node& node = g.node(n);
+    for (const auto& in : node.inputs) {
+      if (in.value < 0) continue;
+      (in.written ? written : read).insert(g.value(in.value).tensor);
+    }
+    for (int out : node.outputs) written.insert(g.value(out).tensor);
+  }
 }
 
 // Which tensors the group makes may be skipped even while a temporary holds them (see PlanGroup).
@@ -111,6 +125,51 @@ void plan_speculative(const Graph& g, const HotTrace& trace, const FusionGroup& 
 }
 
 }  // namespace
+
+// Groups that share one pointwise kernel and follow each other with no other op between them (an
+// optimizer's update of each parameter: one group per parameter) launch together, at the last
+// one's last op, through the kernel's multi entry: one launch instead of one per group. Their
+// order is then the GPU's, so none may touch what another writes.
+void plan_batches(const Graph& g, Plan& plan) {
+  std::vector<int> run;
+  std::set<int> run_read, run_written;
+  auto close = [&] {
+    if (run.size() >= 2) {
+      const int b = static_cast<int>(plan.batches.size());
+      for (int gi : run)
+        plan.ops[static_cast<std::size_t>(plan.groups[gi].ops.back())].launch = false;
+      plan.ops[static_cast<std::size_t>(plan.groups[run.back()].ops.back())].batch = b;
+      plan.batches.push_back(run);
+    }
+    run.clear();
+    run_read.clear();
+    run_written.clear();
+  };
+  for (std::size_t gi = 0; gi < plan.groups.size(); ++gi) {
+    const PlanGroup& pg = plan.groups[gi];
+    std::set<int> read, written;
+    touched(g, pg, read, written);
+    bool joins = false;
+    if (!run.empty()) {
+      const PlanGroup& first = plan.groups[static_cast<std::size_t>(run.front())];
+      const PlanGroup& last = plan.groups[static_cast<std::size_t>(run.back())];
+      joins = pg.gpu && !pg.spec.multi_name.empty() && pg.cache_key == first.cache_key &&
+              static_cast<int>(run.size()) < pg.spec.multi_segments &&
+              pg.ops.front() == last.ops.back() + 1 &&
+              pg.ops.back() - pg.ops.front() + 1 == static_cast<int>(pg.ops.size());
+      for (int t : written) joins = joins && !run_read.count(t) && !run_written.count(t);
+      for (int t : read) joins = joins && !run_written.count(t);
+    }
+    if (!joins) close();
+    const bool can_start = pg.gpu && !pg.spec.multi_name.empty() &&
+                           pg.ops.back() - pg.ops.front() + 1 == static_cast<int>(pg.ops.size());
+    if (!joins && !can_start) continue;
+    run.push_back(static_cast<int>(gi));
+    run_read.insert(read.begin(), read.end());
+    run_written.insert(written.begin(), written.end());
+  }
+  close();
+}
 
 Executor::Executor(Recorder& recorder, const Config& config)
     : recorder_(recorder), config_(config), cache_(cache_dir(config.cache_dir)) {
@@ -335,6 +394,7 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
     fused_ops += static_cast<int>(fg.nodes.size());
     plan->groups.push_back(std::move(pg));
   }
+  plan_batches(g, *plan);
   if (remembered && remembered->compile) {
     plan->remembered = "known winner from an earlier run";
     log_info(concat("hotpath: signature ", plan->hex, " is a known winner; compiling at once"));
@@ -408,7 +468,8 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
     // Loaded here too: cuModuleLoadData on the training thread would be a stall.
     if (g.error.empty() && g.module == nullptr) {
       try {
-        g.module = std::make_shared<CudaModule>(g.cubin, g.spec.name, plan->device_index);
+        g.module = std::make_shared<CudaModule>(g.cubin, g.spec.name, plan->device_index,
+                                                g.spec.multi_name);
       } catch (const Error& e) {
         failed(g, e);
       }
@@ -563,6 +624,7 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
     handled = true;
     if (p.launch) run_group(p.group);
   }
+  if (p.batch >= 0) run_batch(p.batch);
   if (cursor_ == armed_->ops.size()) complete_iteration();
   return handled;
 }
@@ -592,11 +654,22 @@ void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   deferred_.push_back(std::move(d));
 }
 
-void Executor::run_group(int group) {
+std::vector<Executor::Deferred*> Executor::members_of(int group) {
   std::vector<Deferred*> members;
   for (Deferred& d : deferred_) {
     if (d.group == group) members.push_back(&d);
   }
+  return members;
+}
+
+void Executor::forget_group(int group) {
+  deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(),
+                                 [&](const Deferred& d) { return d.group == group; }),
+                  deferred_.end());
+}
+
+void Executor::run_group(int group) {
+  const std::vector<Deferred*> members = members_of(group);
   PlanGroup& g = armed_->groups[static_cast<std::size_t>(group)];
   if (!g.gpu) {
     launched_ = true;  // a CPU group's "kernel" is ATen's, run by materialize
@@ -606,40 +679,147 @@ void Executor::run_group(int group) {
     materialize(members);
     ++g.eager_runs;
   }
-  deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(),
-                                 [&](const Deferred& d) { return d.group == group; }),
-                  deferred_.end());
+  forget_group(group);
 }
 
-bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
-  // The group's own kernel once the worker has loaded it, else the interpreter.
-  const int state = g.state->load(std::memory_order_acquire);
-  const CudaModule* kernel = state == kLoaded ? g.module.get() : nullptr;
-  const CudaModule* interpreter =
-      kernel == nullptr && g.spec.interpretable() ? armed_->interpreter.get() : nullptr;
-  // An iteration that ran a group on a stand-in while its kernel compiles is not the final
-  // configuration's: the governor does not judge it.
-  if (state == kCompiling) {
-    tiers_final_ = false;
-    waited_ = waited_ || interpreter == nullptr;
+void Executor::run_batch(int batch) {
+  // The batch's groups that have deferred work (an inactive group's ops ran eagerly).
+  std::vector<int> pending;
+  for (int gi : armed_->batches[static_cast<std::size_t>(batch)]) {
+    const bool deferred = std::any_of(deferred_.begin(), deferred_.end(),
+                                      [&](const Deferred& d) { return d.group == gi; });
+    if (deferred) pending.push_back(gi);
   }
-  if (kernel == nullptr && interpreter == nullptr) return false;
+  auto group = [&](int gi) -> PlanGroup& { return armed_->groups[static_cast<std::size_t>(gi)]; };
+  // One launch needs every group's own kernel, loaded (they share it: one source).
+  const CudaModule* kernel = pending.empty() ? nullptr : group(pending.front()).module.get();
+  bool together = pending.size() >= 2 && kernel != nullptr && kernel->has_multi();
+  for (int gi : pending) {
+    together = together && group(gi).state->load(std::memory_order_acquire) == kLoaded &&
+               group(gi).module.get() == kernel;
+  }
+  if (!together) {
+    for (int gi : pending) run_group(gi);
+    return;
+  }
+  std::deque<LaunchArgs> args;
+  std::vector<int> filled;
+  std::vector<std::vector<Deferred*>> members;
+  for (int gi : pending) {
+    std::vector<Deferred*> m = members_of(gi);
+    args.emplace_back();
+    if (fill(group(gi), m, true, args.back())) {
+      filled.push_back(gi);
+      members.push_back(std::move(m));
+    } else {
+      args.pop_back();
+      materialize(m);
+      ++group(gi).eager_runs;
+    }
+  }
+  // Their order is the GPU's in one launch: none may touch a storage another one writes (views
+  // of one tensor are different values in the plan). Else they launch one by one, in order.
+  bool apart = true;
+  for (std::size_t x = 0; x < args.size() && apart; ++x) {
+    for (std::size_t y = 0; y < args.size() && apart; ++y) {
+      if (x == y) continue;
+      for (std::size_t i = 0; i < args[x].tensors.size() && apart; ++i) {
+        if (args[x].ptrs[i] == nullptr || !group(filled[x]).spec.args[i].written) continue;
+        for (const at::Tensor& t : args[y].tensors)
+          apart = apart && !(t.defined() && t.storage().is_alias_of(args[x].tensors[i].storage()));
+      }
+    }
+  }
+  const KernelSpec& spec = group(pending.front()).spec;
+  if (!apart) {
+    for (std::size_t k = 0; k < filled.size(); ++k) {
+      PlanGroup& g = group(filled[k]);
+      try {
+        launch_own(g, args[k]);
+        finish(g, members[k], args[k], false);
+      } catch (const Error& e) {
+        g.eager_only = true;
+        log_warn(concat("hotpath: group ", g.name, " runs eagerly from now on: ", e.what()));
+        materialize(members[k]);
+        ++g.eager_runs;
+      }
+    }
+    for (int gi : pending) forget_group(gi);
+    return;
+  }
+  const std::size_t seg_bytes = multi_segment_bytes(spec);
+  const std::size_t nargs = spec.args.size();
+  std::size_t done = 0;
+  try {
+    while (done < filled.size()) {
+      // At most multi_segments per launch (the plan's batches fit in one).
+      const std::size_t n =
+          std::min(filled.size() - done, static_cast<std::size_t>(spec.multi_segments));
+      std::vector<unsigned char> param(
+          seg_bytes * static_cast<std::size_t>(spec.multi_segments) + 8, 0);
+      unsigned first_block = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        const LaunchArgs& a = args[done + k];
+        unsigned char* seg = param.data() + k * seg_bytes;
+        for (std::size_t i = 0; i < nargs; ++i) {
+          if (spec.args[i].kind == KernelArg::Kind::Scalar)
+            std::memcpy(seg + 8 * i, &a.scalars[i], sizeof(float));
+          else
+            std::memcpy(seg + 8 * i, &a.ptrs[i], sizeof(void*));
+        }
+        if (spec.index64)
+          std::memcpy(seg + 8 * nargs, &a.numel64, sizeof(long long));
+        else
+          std::memcpy(seg + 8 * nargs, &a.numel32, sizeof(int));
+        std::memcpy(seg + 8 * (nargs + 1), &a.vector_ok, sizeof(int));
+        const auto blocks = static_cast<unsigned>(a.blocks);
+        std::memcpy(seg + 8 * (nargs + 2), &first_block, sizeof(unsigned));
+        std::memcpy(seg + 8 * (nargs + 3), &blocks, sizeof(unsigned));
+        first_block += blocks;
+      }
+      const int count = static_cast<int>(n);
+      std::memcpy(param.data() + seg_bytes * static_cast<std::size_t>(spec.multi_segments), &count,
+                  sizeof(int));
+      void* params[] = {param.data()};
+      kernel->launch(first_block, static_cast<unsigned>(spec.block), current_stream(), params,
+                     true);
+      for (std::size_t k = 0; k < n; ++k)
+        finish(group(filled[done + k]), members[done + k], args[done + k], false);
+      done += n;
+    }
+  } catch (const Error& e) {
+    log_warn(concat("hotpath: the joint launch of kernel ", kernel->name(),
+                    " failed; its groups launch one by one from now on: ", e.what()));
+    armed_->batches[static_cast<std::size_t>(batch)].clear();
+    for (std::size_t k = done; k < filled.size(); ++k) {
+      materialize(members[k]);
+      ++group(filled[k]).eager_runs;
+    }
+  }
+  for (int gi : pending) forget_group(gi);
+}
+
+void* Executor::current_stream() const {
+  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(armed_->device_index))
+      .stream();
+}
+
+bool Executor::fill(PlanGroup& g, const std::vector<Deferred*>& members, bool own_kernel,
+                    LaunchArgs& l) {
   const auto& args = g.spec.args;
-  std::vector<void*> ptrs(args.size(), nullptr);
-  std::vector<float> scalars(args.size(), 0.0f);
-  std::vector<at::Tensor> tensors(args.size());
-  std::vector<void*> params(args.size() + 2, nullptr);
-  long long numel64 = g.spec.numel;
-  int numel32 = static_cast<int>(g.spec.numel);
-  int vector_ok = g.spec.vec > 1 ? 1 : 0;
+  l.ptrs.assign(args.size(), nullptr);
+  l.scalars.assign(args.size(), 0.0f);
+  l.tensors.assign(args.size(), at::Tensor());
+  l.numel64 = g.spec.numel;
+  l.numel32 = static_cast<int>(g.spec.numel);
+  l.vector_ok = g.spec.vec > 1 ? 1 : 0;
   const std::size_t unwritten_before = unwritten_.size();
   for (std::size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
     const Deferred& m = *members[static_cast<std::size_t>(a.member)];
     if (a.kind == KernelArg::Kind::Scalar) {
-      scalars[i] =
+      l.scalars[i] =
           static_cast<float>(m.args[static_cast<std::size_t>(a.argument)].toScalar().toDouble());
-      params[i] = &scalars[i];
       continue;
     }
     // A strong reference for the launch (one more use of a tensor the group made).
@@ -647,8 +827,7 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
                                        : m.args[static_cast<std::size_t>(a.argument)].toTensor();
     if (!t.defined()) {
       if (!a.optional) return false;  // cannot happen: the last member's output is on the stack
-      params[i] = &ptrs[i];           // nobody holds it: nothing to write
-      continue;
+      continue;                       // nobody holds it: nothing to write
     }
     bool pass = true;
     if (a.optional) {
@@ -664,70 +843,102 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
         speculate(t, g, i, members);
       }
     }
-    tensors[i] = t;
-    ptrs[i] = pass ? t.data_ptr() : nullptr;
-    params[i] = &ptrs[i];
+    l.tensors[i] = t;
+    l.ptrs[i] = pass ? t.data_ptr() : nullptr;
     if (pass && a.linear && g.spec.vec_bytes > 0 &&
-        reinterpret_cast<std::uintptr_t>(ptrs[i]) % static_cast<std::uintptr_t>(g.spec.vec_bytes) !=
+        reinterpret_cast<std::uintptr_t>(l.ptrs[i]) %
+                static_cast<std::uintptr_t>(g.spec.vec_bytes) !=
             0)
-      vector_ok = 0;
+      l.vector_ok = 0;
   }
   // Element-wise in-place updates are only safe when a written tensor does not partly overlap
   // another operand (eager would see every element updated before the next op reads it).
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (!args[i].written || ptrs[i] == nullptr) continue;
+    if (!args[i].written || l.ptrs[i] == nullptr) continue;
     for (std::size_t j = 0; j < args.size(); ++j) {
-      if (j == i || args[j].kind != KernelArg::Kind::Tensor || !tensors[j].defined()) continue;
-      if (tensors[i].storage().is_alias_of(tensors[j].storage())) {
+      if (j == i || args[j].kind != KernelArg::Kind::Tensor || !l.tensors[j].defined()) continue;
+      if (l.tensors[i].storage().is_alias_of(l.tensors[j].storage())) {
         unwritten_.erase(unwritten_.begin() + static_cast<std::ptrdiff_t>(unwritten_before),
                          unwritten_.end());  // materialised instead: all written
         return false;
       }
     }
   }
-  params[args.size()] = g.spec.index64 ? static_cast<void*>(&numel64) : &numel32;
-  params[args.size() + 1] = &vector_ok;
-  if (config_.verify) prepare_verify(g, tensors, ptrs);
-  const auto stream =
-      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(armed_->device_index));
-  const std::int64_t per_block = kernel != nullptr
+  const std::int64_t per_block = own_kernel
                                      ? std::int64_t{g.spec.block} * g.spec.vec
                                      : std::int64_t{kInterpreterBlock} * kInterpreterElements;
-  std::int64_t grid = kernel != nullptr && g.spec.rows > 0
+  std::int64_t grid = own_kernel && g.spec.rows > 0
                           ? (g.spec.rows + g.spec.rows_per_block - 1) / g.spec.rows_per_block
-                      : kernel != nullptr && g.spec.col_tiles > 0
+                      : own_kernel && g.spec.col_tiles > 0
                           ? g.spec.col_tiles
                           : (g.spec.numel + per_block - 1) / per_block;
-  grid =
+  l.blocks =
       std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
+  if (config_.verify) prepare_verify(g, l);
+  return true;
+}
+
+void Executor::finish(PlanGroup& g, const std::vector<Deferred*>& members, LaunchArgs& l,
+                      bool interpreted) {
+  ++g.launches;
+  if (interpreted) ++g.interpreted;
+  launched_ = true;
+  if (config_.verify) verify(g, members, l);
+  if (armed_->first_fused_iteration < 0) {
+    armed_->first_fused_iteration = iteration_;
+    log_info(concat("hotpath: signature ", armed_->hex, ": fused kernels running from iteration ",
+                    iteration_));
+  }
+}
+
+void Executor::launch_own(const PlanGroup& g, LaunchArgs& l) {
+  const auto& args = g.spec.args;
+  std::vector<void*> params(args.size() + 2, nullptr);
+  for (std::size_t i = 0; i < args.size(); ++i)
+    params[i] = args[i].kind == KernelArg::Kind::Scalar ? static_cast<void*>(&l.scalars[i])
+                                                        : static_cast<void*>(&l.ptrs[i]);
+  params[args.size()] =
+      g.spec.index64 ? static_cast<void*>(&l.numel64) : static_cast<void*>(&l.numel32);
+  params[args.size() + 1] = &l.vector_ok;
+  g.module->launch(static_cast<unsigned>(l.blocks), static_cast<unsigned>(g.spec.block),
+                   current_stream(), params.data());
+}
+
+bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
+  // The group's own kernel once the worker has loaded it, else the interpreter.
+  const int state = g.state->load(std::memory_order_acquire);
+  const CudaModule* kernel = state == kLoaded ? g.module.get() : nullptr;
+  const CudaModule* interpreter =
+      kernel == nullptr && g.spec.interpretable() ? armed_->interpreter.get() : nullptr;
+  // An iteration that ran a group on a stand-in while its kernel compiles is not the final
+  // configuration's: the governor does not judge it.
+  if (state == kCompiling) {
+    tiers_final_ = false;
+    waited_ = waited_ || interpreter == nullptr;
+  }
+  if (kernel == nullptr && interpreter == nullptr) return false;
+  LaunchArgs l;
+  if (!fill(g, members, kernel != nullptr, l)) return false;
+  const auto& args = g.spec.args;
   try {
     if (kernel != nullptr) {
-      kernel->launch(static_cast<unsigned>(grid), static_cast<unsigned>(g.spec.block),
-                     stream.stream(), params.data());
+      launch_own(g, l);
     } else {
       hp::Program program = g.spec.program;
       for (std::size_t i = 0; i < args.size(); ++i) {
-        program.ptr[i] = ptrs[i];
-        program.scalar[i] = scalars[i];
+        program.ptr[i] = l.ptrs[i];
+        program.scalar[i] = l.scalars[i];
       }
       void* interpreter_params[] = {&program};
-      interpreter->launch(static_cast<unsigned>(grid), kInterpreterBlock, stream.stream(),
+      interpreter->launch(static_cast<unsigned>(l.blocks), kInterpreterBlock, current_stream(),
                           interpreter_params);
-      ++g.interpreted;
     }
   } catch (const Error& e) {
     g.eager_only = true;
     log_warn(concat("hotpath: group ", g.name, " runs eagerly from now on: ", e.what()));
     return false;
   }
-  ++g.launches;
-  launched_ = true;
-  if (config_.verify) verify(g, members, tensors, ptrs);
-  if (armed_->first_fused_iteration < 0) {
-    armed_->first_fused_iteration = iteration_;
-    log_info(concat("hotpath: signature ", armed_->hex, ": fused kernels running from iteration ",
-                    iteration_));
-  }
+  finish(g, members, l, kernel == nullptr);
   return true;
 }
 
@@ -884,28 +1095,29 @@ void Executor::restore_unwritten(bool all) {
   }
 }
 
-void Executor::prepare_verify(const PlanGroup& g, const std::vector<at::Tensor>& tensors,
-                              const std::vector<void*>& ptrs) {
+void Executor::prepare_verify(const PlanGroup& g, LaunchArgs& l) {
   c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
   at::AutoDispatchBelowADInplaceOrView below;
-  verify_inputs_.clear();
+  l.verify_inputs.clear();
   // The eager reference runs on copies of what the kernel overwrites, taken before it does.
   for (std::size_t i = 0; i < g.spec.args.size(); ++i) {
     const KernelArg& a = g.spec.args[i];
     if (a.kind != KernelArg::Kind::Tensor || !a.written || a.output >= 0) continue;
-    verify_inputs_[tensors[i].unsafeGetTensorImpl()] = tensors[i].clone();
+    l.verify_inputs[l.tensors[i].unsafeGetTensorImpl()] = l.tensors[i].clone();
   }
   // Poison what the kernel must write from scratch.
   for (std::size_t i = 0; i < g.spec.args.size(); ++i) {
     const KernelArg& a = g.spec.args[i];
-    if (a.kind == KernelArg::Kind::Tensor && a.written && a.output >= 0 && ptrs[i] != nullptr)
-      tensors[i].fill_(std::numeric_limits<double>::quiet_NaN());
+    if (a.kind == KernelArg::Kind::Tensor && a.written && a.output >= 0 && l.ptrs[i] != nullptr)
+      l.tensors[i].fill_(std::numeric_limits<double>::quiet_NaN());
   }
 }
 
-void Executor::verify(PlanGroup& g, const std::vector<Deferred*>& members,
-                      const std::vector<at::Tensor>& tensors, const std::vector<void*>& ptrs) {
-  std::map<const c10::TensorImpl*, at::Tensor> remap(verify_inputs_.begin(), verify_inputs_.end());
+void Executor::verify(PlanGroup& g, const std::vector<Deferred*>& members, LaunchArgs& l) {
+  const std::vector<at::Tensor>& tensors = l.tensors;
+  const std::vector<void*>& ptrs = l.ptrs;
+  std::map<const c10::TensorImpl*, at::Tensor> remap(l.verify_inputs.begin(),
+                                                     l.verify_inputs.end());
   std::vector<const Deferred*> all(members.begin(), members.end());
   run_eager(all, remap);
   c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
@@ -923,7 +1135,7 @@ void Executor::verify(PlanGroup& g, const std::vector<Deferred*>& members,
     g.max_rel_error = std::max(g.max_rel_error, err);
   }
   ++g.checks;
-  verify_inputs_.clear();
+  l.verify_inputs.clear();
 }
 
 void Executor::fill_stats(Stats& s) const {

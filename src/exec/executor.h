@@ -23,6 +23,12 @@
 
 namespace hotpath::detail {
 
+// Marks the plan's batches (Plan::batches): groups that share one pointwise kernel and follow
+// each other with no other op between them (an optimizer's update of each parameter) launch
+// together, at the last one's last op, in one launch of the kernel's multi entry. Only GPU
+// groups; none of a batch may touch what another writes (their order is then the GPU's).
+void plan_batches(const Graph& g, Plan& plan);
+
 class Executor {
  public:
   Executor(Recorder& recorder, const Config& config);
@@ -121,10 +127,20 @@ class Executor {
   void restore_unwritten(bool all);
   static void run_eager(const std::vector<const Deferred*>& members,
                         std::map<const c10::TensorImpl*, at::Tensor>& remap);
-  void prepare_verify(const PlanGroup& g, const std::vector<at::Tensor>& tensors,
-                      const std::vector<void*>& ptrs);
-  void verify(PlanGroup& g, const std::vector<Deferred*>& members,
-              const std::vector<at::Tensor>& tensors, const std::vector<void*>& ptrs);
+  // A group's kernel arguments for one launch.
+  struct LaunchArgs {
+    std::vector<void*> ptrs;          // per argument: a tensor's data, nullptr: skipped
+    std::vector<float> scalars;       // per argument: a scalar's value
+    std::vector<at::Tensor> tensors;  // strong references for the launch
+    long long numel64 = 0;
+    int numel32 = 0;
+    int vector_ok = 0;
+    std::int64_t blocks = 0;
+    // Config::verify: copies of what the kernel overwrites, taken before it does.
+    std::map<const c10::TensorImpl*, at::Tensor> verify_inputs;
+  };
+  void prepare_verify(const PlanGroup& g, LaunchArgs& l);
+  void verify(PlanGroup& g, const std::vector<Deferred*>& members, LaunchArgs& l);
   bool guard(const PlanOp& p, const OpRecord& rec, bool check_key);
   // The recorded in-place op to run instead of `rec` when autograd asked for its out-of-place
   // twin only because deferred ops hold its buffer (see the definition); nullptr otherwise.
@@ -133,8 +149,20 @@ class Executor {
   void diverge(const std::string& why);
   void defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
              const PlanOp& p, int index);
+  std::vector<Deferred*> members_of(int group);
+  void forget_group(int group);  // its deferred members ran (launched or materialised)
   void run_group(int group);
+  // The groups of a batch (Plan::batches) that have deferred work, in one launch of their
+  // kernel's multi entry when all have it loaded, else one by one.
+  void run_batch(int batch);
+  // The arguments of g's launch on its own kernel or (own_kernel false) the interpreter; false
+  // when it cannot run fused (the members are materialised instead).
+  bool fill(PlanGroup& g, const std::vector<Deferred*>& members, bool own_kernel, LaunchArgs& l);
+  // After a launch: counts, verification (Config::verify), the first fused iteration.
+  void finish(PlanGroup& g, const std::vector<Deferred*>& members, LaunchArgs& l, bool interpreted);
   bool launch(PlanGroup& g, const std::vector<Deferred*>& members);
+  void launch_own(const PlanGroup& g, LaunchArgs& l);  // on g's own kernel (loaded); throws
+  void* current_stream() const;  // the armed plan's device's current CUDA stream
   void materialize(const std::vector<Deferred*>& members);
   void materialize_all();
   void complete_iteration();
@@ -158,7 +186,6 @@ class Executor {
   ska::flat_hash_map<std::uint64_t, std::int64_t> outside_;  // guard: outside tensors' ordinals
   std::vector<Deferred> deferred_;
   std::vector<Unwritten> unwritten_;
-  std::map<const c10::TensorImpl*, at::Tensor> verify_inputs_;
   std::int64_t divergence_logs_ = 0;
   bool launched_ = false;    // the armed iteration has launched a kernel
   bool waited_ = false;      // ... a group ran eagerly, waiting for its kernel (no interpreter)

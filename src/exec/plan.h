@@ -25,6 +25,7 @@ struct PlanOp {
   std::vector<ValueRef> refs;    // per recorded input: relative producer, or -(k+1) outside
   int group = -1;                // fusion group, or -1 (eager)
   bool launch = false;           // the group's last member: its kernel runs here
+  int batch = -1;                // the last op of a batch's groups: the batch launches here
   std::vector<TensorMeta> outs;  // the outputs a deferred op must return (native_layer_norm: 3)
   std::int32_t out_alias = -1;   // ... or the argument it returns (in-place; one output)
   // Per output: the trace saw it die within the iteration (a temporary). A GPU group's deferred
@@ -74,6 +75,9 @@ struct Plan {
   std::string hex;
   std::vector<PlanOp> ops;
   std::vector<PlanGroup> groups;
+  // Groups with one kernel that launch together, at the last op of the last one (see
+  // plan_batches in executor.cpp).
+  std::vector<std::vector<int>> batches;
   int device_index = -1;
   int arch = 0;
   int sm_count = 0;
