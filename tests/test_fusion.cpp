@@ -297,10 +297,17 @@ TEST_CASE("an optimizer's groups with one kernel launch together", "[fusion][bat
     for (int gi : {0, 1, 2})  // other kernels launch alone, at their last op
       CHECK(plan.ops[static_cast<std::size_t>(plan.groups[static_cast<std::size_t>(gi)].ops.back())]
                 .launch);
-    const auto& spec = plan.groups[3].spec;
+    // The batch's kernel gets its multi entry, which compiles; other kernels have none.
+    CHECK(plan.groups[3].spec.multi_name.empty());
+    const auto& fg = cpu->partition.groups[3];
+    const auto spec = hotpath::detail::generate_kernel(*cpu->graph, fg, true);
     CHECK(spec.multi_name == spec.name + "_multi");
     CHECK(spec.multi_segments >= 4);
     CHECK(hotpath::detail::multi_segment_bytes(spec) * spec.multi_segments + 8 <= 4096);
+    INFO(spec.source);
+    CHECK(hotpath::detail::nvrtc_compile(spec.source, spec.multi_name, 90,
+                                         hotpath::detail::runtime_headers(), "")
+              .cubin.size() > 0);
   }
   {  // Another kernel in the middle: the runs on either side of it.
     hotpath::detail::Plan plan;
@@ -312,7 +319,7 @@ TEST_CASE("an optimizer's groups with one kernel launch together", "[fusion][bat
   {  // A group without a multi entry (a row or column kernel) never joins one.
     hotpath::detail::Plan plan;
     const auto batches = gpu_batches(*cpu, plan, [](hotpath::detail::Plan& p) {
-      for (int gi : {3, 5}) p.groups[static_cast<std::size_t>(gi)].spec.multi_name.clear();
+      for (int gi : {3, 5}) p.groups[static_cast<std::size_t>(gi)].spec.multi_segments = 0;
     });
     CHECK(batches.empty());
   }

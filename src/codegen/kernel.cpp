@@ -172,7 +172,7 @@ std::size_t GroupParams::scalar(int member, int argument, const std::string& nam
   return spec.args.size() - 1;
 }
 
-KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
+KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi) {
   if (group.rows) return generate_row_kernel(g, group);
   if (group.columns) return generate_column_kernel(g, group);
   KernelSpec spec;
@@ -390,7 +390,14 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   src << "}\n\n";
 
   // The work of the kernel's blocks, for one launch (the kernel) or one segment of several.
-  src << "__device__ __forceinline__ void run"
+  // Kernel parameters are at most 4 KiB.
+  spec.multi_segments =
+      static_cast<int>(std::min<std::size_t>(kMaxSegments, (4000 - 8) / multi_segment_bytes(spec)));
+  if (spec.multi_segments < 2) spec.multi_segments = 0;
+  // Not inlined into the entries: compiled once for both (the kernel and the multi entry), and
+  // NVRTC takes about half the time even for one (AdamW's kernel: 176 -> 100 ms on a desktop
+  // CPU); one call per thread costs nothing next to its loop.
+  src << "__device__ __noinline__ void run"
       << parameter_list(spec, ",\n    const idx_t block_index,\n    const idx_t blocks");
   src << "  const idx_t stride = blocks * blockDim.x;\n";
   src << "  const idx_t start = block_index * blockDim.x + threadIdx.x;\n";
@@ -513,12 +520,9 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group) {
   src << kernel_signature(spec) << "  run(";
   for (const KernelArg& a : spec.args) src << a.name << ", ";
   src << "kNumel, vector_ok, blockIdx.x, gridDim.x);\n}\n\n";
-  // Kernel parameters are at most 4 KiB.
-  spec.multi_segments =
-      static_cast<int>(std::min<std::size_t>(kMaxSegments, (4000 - 8) / multi_segment_bytes(spec)));
-  if (spec.multi_segments >= 2) src << multi_entry(spec);
+  if (multi && spec.multi_segments > 0) src << multi_entry(spec);
   name_kernel(spec, group.name, src.str());
-  if (spec.multi_segments >= 2) spec.multi_name = spec.name + "_multi";
+  if (multi && spec.multi_segments > 0) spec.multi_name = spec.name + "_multi";
   return spec;
 }
 

@@ -47,9 +47,9 @@ struct KernelSpec {
   std::int64_t rows = 0;  // a row kernel: rows_per_block rows per block (grid-stride over rows)
   int rows_per_block = 1;
   std::int64_t col_tiles = 0;  // a column kernel: tiles of 32 columns (grid-stride over tiles)
-  // A pointwise kernel also has an entry that runs several launches' work in one
-  // (`multi_name`: its one parameter holds up to `multi_segments` segments; see
-  // multi_segment_bytes). Empty: it has none.
+  // A pointwise kernel can have an entry that runs several launches' work in one (`multi_name`:
+  // its one parameter holds up to `multi_segments` segments; see multi_segment_bytes). Empty:
+  // it has none (generated only for groups that launch together).
   std::string multi_name;
   int multi_segments = 0;
   // The group as bytecode for the interpreter kernel (codegen/interpreter.h), which runs it
@@ -63,7 +63,9 @@ struct KernelSpec {
 // The in-memory headers the generated source includes (name, contents).
 const std::vector<std::pair<std::string, std::string>>& runtime_headers();
 
-KernelSpec generate_kernel(const Graph& g, const FusionGroup& group);
+// `multi`: a pointwise kernel also gets its multi entry (KernelSpec::multi_name), for a batch
+// of groups that launch together; multi_segments is set either way (0: it cannot have one).
+KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi = false);
 // A group that reduces along the last dimension (FusionGroup::rows): one row per block, each
 // reduction a block-wide sum or max, the pointwise ops around them recomputed per pass over the
 // row. KernelSpec::rows is set; it has no interpreter program.

@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <deque>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "codegen/interpreter.h"
 #include "codegen/kernel.h"
@@ -153,7 +155,7 @@ void plan_batches(const Graph& g, Plan& plan) {
     if (!run.empty()) {
       const PlanGroup& first = plan.groups[static_cast<std::size_t>(run.front())];
       const PlanGroup& last = plan.groups[static_cast<std::size_t>(run.back())];
-      joins = pg.gpu && !pg.spec.multi_name.empty() && pg.cache_key == first.cache_key &&
+      joins = pg.gpu && pg.spec.multi_segments > 0 && pg.cache_key == first.cache_key &&
               static_cast<int>(run.size()) < pg.spec.multi_segments &&
               pg.ops.front() == last.ops.back() + 1 &&
               pg.ops.back() - pg.ops.front() + 1 == static_cast<int>(pg.ops.size());
@@ -161,7 +163,7 @@ void plan_batches(const Graph& g, Plan& plan) {
       for (int t : read) joins = joins && !run_written.count(t);
     }
     if (!joins) close();
-    const bool can_start = pg.gpu && !pg.spec.multi_name.empty() &&
+    const bool can_start = pg.gpu && pg.spec.multi_segments > 0 &&
                            pg.ops.back() - pg.ops.front() + 1 == static_cast<int>(pg.ops.size());
     if (!joins && !can_start) continue;
     run.push_back(static_cast<int>(gi));
@@ -347,6 +349,7 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
     plan->ops.push_back(std::move(p));
   }
   int fused_ops = 0;
+  std::vector<const FusionGroup*> fused_from;  // per plan group
   for (const FusionGroup& fg : part.groups) {
     const bool gpu = fg.domain.device.is_cuda();
     if (!gpu && !config.fuse_cpu) continue;
@@ -393,8 +396,17 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
     plan->ops[static_cast<std::size_t>(fg.nodes.back())].launch = true;
     fused_ops += static_cast<int>(fg.nodes.size());
     plan->groups.push_back(std::move(pg));
+    fused_from.push_back(&fg);
   }
   plan_batches(g, *plan);
+  // A batch's kernel has the multi entry (the others do without: it costs compile time).
+  for (const auto& batch : plan->batches) {
+    for (int gi : batch) {
+      PlanGroup& pg = plan->groups[static_cast<std::size_t>(gi)];
+      pg.spec = generate_kernel(g, *fused_from[static_cast<std::size_t>(gi)], true);
+      pg.cache_key = kernel_cache_key(pg.spec.source, plan->arch);
+    }
+  }
   if (remembered && remembered->compile) {
     plan->remembered = "known winner from an earlier run";
     log_info(concat("hotpath: signature ", plan->hex, " is a known winner; compiling at once"));
@@ -423,9 +435,59 @@ double thread_cpu_ms() {
 void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   Plan* plan = &out;
   const auto t0 = std::chrono::steady_clock::now();
-  const double cpu0 = thread_cpu_ms();
+  double cpu_ms = 0;  // of the NVRTC compiles, on whichever threads ran them
   const std::string dump = cache.dir().empty() ? temp_dir() : cache.dir();
   std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
+  // The plan's distinct kernels that are not in the cache compile in parallel (NVRTC programs
+  // are independent; its first compile in the process already ran, see start_nvrtc): the plan
+  // is ready when its slowest kernel is, not after the sum of them.
+  struct Compiled {
+    std::string cubin, error;
+    double cpu_ms = 0;
+    std::atomic<bool> ready{false};
+  };
+  std::map<std::string, std::unique_ptr<Compiled>> compiled;
+  std::vector<std::pair<const PlanGroup*, Compiled*>> to_compile;
+  for (const PlanGroup& g : plan->groups) {
+    if (!kernels || !g.gpu || !g.active_default || compiled.count(g.cache_key)) continue;
+    auto& slot = compiled[g.cache_key];
+    slot = std::make_unique<Compiled>();
+    if (auto hit = cache.load(g.cache_key)) {
+      slot->cubin = std::move(*hit);
+      slot->ready = true;
+    } else {
+      to_compile.emplace_back(&g, slot.get());
+    }
+  }
+  std::atomic<std::size_t> next{0};
+  std::mutex ready_mu;
+  std::condition_variable ready_cv;
+  auto compile_some = [&] {
+    for (std::size_t k = next++; k < to_compile.size(); k = next++) {
+      const PlanGroup& g = *to_compile[k].first;
+      Compiled& c = *to_compile[k].second;
+      const double c0 = thread_cpu_ms();
+      try {
+        make_dirs(dump);
+        c.cubin =
+            nvrtc_compile(g.spec.source, g.spec.name, plan->arch, runtime_headers(), dump).cubin;
+        cache.store(g.cache_key, c.cubin);
+      } catch (const Error& e) {
+        c.error = e.what();
+      }
+      c.cpu_ms = thread_cpu_ms() - c0;
+      {
+        std::lock_guard<std::mutex> lock(ready_mu);
+        c.ready = true;
+      }
+      ready_cv.notify_all();
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>(
+      to_compile.size(), std::max(1u, std::thread::hardware_concurrency() / 2));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(compile_some);
+  compile_some();  // this thread too
   auto failed = [](PlanGroup& g, const Error& e) {
     g.error = e.what();
     log_warn(concat("hotpath: group ", g.name, " stays ",
@@ -450,20 +512,19 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
       g.module = same->second->module;
       g.from_cache = true;
       ++plan->from_cache;
-    } else if (auto hit = cache.load(g.cache_key)) {
-      g.cubin = std::move(*hit);
-      g.from_cache = true;
-      ++plan->from_cache;
     } else {
-      try {
-        make_dirs(dump);
-        CompileOutput compiled =
-            nvrtc_compile(g.spec.source, g.spec.name, plan->arch, runtime_headers(), dump);
-        g.cubin = std::move(compiled.cubin);
-        cache.store(g.cache_key, g.cubin);
-      } catch (const Error& e) {
-        failed(g, e);
+      Compiled& c = *compiled.at(g.cache_key);
+      {
+        std::unique_lock<std::mutex> lock(ready_mu);
+        ready_cv.wait(lock, [&] { return c.ready.load(); });
       }
+      const bool hit = std::none_of(to_compile.begin(), to_compile.end(),
+                                    [&](const auto& tc) { return tc.second == &c; });
+      g.from_cache = hit;
+      plan->from_cache += hit ? 1 : 0;
+      cpu_ms += c.cpu_ms;
+      g.cubin = c.cubin;
+      if (!c.error.empty()) failed(g, Error(c.error));
     }
     // Loaded here too: cuModuleLoadData on the training thread would be a stall.
     if (g.error.empty() && g.module == nullptr) {
@@ -479,14 +540,17 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
     done.emplace(g.cache_key, &g);
     g.state->store(g.error.empty() ? kLoaded : kFailed, std::memory_order_release);
   }
+  for (std::thread& t : pool) t.join();
   plan->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!kernels) return;
-  // CPU time next to wall time: a worker that waits for a core shows a gap between the two.
+  // NVRTC's CPU time next to wall time: compiles in parallel show more CPU than wall time; a
+  // worker that waits for a core, less.
   log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
                   " kernel(s) ready in ", static_cast<long long>(plan->compile_ms + 0.5), " ms (",
-                  static_cast<long long>(thread_cpu_ms() - cpu0 + 0.5), " ms CPU; ",
-                  plan->from_cache, " from the cache)"));
+                  to_compile.size(), " compiled on ", threads, " thread(s), ",
+                  static_cast<long long>(cpu_ms + 0.5), " ms CPU; ", plan->from_cache,
+                  " from the cache)"));
 }
 
 void Executor::apply_requests(Plan& plan) {
