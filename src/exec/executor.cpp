@@ -52,7 +52,7 @@ void adopt(const at::Tensor& p, const at::Tensor& r) {
   p.copy_(r);
 }
 
-int count_refs(const at::Tensor& t, const std::vector<c10::IValue>& args) {
+int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
   int n = 0;
   for (const auto& a : args) {
     if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
@@ -1099,7 +1099,7 @@ void Executor::speculate(const at::Tensor& t, const PlanGroup& g, std::size_t ar
   std::map<const c10::TensorImpl*, int> slot_of;  // tensors the cone makes
   for (int m : g.cone[arg]) {
     const Deferred& d = *members[static_cast<std::size_t>(m)];
-    ConeOp c{d.op, d.keys, d.args, {}, {}};
+    ConeOp c{d.op, d.keys, std::vector<c10::IValue>(d.args.begin(), d.args.end()), {}, {}};
     for (std::size_t k = 0; k < c.args.size(); ++k) {
       if (!c.args[k].isTensor() || !c.args[k].toTensor().defined()) continue;
       const at::Tensor& in = c.args[k].toTensor();

@@ -8,6 +8,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
 #include <c10/util/flat_hash_map.h>
 
 #include <map>
@@ -78,12 +79,12 @@ class Executor {
     c10::DispatchKeySet keys;
     int index = 0;  // position in the plan
     int group = -1;
-    std::vector<c10::IValue> args;
+    c10::SmallVector<c10::IValue, 6> args;  // inline: a deferred op allocates nothing here
     std::int32_t out_alias = -1;
     // An in-place op's output is its argument (held in args). New outputs are held weakly: as
     // in eager, only the program holds them (autograd accumulates a gradient in place only into
     // a buffer nobody else holds); expired when nobody does.
-    std::vector<WeakTensor> made;
+    c10::SmallVector<WeakTensor, 1> made;
     at::Tensor output(std::size_t k = 0) const {
       if (out_alias >= 0) return args[static_cast<std::size_t>(out_alias)].toTensor();
       return k < made.size() ? at::Tensor(made[k].lock()) : at::Tensor();
