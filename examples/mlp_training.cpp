@@ -2,6 +2,11 @@
 // the loop itself is unmodified (no step() markers: hotpath finds the loop's period itself).
 //
 //   mlp_training [--iterations N] [--batch B] [--dim D] [--hidden H] [--threshold T] [--cpu]
+//                [--cross-check N]
+//
+// After the loop, N more iterations a side (default 100; 0: none) cross-check the governor's
+// verdict against plain eager: blocks of 10 iterations under hotpath::Pause (not intercepted at
+// all) alternate with blocks of 10 under hotpath, and the medians of the blocks are compared.
 //
 // Defaults: Linear 1024->4096, GELU, Linear 4096->1024, batch 256 on a GPU; a quarter of each
 // size on the CPU so that the run stays short.
@@ -10,11 +15,14 @@
 #include <torch/torch.h>
 #include "crash_backtrace.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -23,12 +31,13 @@ struct Options {
   int64_t batch = -1, dim = -1, hidden = -1;
   int threshold = 10;
   bool force_cpu = false;
+  int cross_check = 100;
 };
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr,
                "mlp_training: %s\nusage: mlp_training [--iterations N] [--batch B] [--dim D] "
-               "[--hidden H] [--threshold T] [--cpu]\n",
+               "[--hidden H] [--threshold T] [--cpu] [--cross-check N]\n",
                msg);
   std::exit(2);
 }
@@ -61,7 +70,10 @@ Options parse(int argc, char** argv) {
       o.threshold = static_cast<int>(parse_positive("--threshold", value()));
     else if (a == "--cpu")
       o.force_cpu = true;
-    else if (a == "--help" || a == "-h")
+    else if (a == "--cross-check") {
+      const std::string v = value();
+      o.cross_check = v == "0" ? 0 : static_cast<int>(parse_positive("--cross-check", v.c_str()));
+    } else if (a == "--help" || a == "-h")
       usage("help");
     else
       usage(("unknown argument '" + a + "'").c_str());
@@ -112,6 +124,39 @@ int main(int argc, char** argv) {
       last_report = it;
       t0 = std::chrono::steady_clock::now();
     }
+  }
+  if (o.cross_check > 0) {
+    // The same loop, plain eager (under hotpath::Pause: not intercepted, unseen) in blocks of 10
+    // iterations alternating with blocks under hotpath; per block the wall time per iteration,
+    // synchronised at the block's ends. Training goes on either way.
+    auto block = [&](bool plain) {
+      std::optional<hotpath::Pause> pause;
+      if (plain) pause.emplace();
+      if (cuda) torch::cuda::synchronize();
+      const auto b0 = std::chrono::steady_clock::now();
+      for (int k = 0; k < 10; ++k) {
+        opt.zero_grad();
+        torch::mse_loss(model->forward(x), y).backward();
+        opt.step();
+      }
+      if (cuda) torch::cuda::synchronize();
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b0)
+                 .count() /
+             10;
+    };
+    std::vector<double> plain, hot;
+    for (int done = 0; done < o.cross_check; done += 10) {
+      plain.push_back(block(true));
+      hot.push_back(block(false));
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::printf(
+        "cross-check against plain eager (hotpath::Pause), interleaved blocks of 10, %zu "
+        "iterations a side: eager %.3f ms, hotpath %.3f ms per iteration: %.2fx\n",
+        plain.size() * 10, median(plain), median(hot), median(plain) / median(hot));
   }
   hotpath::disable_hot_path_detection();
   std::printf("%s\n", hotpath::format_stats(hotpath::stats()).c_str());
