@@ -8,6 +8,7 @@
 #include <torch/version.h>
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -180,7 +181,15 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const OpInfo& info = op_info(op);
   const auto& schema = op.schema();
   const std::size_t nargs = schema.arguments().size();
-  OpRecord rec;
+  // The record to fill: one the recorder handed back for reuse (see OpRing::push_back).
+  thread_local std::unique_ptr<OpRecord> spare;
+  std::unique_ptr<OpRecord> owned = std::move(spare);
+  if (owned) {
+    owned->clear();
+  } else {
+    owned = std::make_unique<OpRecord>();
+  }
+  OpRecord& rec = *owned;
   rec.name = schema.name();
   rec.overload = schema.overload_name();
   std::uint64_t h = info.name_hash;
@@ -244,7 +253,8 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   }
   rec.key = rec.planned_key != 0 ? rec.planned_key : h;
   if (rec.planned_key != 0 && !rec.output_alias.empty()) rec.output_alias[0] = rec.planned_alias;
-  session->recorder.commit(std::move(rec), outputs);
+  session->recorder.commit(owned, outputs);
+  spare = std::move(owned);
 }
 
 void register_fallback_locked() {

@@ -695,15 +695,17 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
 
 void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      torch::jit::Stack* stack, const PlanOp& p, int index) {
-  Deferred d{op, keys, index, p.group, {}, p.out_alias, {}};
-  const std::size_t nargs = op.schema().arguments().size();
-  d.args.reserve(nargs);
-  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nargs); it != stack->end(); ++it)
-    d.args.push_back(std::move(*it));
-  torch::jit::drop(*stack, nargs);
-  if (p.out_alias >= 0) {
-    stack->emplace_back(d.args[static_cast<std::size_t>(p.out_alias)]);
-  } else {
+  // Built where it stays (a Deferred holds its arguments inline: moving it copies them).
+  Deferred& d = deferred_.emplace_back(Deferred{op, keys, index, p.group, {}, p.out_alias, {}});
+  try {
+    const std::size_t nargs = op.schema().arguments().size();
+    for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nargs); it != stack->end(); ++it)
+      d.args.push_back(std::move(*it));
+    torch::jit::drop(*stack, nargs);
+    if (p.out_alias >= 0) {
+      stack->emplace_back(d.args[static_cast<std::size_t>(p.out_alias)]);
+      return;
+    }
     const bool gpu = armed_->groups[static_cast<std::size_t>(p.group)].gpu;
     for (std::size_t k = 0; k < p.outs.size(); ++k) {
       const TensorMeta& m = p.outs[k];
@@ -714,8 +716,10 @@ void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       d.made.emplace_back(out.getIntrusivePtr());
       stack->emplace_back(std::move(out));
     }
+  } catch (...) {
+    deferred_.pop_back();  // the op fails as it would eagerly; nothing half-deferred stays
+    throw;
   }
-  deferred_.push_back(std::move(d));
 }
 
 std::vector<Executor::Deferred*> Executor::members_of(int group) {

@@ -64,6 +64,19 @@ struct OpRecord {
   // recorded as the plan has it, so that the iteration keeps the plan's signature.
   std::uint64_t planned_key = 0;
   std::int32_t planned_alias = -1;
+
+  // Empty again for another op; the inline buffers stay.
+  void clear() {
+    name = {};
+    overload = {};
+    key = name_key = input_key = scalar_mask = planned_key = 0;
+    inputs.clear();
+    args.clear();
+    outputs.clear();
+    output_alias.clear();
+    output_alive.clear();
+    planned_alias = -1;
+  }
 };
 
 // "aten::add_.Tensor", for logs.

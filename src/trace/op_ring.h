@@ -1,9 +1,11 @@
-// The recorder's window of recent ops: a ring of OpRecords whose slots are reused, so that
+// The recorder's window of recent ops: a ring of OpRecords whose records are reused, so that
 // recording an op allocates nothing once the ring has grown to the loop's iteration length
-// (a deque allocates a node per record of this size and frees it again on pop_front).
+// (a deque allocates a node per record of this size and frees it again on pop_front), and
+// moves no record's contents (a record is about 1 KB, most of it inline vectors).
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -16,15 +18,17 @@ class OpRing {
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // i-th record from the oldest.
-  const OpRecord& operator[](std::size_t i) const { return slots_[(head_ + i) & mask_]; }
-  OpRecord& operator[](std::size_t i) { return slots_[(head_ + i) & mask_]; }
+  const OpRecord& operator[](std::size_t i) const { return *slots_[(head_ + i) & mask_]; }
+  OpRecord& operator[](std::size_t i) { return *slots_[(head_ + i) & mask_]; }
 
-  void push_back(OpRecord&& rec) {
+  // Takes `rec` and hands back in it a record that left the ring earlier (its buffers to fill
+  // again for another op), or nullptr: the ring moves pointers, never a record's contents.
+  void push_back(std::unique_ptr<OpRecord>& rec) {
     if (size_ == slots_.size()) grow();
-    slots_[(head_ + size_) & mask_] = std::move(rec);
+    std::swap(slots_[(head_ + size_) & mask_], rec);
     ++size_;
   }
-  // The slot keeps its record (and its buffers) until a later push_back overwrites it.
+  // The slot keeps its record (and its buffers) until a later push_back takes it out.
   void pop_front() {
     head_ = (head_ + 1) & mask_;
     --size_;
@@ -32,14 +36,15 @@ class OpRing {
 
  private:
   void grow() {
-    std::vector<OpRecord> bigger(slots_.empty() ? 64 : 2 * slots_.size());
-    for (std::size_t i = 0; i < size_; ++i) bigger[i] = std::move((*this)[i]);
+    std::vector<std::unique_ptr<OpRecord>> bigger(slots_.empty() ? 64 : 2 * slots_.size());
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      bigger[i] = std::move(slots_[(head_ + i) & mask_]);
     slots_.swap(bigger);
     head_ = 0;
     mask_ = slots_.size() - 1;
   }
 
-  std::vector<OpRecord> slots_;  // a power of two in size
+  std::vector<std::unique_ptr<OpRecord>> slots_;  // a power of two in size
   std::size_t head_ = 0, size_ = 0, mask_ = 0;
 };
 

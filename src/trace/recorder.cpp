@@ -91,18 +91,20 @@ void Recorder::resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*
   }
 }
 
-void Recorder::commit(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs) {
+void Recorder::commit(std::unique_ptr<OpRecord>& rec,
+                      c10::ArrayRef<const at::TensorBase*> outputs) {
   bool events = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    commit_locked(std::move(rec), outputs);
+    commit_locked(rec, outputs);
     publish_locked();
     events = !hot_traces_.empty() || !closed_.empty();
   }
   if (events) notify_hot();
 }
 
-void Recorder::commit_locked(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs) {
+void Recorder::commit_locked(std::unique_ptr<OpRecord>& rec,
+                             c10::ArrayRef<const at::TensorBase*> outputs) {
   const std::int64_t index = next_++;
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     const at::TensorBase& t = *outputs[o];
@@ -116,9 +118,9 @@ void Recorder::commit_locked(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*
     }
   }
   sweep();
-  const std::uint64_t key = rec.key;
-  const std::uint64_t name_key = rec.name_key;
-  ops_.push_back(std::move(rec));
+  const std::uint64_t key = rec->key;
+  const std::uint64_t name_key = rec->name_key;
+  ops_.push_back(rec);
 
   if (mode_ == BoundaryMode::Explicit) {
     if (uses_scopes_ && scope_depth_ == 0) drop_pending(next_);  // ops between Iteration scopes

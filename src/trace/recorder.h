@@ -76,8 +76,9 @@ class Recorder {
   // Before the op runs: fills in where each tensor input came from. `tensors[i]` is the tensor
   // of rec.inputs[i].
   void resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors);
-  // After the op ran: registers its outputs and appends it to the current iteration.
-  void commit(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs);
+  // After the op ran: registers its outputs and appends it to the current iteration. `rec`
+  // comes back holding a record to fill for a later op (see OpRing::push_back), or nullptr.
+  void commit(std::unique_ptr<OpRecord>& rec, c10::ArrayRef<const at::TensorBase*> outputs);
 
   void mark_step();
   void begin_scope();
@@ -93,7 +94,7 @@ class Recorder {
     WeakTensor tensor;
     ValueRef ref;
   };
-  void commit_locked(OpRecord&& rec, c10::ArrayRef<const at::TensorBase*> outputs);
+  void commit_locked(std::unique_ptr<OpRecord>& rec, c10::ArrayRef<const at::TensorBase*> outputs);
   HotTrace make_trace(std::uint64_t signature, std::int64_t first, std::int64_t end) const;
   void close_iteration(std::int64_t end);       // [seg_start_, end) is one iteration
   void drop_pending(std::int64_t upto);         // ops [seg_start_, upto) belong to no iteration

@@ -11,8 +11,8 @@ namespace hotpath::detail {
 // element 0 has global index `base`. Combines each op's key with its data flow, expressed
 // relative to the iteration: "output o of the op k places into this iteration" or "the n-th
 // distinct outside tensor", so the same loop gives the same signature every iteration and run.
-std::uint64_t iteration_signature(const OpRing& ops, std::int64_t base,
-                                  std::int64_t first, std::int64_t last);
+std::uint64_t iteration_signature(const OpRing& ops, std::int64_t base, std::int64_t first,
+                                  std::int64_t last);
 
 // 8 hex digits: the form used in logs.
 std::string short_hex(std::uint64_t signature);
