@@ -616,6 +616,21 @@ int main(int argc, char** argv) {
                 auto k = (g * g).sum(0, true);
               });
         }
+        {
+          // mse_loss reduced to one value (total kernels), mean and sum, 1M elements.
+          const auto o = torch::TensorOptions(torch::kCUDA).dtype(dtype);
+          auto x = torch::randn({1024, 1024}, o), t = torch::randn({1024, 1024}, o);
+          verify(
+              "mse_loss to one value: mean(x * 0.5, t), sum(x, t)", dtype,
+              [&] {
+                x.normal_();
+                t.normal_();
+              },
+              [&] {
+                auto m = torch::mse_loss(x * 0.5, t);
+                auto s = torch::mse_loss(x, t, at::Reduction::Sum);
+              });
+        }
         for (const bool layer : {true, false}) {
           Norm norm(dtype, 8192, layer);
           verify(

@@ -281,25 +281,26 @@ std::vector<std::vector<int>> gpu_batches(const hotpath::detail::Plan& cpu,
 TEST_CASE("an optimizer's groups with one kernel launch together", "[fusion][batches]") {
   const auto cpu = mlp_plan(4);
   REQUIRE(cpu != nullptr);
-  REQUIRE(cpu->groups.size() == 7);  // mse_loss_backward, two bias sums, AdamW per parameter
+  // mse_loss, mse_loss_backward, two bias sums, AdamW per parameter
+  REQUIRE(cpu->groups.size() == 8);
   {
     hotpath::detail::Plan plan;
     const auto batches = gpu_batches(*cpu, plan, [](hotpath::detail::Plan&) {});
     REQUIRE(batches.size() == 1);
-    CHECK(batches[0] == std::vector<int>{3, 4, 5, 6});
-    for (int gi : {3, 4, 5}) {
+    CHECK(batches[0] == std::vector<int>{4, 5, 6, 7});
+    for (int gi : {4, 5, 6}) {
       const int last = plan.groups[static_cast<std::size_t>(gi)].ops.back();
       CHECK_FALSE(plan.ops[static_cast<std::size_t>(last)].launch);
       CHECK(plan.ops[static_cast<std::size_t>(last)].batch == -1);
     }
     CHECK(plan.ops.back().batch == 0);  // the last op of the step launches all four
     CHECK_FALSE(plan.ops.back().launch);
-    for (int gi : {0, 1, 2})  // other kernels launch alone, at their last op
+    for (int gi : {0, 1, 2, 3})  // other kernels launch alone, at their last op
       CHECK(plan.ops[static_cast<std::size_t>(plan.groups[static_cast<std::size_t>(gi)].ops.back())]
                 .launch);
     // The batch's kernel gets its multi entry, which compiles; other kernels have none.
-    CHECK(plan.groups[3].spec.multi_name.empty());
-    const auto& fg = cpu->partition.groups[3];
+    CHECK(plan.groups[4].spec.multi_name.empty());
+    const auto& fg = cpu->partition.groups[4];
     const auto spec = hotpath::detail::generate_kernel(*cpu->graph, fg, true);
     CHECK(spec.multi_name == spec.name + "_multi");
     CHECK(spec.multi_segments >= 4);
@@ -312,14 +313,14 @@ TEST_CASE("an optimizer's groups with one kernel launch together", "[fusion][bat
   {  // Another kernel in the middle: the runs on either side of it.
     hotpath::detail::Plan plan;
     const auto batches = gpu_batches(
-        *cpu, plan, [](hotpath::detail::Plan& p) { p.groups[4].cache_key = "another kernel"; });
+        *cpu, plan, [](hotpath::detail::Plan& p) { p.groups[5].cache_key = "another kernel"; });
     REQUIRE(batches.size() == 1);
-    CHECK(batches[0] == std::vector<int>{5, 6});
+    CHECK(batches[0] == std::vector<int>{6, 7});
   }
   {  // A group without a multi entry (a row or column kernel) never joins one.
     hotpath::detail::Plan plan;
     const auto batches = gpu_batches(*cpu, plan, [](hotpath::detail::Plan& p) {
-      for (int gi : {3, 5}) p.groups[static_cast<std::size_t>(gi)].spec.multi_segments = 0;
+      for (int gi : {4, 6}) p.groups[static_cast<std::size_t>(gi)].spec.multi_segments = 0;
     });
     CHECK(batches.empty());
   }
@@ -371,7 +372,8 @@ TEST_CASE("on a GPU, fused kernels train the MLP + AdamW step as eager does", "[
   INFO(hotpath::format_stats(stats));
   CHECK(s.fusion.divergences == 0);
   CHECK(s.fusion.fused_iterations >= 35);
-  REQUIRE(s.fusion.groups.size() == 7);  // mse_loss_backward, two column sums, AdamW x4
+  // mse_loss, mse_loss_backward, two column sums, AdamW x4
+  REQUIRE(s.fusion.groups.size() == 8);
   for (const auto& g : s.fusion.groups) {
     CAPTURE(g.name);
     CHECK(g.error.empty());
@@ -538,6 +540,11 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
       INFO(plan->groups[k].name << ": " << spec.not_interpretable);
       if (plan->partition.groups[k].columns) {  // the bias gradients: column kernels only
         CHECK(spec.not_interpretable == "a sum over columns");
+        continue;
+      }
+      if (plan->partition.groups[k].total) {  // the loss: a total kernel only
+        CHECK(spec.not_interpretable == "a reduction to one value");
+        CHECK(spec.total_blocks >= 1);
         continue;
       }
       if (plan->groups[k].name == "mse_loss_backward") {
@@ -920,6 +927,42 @@ TEST_CASE("an output slot gives its buffer again once nobody holds it", "[fusion
   c.fill_(2.0);
   CHECK(c.sum().item<double>() == 64.0);
   c = torch::Tensor();
+}
+
+TEST_CASE("mse_loss reduced to one value becomes a total kernel", "[fusion][total]") {
+  // Mean and sum are total kernels (compiled here, golden source for the mean); reduction none
+  // is not one (it is no reduction).
+  for (const auto reduction : {at::Reduction::Mean, at::Reduction::Sum, at::Reduction::None}) {
+    CAPTURE(reduction);
+    torch::manual_seed(8);
+    auto x = torch::randn({16, 40}), y = torch::randn({16, 40});
+    std::shared_ptr<const hotpath::detail::Plan> plan;
+    std::vector<torch::Tensor> fused, eager;
+    for (const bool hot : {false, true}) {
+      std::unique_ptr<Enabled> on;
+      if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+      auto& out = hot ? fused : eager;
+      for (int i = 0; i < 4; ++i) {
+        out.push_back(torch::mse_loss(x * (1.0 + i), y, reduction).clone());
+        hotpath::step();
+      }
+      if (hot) plan = last_plan();
+    }
+    for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
+    REQUIRE(plan != nullptr);
+    const std::string text = plan->partition.to_text(*plan->graph);
+    INFO(text);
+    int totals = 0;
+    for (const auto& grp : plan->partition.groups) {
+      if (!grp.total) continue;
+      ++totals;
+      CHECK(grp.nodes.size() == 1);
+      const auto spec = check_compiles(*plan->graph, grp);
+      CHECK(spec.total_blocks == 1);  // 640 elements
+      if (reduction == at::Reduction::Mean) check_golden("mse_total_kernel.txt", spec.source);
+    }
+    CHECK(totals == (reduction == at::Reduction::None ? 0 : 1));
+  }
 }
 
 TEST_CASE("codegen of a small broadcast chain", "[fusion][golden]") {

@@ -85,9 +85,9 @@ std::string parameter_list(const KernelSpec& spec, const std::string& extra) {
 
 }  // namespace
 
-std::string kernel_signature(const KernelSpec& spec) {
+std::string kernel_signature(const KernelSpec& spec, const std::string& extra) {
   return std::string("extern \"C\" __global__ void __launch_bounds__(") +
-         std::to_string(spec.block) + ") " + kKernelName + parameter_list(spec, "");
+         std::to_string(spec.block) + ") " + kKernelName + parameter_list(spec, extra);
 }
 
 std::size_t multi_segment_bytes(const KernelSpec& spec) { return 8 * (spec.args.size() + 4); }
@@ -175,6 +175,7 @@ std::size_t GroupParams::scalar(int member, int argument, const std::string& nam
 KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi) {
   if (group.rows) return generate_row_kernel(g, group);
   if (group.columns) return generate_column_kernel(g, group);
+  if (group.total) return generate_total_kernel(g, group);
   KernelSpec spec;
   const TensorMeta& dom = group.domain;
   const std::vector<std::int64_t> dsizes(dom.sizes.begin(), dom.sizes.end());

@@ -52,6 +52,10 @@ struct KernelSpec {
   // it has none (generated only for groups that launch together).
   std::string multi_name;
   int multi_segments = 0;
+  // A total kernel (a reduction to one value): this many blocks (always), each leaving its
+  // partial sum in a workspace of total_blocks + 1 floats that the executor keeps per group and
+  // passes after vector_ok (the partials, then a counter that the last block resets to 0).
+  int total_blocks = 0;
   // The group as bytecode for the interpreter kernel (codegen/interpreter.h), which runs it
   // while this kernel compiles. Pointers and scalar values are filled in at each launch; slot k
   // is args[k]. Empty `interpretable` when it cannot: why not.
@@ -74,6 +78,10 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group);
 // 32 columns walk every row, storing the pointwise values that are needed and adding up the
 // summed ones. KernelSpec::col_tiles is set; it has no interpreter program.
 KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group);
+// mse_loss reduced to one value (FusionGroup::total): every block sums its share of the squared
+// differences, the last block to finish adds up the partial sums in block order (deterministic)
+// and stores the mean or sum. KernelSpec::total_blocks is set; it has no interpreter program.
+KernelSpec generate_total_kernel(const Graph& g, const FusionGroup& group);
 
 // Strides of `m` over the dimensions of the domain `dom` (0 where broadcast or of size 1), and
 // the strides of a dense row-major tensor of `sizes` (0 for dimensions of size 1): how the
@@ -84,7 +92,7 @@ std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& si
 // Shared by the generators: the kernel's declaration line (its name is kKernelName until
 // name_kernel replaces it with "hp_<group>_<hash of the source>") and the naming itself.
 constexpr const char* kKernelName = "@KERNEL_NAME@";
-std::string kernel_signature(const KernelSpec& spec);
+std::string kernel_signature(const KernelSpec& spec, const std::string& extra = "");
 
 // Segments of one launch of a pointwise kernel's multi entry, at most.
 constexpr int kMaxSegments = 16;

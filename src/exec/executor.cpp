@@ -2,6 +2,7 @@
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -942,6 +943,19 @@ bool Executor::fill(PlanGroup& g, const std::vector<Deferred*>& members, bool ow
                           : (g.spec.numel + per_block - 1) / per_block;
   l.blocks =
       std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
+  if (own_kernel && g.spec.total_blocks > 0) {
+    l.blocks = g.spec.total_blocks;  // the workspace holds one partial sum per block
+    if (!g.workspace.defined()) {
+      g.workspace =
+          at::zeros({g.spec.total_blocks + 1},
+                    at::TensorOptions()
+                        .dtype(at::kFloat)
+                        .device(c10::Device(c10::kCUDA,
+                                            static_cast<c10::DeviceIndex>(armed_->device_index))));
+    }
+    l.partial = g.workspace.data_ptr<float>();
+    l.done = reinterpret_cast<unsigned*>(l.partial + g.spec.total_blocks);  // 0.0f is 0u
+  }
   if (config_.verify) prepare_verify(g, l);
   return true;
 }
@@ -961,13 +975,15 @@ void Executor::finish(PlanGroup& g, const std::vector<Deferred*>& members, Launc
 
 void Executor::launch_own(const PlanGroup& g, LaunchArgs& l) {
   const auto& args = g.spec.args;
-  std::vector<void*> params(args.size() + 2, nullptr);
+  std::vector<void*> params(args.size() + 4, nullptr);
   for (std::size_t i = 0; i < args.size(); ++i)
     params[i] = args[i].kind == KernelArg::Kind::Scalar ? static_cast<void*>(&l.scalars[i])
                                                         : static_cast<void*>(&l.ptrs[i]);
   params[args.size()] =
       g.spec.index64 ? static_cast<void*>(&l.numel64) : static_cast<void*>(&l.numel32);
   params[args.size() + 1] = &l.vector_ok;
+  params[args.size() + 2] = &l.partial;  // read by total kernels only
+  params[args.size() + 3] = &l.done;
   g.module->launch(static_cast<unsigned>(l.blocks), static_cast<unsigned>(g.spec.block),
                    current_stream(), params.data());
 }

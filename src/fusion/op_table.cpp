@@ -323,6 +323,31 @@ std::string column_sum_check(const Graph& g, const Node& n) {
   return {};
 }
 
+bool is_total_reduction(const Node& n) {
+  if (n.short_name() != "mse_loss" || n.args.size() < 3 || !n.args[2].isInt()) return false;
+  const auto r = n.args[2].toInt();
+  return r == 1 || r == 2;  // mean, sum (0, none, is pointwise)
+}
+
+std::string total_reduction_check(const Graph& g, const Node& n) {
+  if (!is_total_reduction(n)) return "not a reduction to one value";
+  const int a = n.input_at(0), b = n.input_at(1);
+  if (a < 0 || b < 0) return "undefined operand";
+  const TensorMeta& x = g.value(a).meta;
+  const TensorMeta& y = g.value(b).meta;
+  if (x.sizes != y.sizes || x.dtype != y.dtype || x.device != y.device)
+    return "operands of different shapes, dtypes or devices";
+  if (x.dtype != c10::ScalarType::Float && x.dtype != c10::ScalarType::Half &&
+      x.dtype != c10::ScalarType::BFloat16)
+    return "operand is not fp32/fp16/bf16";
+  if (!is_contiguous(x) || !is_contiguous(y)) return "operand is not contiguous";
+  if (x.numel() == 0) return "empty";
+  if (n.outputs.size() != 1 || n.out_alias[0] >= 0) return "unexpected outputs";
+  const TensorMeta& o = g.value(n.outputs[0]).meta;
+  if (!o.defined || o.numel() != 1 || o.dtype != x.dtype) return "output is not one value";
+  return {};
+}
+
 std::string float_literal(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9ef", v);

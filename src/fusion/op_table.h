@@ -73,6 +73,12 @@ std::string column_sum_check(const Graph& g, const Node& n);
 // beats ATen's reduction for a batch of rows and loses to it for tall tensors.
 constexpr std::int64_t kMaxColumnRows = 4096;
 
+// mse_loss with reduction mean or sum: the whole tensor reduces to one value, in a total kernel
+// (codegen/kernel.h). ATen runs two kernels for it (the squared differences, then the mean).
+bool is_total_reduction(const Node& n);
+// Empty when a total kernel computes `n`, else why not.
+std::string total_reduction_check(const Graph& g, const Node& n);
+
 // Every (op, variant) of the table, in a fixed order: the interpreter kernel's opcodes.
 struct OpForm {
   std::string key;  // Node::short_name()

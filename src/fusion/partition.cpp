@@ -24,6 +24,7 @@ const RowOp* row_op(const Graph& g, const Node& n) {
 // The shape a node iterates over: a pointwise op's output, a row op's or column sum's (full)
 // operand.
 const TensorMeta& node_domain(const Graph& g, const Node& n) {
+  if (is_total_reduction(n)) return g.value(n.input_at(0)).meta;
   if (const RowOp* r = find_row_op(n)) return g.value(n.input_at(r->tensors[0])).meta;
   return g.value(n.outputs[0]).meta;
 }
@@ -86,6 +87,13 @@ struct Builder {
 
   // A column sum's result is complete only when the kernel ends: no member may read it, and a
   // kernel reduces either rows or columns.
+  // A reduction to one value is a kernel of its own.
+  bool total_alone(const std::vector<int>& members) const {
+    return members.size() == 1 || std::none_of(members.begin(), members.end(), [&](int m) {
+             return is_total_reduction(g.node(m));
+           });
+  }
+
   bool columns_apart(const std::vector<int>& members) const {
     std::set<int> sums;
     bool rows = false;
@@ -108,7 +116,7 @@ struct Builder {
 
   bool legal(const std::vector<int>& members) const {
     if (members.size() > kMaxGroupNodes) return false;
-    if (!rows_kept(members) || !columns_apart(members)) return false;
+    if (!rows_kept(members) || !columns_apart(members) || !total_alone(members)) return false;
     const std::set<int> mine(members.begin(), members.end());
     const std::set<int> values = produced(members);
     const bool contiguous_only = writes_outside(members);
@@ -142,6 +150,7 @@ bool row_shaped(const TensorMeta& node, const TensorMeta& rows) {
 
 std::string unfusable_reason(const Graph& g, const Node& n) {
   if (is_column_sum(g, n)) return column_sum_check(g, n);
+  if (is_total_reduction(n)) return total_reduction_check(g, n);
   if (const RowOp* r = find_row_op(n)) {
     if (std::string why = row_op_check(g, n); !why.empty()) return why;
     if (n.outputs.size() != static_cast<std::size_t>(r->outputs)) return "unexpected outputs";
@@ -272,10 +281,12 @@ Partition partition_graph(const Graph& g) {
   p.group_of.assign(g.nodes().size(), -1);
   for (const auto& nodes : b.groups) {
     // Alone, a node is worth a kernel only where eager runs more than one for it: a column sum
-    // (ATen: a memset, then the reduction) or an op of the table that says so.
+    // (ATen: a memset, then the reduction), mse_loss (the squared differences, then the mean)
+    // or an op of the table that says so.
     const Node& first = g.node(nodes.front());
     const PointwiseOp* only = find_pointwise(first);
-    const bool alone_pays = is_column_sum(g, first) || (only != nullptr && only->alone_pays);
+    const bool alone_pays = is_column_sum(g, first) || is_total_reduction(first) ||
+                            (only != nullptr && only->alone_pays);
     if (nodes.size() < 2 && !alone_pays) {
       for (int m : nodes) p.eager_why[static_cast<std::size_t>(m)] = "alone (nothing to fuse with)";
       continue;
@@ -286,6 +297,7 @@ Partition partition_graph(const Graph& g) {
     for (int m : nodes) {
       fg.rows = fg.rows || row_op(g, g.node(m)) != nullptr;
       fg.columns = fg.columns || is_column_sum(g, g.node(m));
+      fg.total = fg.total || is_total_reduction(g.node(m));
     }
     std::string name, previous;
     for (int m : nodes) {
@@ -308,7 +320,8 @@ std::string Partition::to_text(const Graph& g) const {
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const auto& grp = groups[i];
     os << "group " << i << " " << grp.name << " over " << format_meta(grp.domain)
-       << (grp.rows ? " by rows" : "") << (grp.columns ? " by columns" : "") << ":";
+       << (grp.rows ? " by rows" : "") << (grp.columns ? " by columns" : "")
+       << (grp.total ? " to one value" : "") << ":";
     for (int m : grp.nodes) os << " " << m << ":" << g.node(m).short_name();
     os << "\n";
   }

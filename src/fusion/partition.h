@@ -24,6 +24,7 @@ struct FusionGroup {
   TensorMeta domain;       // the shape the members iterate over (a row op's operand), device
   bool rows = false;       // it reduces along the last dimension: a row kernel
   bool columns = false;    // it sums 2-D values over their first dimension: a column kernel
+  bool total = false;      // mse_loss reduced to one value, alone: a total kernel
   std::string name;        // what it fuses, e.g. "mul_add_addcmul_sqrt_div_addcdiv"
 };
 
