@@ -96,13 +96,7 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
       scalar_params.push_back(name);
       s.push_back(name);
     }
-    std::vector<std::string> imm;
-    if (op->immediates)
-      for (double d : op->immediates(n, g)) imm.push_back(float_literal(d));
-    std::string expr = op->emit(t, s, imm, op->variant ? op->variant(n) : std::string());
-    const auto dt = g.value(out).meta.dtype;
-    if (dt != c10::ScalarType::Float)
-      expr = std::string("hp::round_to<") + cuda_type(dt) + ">(" + expr + ")";
+    const std::string expr = pointwise_expression(g, n, *op, t, s);
     const std::string name = "v" + std::to_string(mi);
     body << "        const float " << name << " = " << expr << ";  // " << n.short_name() << "\n";
     var[out] = name;
@@ -134,10 +128,7 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
     a.single = !a.written && m.numel() == 1;
     if (is_sum) continue;  // one value per column, at c
     const std::vector<std::int64_t> st = domain_strides(m, dom);
-    std::int64_t last = m.storage_offset;
-    for (std::size_t d = 0; d < m.sizes.size(); ++d)
-      last += (m.sizes[d] - 1) * std::abs(m.strides[d]);
-    if (last > (1LL << 31) - 1) use64 = true;
+    if (max_offset(m) > (1LL << 31) - 1) use64 = true;
     offsets[i] = offset_expr(st, m.storage_offset);
     per_column[i] = st[0] == 0;
   }

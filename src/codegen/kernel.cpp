@@ -53,13 +53,29 @@ std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& si
   return st;
 }
 
-namespace {
-
 std::int64_t max_offset(const TensorMeta& m) {
   std::int64_t off = m.storage_offset;
   for (std::size_t d = 0; d < m.sizes.size(); ++d) off += (m.sizes[d] - 1) * std::abs(m.strides[d]);
   return off;
 }
+
+std::string round_to_dtype(const std::string& expr, c10::ScalarType dtype) {
+  return dtype == c10::ScalarType::Float
+             ? expr
+             : std::string("hp::round_to<") + cuda_type(dtype) + ">(" + expr + ")";
+}
+
+std::string pointwise_expression(const Graph& g, const Node& n, const PointwiseOp& op,
+                                 const std::vector<std::string>& t,
+                                 const std::vector<std::string>& s) {
+  std::vector<std::string> imm;
+  if (op.immediates)
+    for (double v : op.immediates(n, g)) imm.push_back(float_literal(v));
+  return round_to_dtype(op.emit(t, s, imm, op.variant ? op.variant(n) : std::string()),
+                        g.value(n.outputs[0]).meta.dtype);
+}
+
+namespace {
 
 std::size_t elem_size(c10::ScalarType t) { return c10::elementSize(t); }
 
@@ -231,10 +247,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi)
     const std::string name = "v" + std::to_string(mi);
     const auto dt = g.value(out).meta.dtype;
     const std::vector<double> imm = op->immediates ? op->immediates(n, g) : std::vector<double>{};
-    std::vector<std::string> imm_text;
-    for (double d : imm) imm_text.push_back(float_literal(d));
-    const std::string form = op->variant ? op->variant(n) : std::string();
-    std::string expr = op->emit(t, s, imm_text, form);
+    const std::string expr = pointwise_expression(g, n, *op, t, s);
     {
       hp::ProgramInstr in{};
       in.op = static_cast<short>(op_form_index(n));
@@ -258,9 +271,6 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi)
       reg[name] = static_cast<int>(reg.size());
       in.dst = static_cast<unsigned char>(reg.at(name) % 256);
       code.push_back(in);
-    }
-    if (dt != c10::ScalarType::Float) {
-      expr = std::string("hp::round_to<") + cuda_type(dt) + ">(" + expr + ")";
     }
     body << "    const float " << name << " = " << expr << ";  // " << n.short_name() << "\n";
     var[out] = name;

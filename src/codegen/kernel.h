@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fusion/op_table.h"
 #include "fusion/partition.h"
 #include "ir/graph.h"
 #include "runtime/program.cuh"
@@ -121,5 +122,17 @@ struct GroupParams {
 };
 
 const char* cuda_type(c10::ScalarType t);
+
+// `expr` (an fp32 value) rounded to what a tensor of `dtype` stores, as eager rounds an op's
+// result: unchanged for fp32.
+std::string round_to_dtype(const std::string& expr, c10::ScalarType dtype);
+// The expression of pointwise node `n` (its op `op` from the table) over operand names `t` and
+// scalar names `s`, rounded to its output's dtype: what every generator emits for a member.
+std::string pointwise_expression(const Graph& g, const Node& n, const PointwiseOp& op,
+                                 const std::vector<std::string>& t,
+                                 const std::vector<std::string>& s);
+// The largest element offset `m` reaches (storage offset included): 32-bit indexing fits when
+// it is below 2^31.
+std::int64_t max_offset(const TensorMeta& m);
 
 }  // namespace hotpath::detail

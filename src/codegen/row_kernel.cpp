@@ -139,11 +139,6 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     var[v] = add(d);
     return var[v];
   };
-  auto rounded = [&](const std::string& e, c10::ScalarType dt) {
-    return dt == c10::ScalarType::Float
-               ? e
-               : std::string("hp::round_to<") + cuda_type(dt) + ">(" + e + ")";
-  };
 
   for (std::size_t mi = 0; mi < group.nodes.size(); ++mi) {
     const Node& n = g.node(group.nodes[mi]);
@@ -237,7 +232,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
             Def o;
             o.name = name + "_out" + std::to_string(k);
             o.row = true;
-            o.expr = rounded(k == 1 ? mean.name : rstd.name, g.value(v).meta.dtype);
+            o.expr = round_to_dtype(k == 1 ? mean.name : rstd.name, g.value(v).meta.dtype);
             o.deps = {k == 1 ? mean.name : rstd.name};
             var[v] = add(o);
             spec.args[params.tensor(v)].written = true;
@@ -270,7 +265,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
           Def o;
           o.name = name + "_out1";
           o.row = true;
-          o.expr = rounded(rstd.name, g.value(v).meta.dtype);
+          o.expr = round_to_dtype(rstd.name, g.value(v).meta.dtype);
           o.deps = {rstd.name};
           var[v] = add(o);
           spec.args[params.tensor(v)].written = true;
@@ -278,7 +273,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
           break;
         }
       }
-      d.expr = rounded(d.expr, dt);
+      d.expr = round_to_dtype(d.expr, dt);
       var[out] = add(d);
       written = out;
     } else {
@@ -286,7 +281,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
       HOTPATH_CHECK(op != nullptr, "node ", n.index, " (", n.short_name(), ") is not fusable");
       Def d;
       d.name = name;
-      std::vector<std::string> t, s, imm;
+      std::vector<std::string> t, s;
       for (int a : op->tensors) {
         t.push_back(operand(n.input_at(a)));
         d.deps.push_back(t.back());
@@ -300,10 +295,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
         params.scalar(static_cast<int>(mi), a, sname);
         s.push_back(sname);
       }
-      if (op->immediates) {
-        for (double v : op->immediates(n, g)) imm.push_back(float_literal(v));
-      }
-      d.expr = rounded(op->emit(t, s, imm, op->variant ? op->variant(n) : std::string()), dt);
+      d.expr = pointwise_expression(g, n, *op, t, s);
       // One value per row (a norm's epsilon and rsqrt): computed once per row, from row values.
       d.row = sizes_of(g.value(out).meta, rank) == row_sizes;
       for (const std::string& dep : d.deps) {

@@ -58,11 +58,7 @@ KernelSpec generate_total_kernel(const Graph& g, const FusionGroup& group) {
       << spec.args[y].name << "[i]);\n";
   // As ATen's mse kernel: the square of the fp32 difference, stored (here: rounded) in the
   // operands' dtype, then summed in fp32.
-  const bool fp32 = spec.args[x].dtype == c10::ScalarType::Float;
-  src << "    acc += "
-      << (fp32 ? std::string("d * d")
-               : std::string("hp::round_to<") + cuda_type(spec.args[x].dtype) + ">(d * d)")
-      << ";\n  }\n";
+  src << "    acc += " << round_to_dtype("d * d", spec.args[x].dtype) << ";\n  }\n";
   src << "  acc = hp::block_sum(acc, smem);\n";
   src << "  if (threadIdx.x == 0) {\n";
   src << "    partial[blockIdx.x] = acc;\n";

@@ -15,7 +15,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
-#include <deque>
 #include <limits>
 #include <set>
 #include <thread>
@@ -445,7 +444,8 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   struct Compiled {
     std::string cubin, error;
     double cpu_ms = 0;
-    std::atomic<bool> ready{false};
+    bool from_cache = false;
+    bool ready = false;  // under ready_mu
   };
   std::map<std::string, std::unique_ptr<Compiled>> compiled;
   std::vector<std::pair<const PlanGroup*, Compiled*>> to_compile;
@@ -455,6 +455,7 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
     slot = std::make_unique<Compiled>();
     if (auto hit = cache.load(g.cache_key)) {
       slot->cubin = std::move(*hit);
+      slot->from_cache = true;
       slot->ready = true;
     } else {
       to_compile.emplace_back(&g, slot.get());
@@ -517,12 +518,10 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
       Compiled& c = *compiled.at(g.cache_key);
       {
         std::unique_lock<std::mutex> lock(ready_mu);
-        ready_cv.wait(lock, [&] { return c.ready.load(); });
+        ready_cv.wait(lock, [&] { return c.ready; });
       }
-      const bool hit = std::none_of(to_compile.begin(), to_compile.end(),
-                                    [&](const auto& tc) { return tc.second == &c; });
-      g.from_cache = hit;
-      plan->from_cache += hit ? 1 : 0;
+      g.from_cache = c.from_cache;
+      plan->from_cache += c.from_cache ? 1 : 0;
       cpu_ms += c.cpu_ms;
       g.cubin = c.cubin;
       if (!c.error.empty()) failed(g, Error(c.error));
@@ -754,115 +753,109 @@ void Executor::run_group(int group) {
 void Executor::run_batch(int batch) {
   // The batch's groups that have deferred work (an inactive group's ops ran eagerly).
   std::vector<int> pending;
+  std::vector<std::vector<Deferred*>> members;
   for (int gi : armed_->batches[static_cast<std::size_t>(batch)]) {
-    const bool deferred = std::any_of(deferred_.begin(), deferred_.end(),
-                                      [&](const Deferred& d) { return d.group == gi; });
-    if (deferred) pending.push_back(gi);
+    std::vector<Deferred*> m = members_of(gi);
+    if (m.empty()) continue;
+    pending.push_back(gi);
+    members.push_back(std::move(m));
   }
   auto group = [&](int gi) -> PlanGroup& { return armed_->groups[static_cast<std::size_t>(gi)]; };
-  // One launch needs every group's own kernel, loaded (they share it: one source).
+  // One launch needs every group's own kernel, loaded (they share it: one source), and, since
+  // their order is then the GPU's, no group touching a storage another one writes (views of one
+  // tensor are different values in the plan). Else they launch one by one, in order.
   const CudaModule* kernel = pending.empty() ? nullptr : group(pending.front()).module.get();
   bool together = pending.size() >= 2 && kernel != nullptr && kernel->has_multi();
   for (int gi : pending) {
     together = together && group(gi).state->load(std::memory_order_acquire) == kLoaded &&
                group(gi).module.get() == kernel;
   }
+  if (together) {
+    auto tensors_of = [&](std::size_t k, bool written_only) {
+      std::vector<at::Tensor> out;
+      for (const KernelArg& a : group(pending[k]).spec.args) {
+        if (a.kind != KernelArg::Kind::Tensor || (written_only && !a.written)) continue;
+        const Deferred& m = *members[k][static_cast<std::size_t>(a.member)];
+        out.push_back(a.output >= 0 ? m.output(static_cast<std::size_t>(a.output))
+                                    : m.args[static_cast<std::size_t>(a.argument)].toTensor());
+      }
+      return out;
+    };
+    for (std::size_t x = 0; x < pending.size() && together; ++x) {
+      const std::vector<at::Tensor> written = tensors_of(x, true);
+      for (std::size_t y = 0; y < pending.size() && together; ++y) {
+        if (x == y) continue;
+        for (const at::Tensor& t : tensors_of(y, false)) {
+          for (const at::Tensor& w : written) {
+            together =
+                together && !(t.defined() && w.defined() && t.storage().is_alias_of(w.storage()));
+          }
+        }
+      }
+    }
+  }
   if (!together) {
     for (int gi : pending) run_group(gi);
     return;
   }
-  std::deque<LaunchArgs> args;
-  std::vector<int> filled;
-  std::vector<std::vector<Deferred*>> members;
-  for (int gi : pending) {
-    std::vector<Deferred*> m = members_of(gi);
+  std::vector<LaunchArgs> args;
+  args.reserve(pending.size());
+  std::vector<std::size_t> filled;  // positions in pending
+  for (std::size_t k = 0; k < pending.size(); ++k) {
     args.emplace_back();
-    if (fill(group(gi), m, true, args.back())) {
-      filled.push_back(gi);
-      members.push_back(std::move(m));
+    if (fill(group(pending[k]), members[k], true, args.back())) {
+      filled.push_back(k);
     } else {
       args.pop_back();
-      materialize(m);
-      ++group(gi).eager_runs;
-    }
-  }
-  // Their order is the GPU's in one launch: none may touch a storage another one writes (views
-  // of one tensor are different values in the plan). Else they launch one by one, in order.
-  bool apart = true;
-  for (std::size_t x = 0; x < args.size() && apart; ++x) {
-    for (std::size_t y = 0; y < args.size() && apart; ++y) {
-      if (x == y) continue;
-      for (std::size_t i = 0; i < args[x].tensors.size() && apart; ++i) {
-        if (args[x].ptrs[i] == nullptr || !group(filled[x]).spec.args[i].written) continue;
-        for (const at::Tensor& t : args[y].tensors)
-          apart = apart && !(t.defined() && t.storage().is_alias_of(args[x].tensors[i].storage()));
-      }
+      materialize(members[k]);
+      ++group(pending[k]).eager_runs;
     }
   }
   const KernelSpec& spec = group(pending.front()).spec;
-  if (!apart) {
-    for (std::size_t k = 0; k < filled.size(); ++k) {
-      PlanGroup& g = group(filled[k]);
-      try {
-        launch_own(g, args[k]);
-        finish(g, members[k], args[k], false);
-      } catch (const Error& e) {
-        g.eager_only = true;
-        log_warn(concat("hotpath: group ", g.name, " runs eagerly from now on: ", e.what()));
-        materialize(members[k]);
-        ++g.eager_runs;
-      }
-    }
-    for (int gi : pending) forget_group(gi);
-    return;
-  }
+  // A plan batches at most multi_segments groups (plan_batches): one launch.
+  HOTPATH_CHECK(filled.size() <= static_cast<std::size_t>(spec.multi_segments), "a batch of ",
+                filled.size(), " groups for ", spec.multi_segments, " segments");
   const std::size_t seg_bytes = multi_segment_bytes(spec);
   const std::size_t nargs = spec.args.size();
-  std::size_t done = 0;
+  std::vector<unsigned char> param(seg_bytes * static_cast<std::size_t>(spec.multi_segments) + 8,
+                                   0);
+  unsigned first_block = 0;
+  for (std::size_t k = 0; k < args.size(); ++k) {
+    const LaunchArgs& a = args[k];
+    unsigned char* seg = param.data() + k * seg_bytes;
+    for (std::size_t i = 0; i < nargs; ++i) {
+      if (spec.args[i].kind == KernelArg::Kind::Scalar)
+        std::memcpy(seg + 8 * i, &a.scalars[i], sizeof(float));
+      else
+        std::memcpy(seg + 8 * i, &a.ptrs[i], sizeof(void*));
+    }
+    if (spec.index64)
+      std::memcpy(seg + 8 * nargs, &a.numel64, sizeof(long long));
+    else
+      std::memcpy(seg + 8 * nargs, &a.numel32, sizeof(int));
+    std::memcpy(seg + 8 * (nargs + 1), &a.vector_ok, sizeof(int));
+    const auto blocks = static_cast<unsigned>(a.blocks);
+    std::memcpy(seg + 8 * (nargs + 2), &first_block, sizeof(unsigned));
+    std::memcpy(seg + 8 * (nargs + 3), &blocks, sizeof(unsigned));
+    first_block += blocks;
+  }
+  const int count = static_cast<int>(args.size());
+  std::memcpy(param.data() + seg_bytes * static_cast<std::size_t>(spec.multi_segments), &count,
+              sizeof(int));
+  void* params[] = {param.data()};
   try {
-    while (done < filled.size()) {
-      // At most multi_segments per launch (the plan's batches fit in one).
-      const std::size_t n =
-          std::min(filled.size() - done, static_cast<std::size_t>(spec.multi_segments));
-      std::vector<unsigned char> param(
-          seg_bytes * static_cast<std::size_t>(spec.multi_segments) + 8, 0);
-      unsigned first_block = 0;
-      for (std::size_t k = 0; k < n; ++k) {
-        const LaunchArgs& a = args[done + k];
-        unsigned char* seg = param.data() + k * seg_bytes;
-        for (std::size_t i = 0; i < nargs; ++i) {
-          if (spec.args[i].kind == KernelArg::Kind::Scalar)
-            std::memcpy(seg + 8 * i, &a.scalars[i], sizeof(float));
-          else
-            std::memcpy(seg + 8 * i, &a.ptrs[i], sizeof(void*));
-        }
-        if (spec.index64)
-          std::memcpy(seg + 8 * nargs, &a.numel64, sizeof(long long));
-        else
-          std::memcpy(seg + 8 * nargs, &a.numel32, sizeof(int));
-        std::memcpy(seg + 8 * (nargs + 1), &a.vector_ok, sizeof(int));
-        const auto blocks = static_cast<unsigned>(a.blocks);
-        std::memcpy(seg + 8 * (nargs + 2), &first_block, sizeof(unsigned));
-        std::memcpy(seg + 8 * (nargs + 3), &blocks, sizeof(unsigned));
-        first_block += blocks;
-      }
-      const int count = static_cast<int>(n);
-      std::memcpy(param.data() + seg_bytes * static_cast<std::size_t>(spec.multi_segments), &count,
-                  sizeof(int));
-      void* params[] = {param.data()};
+    if (!args.empty())
       kernel->launch(first_block, static_cast<unsigned>(spec.block), current_stream(), params,
                      true);
-      for (std::size_t k = 0; k < n; ++k)
-        finish(group(filled[done + k]), members[done + k], args[done + k], false);
-      done += n;
-    }
+    for (std::size_t k = 0; k < args.size(); ++k)
+      finish(group(pending[filled[k]]), members[filled[k]], args[k], false);
   } catch (const Error& e) {
     log_warn(concat("hotpath: the joint launch of kernel ", kernel->name(),
                     " failed; its groups launch one by one from now on: ", e.what()));
     armed_->batches[static_cast<std::size_t>(batch)].clear();
-    for (std::size_t k = done; k < filled.size(); ++k) {
+    for (std::size_t k : filled) {
       materialize(members[k]);
-      ++group(filled[k]).eager_runs;
+      ++group(pending[k]).eager_runs;
     }
   }
   for (int gi : pending) forget_group(gi);
@@ -1200,8 +1193,7 @@ void Executor::prepare_verify(const PlanGroup& g, LaunchArgs& l) {
 void Executor::verify(PlanGroup& g, const std::vector<Deferred*>& members, LaunchArgs& l) {
   const std::vector<at::Tensor>& tensors = l.tensors;
   const std::vector<void*>& ptrs = l.ptrs;
-  std::map<const c10::TensorImpl*, at::Tensor> remap(l.verify_inputs.begin(),
-                                                     l.verify_inputs.end());
+  std::map<const c10::TensorImpl*, at::Tensor> remap = std::move(l.verify_inputs);
   std::vector<const Deferred*> all(members.begin(), members.end());
   run_eager(all, remap);
   c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
@@ -1219,7 +1211,6 @@ void Executor::verify(PlanGroup& g, const std::vector<Deferred*>& members, Launc
     g.max_rel_error = std::max(g.max_rel_error, err);
   }
   ++g.checks;
-  l.verify_inputs.clear();
 }
 
 void Executor::fill_stats(Stats& s) const {

@@ -32,11 +32,10 @@ at::Tensor OutputSlot::wrap(const TensorMeta& m) {
 }
 
 at::Tensor OutputSlot::make(c10::intrusive_ptr<OutputSlot>& slot, const TensorMeta& m) {
-  const c10::DeviceGuard device(m.device);
-  const c10::impl::VirtualGuardImpl impl(m.device.type());
-  const c10::Stream stream = impl.getStream(m.device);
+  const c10::Stream stream = c10::impl::VirtualGuardImpl(m.device.type()).getStream(m.device);
   if (!slot || slot->stream_ != stream) {
     // First use, or another stream: a new buffer (an old slot lives on while a tensor uses it).
+    const c10::DeviceGuard device(m.device);  // the allocator serves the current device
     auto next = c10::make_intrusive<OutputSlot>();
     next->nbytes_ = at::detail::computeStorageNbytes(m.sizes, m.strides, c10::elementSize(m.dtype));
     next->block_ = c10::GetAllocator(m.device.type())->allocate(next->nbytes_);
