@@ -214,7 +214,8 @@ struct Rows {
 
 // A norm with a weight, then GELU, times a random tensor, forward and backward. The norm's forward
 // (native_layer_norm: out, mean, rstd; on CUDA rms_norm is _fused_rms_norm: out, rstd) fuses with
-// the GELU and the multiply after it; the norms' backward ops stay eager.
+// the GELU and the multiply after it; the backward ops (the multiply's, the GELU's and the
+// norm's, with its weight and bias gradients summed over all rows) fuse into one row kernel.
 struct Norm {
   torch::Tensor x, w, b, g;
   bool layer = false;

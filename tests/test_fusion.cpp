@@ -544,7 +544,7 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
       }
       if (plan->partition.groups[k].total) {  // the loss: a total kernel only
         CHECK(spec.not_interpretable == "a reduction to one value");
-        CHECK(spec.total_blocks >= 1);
+        CHECK(spec.fixed_blocks >= 1);
         continue;
       }
       if (plan->groups[k].name == "mse_loss_backward") {
@@ -720,9 +720,11 @@ TEST_CASE("rms_norm forward and backward fuse into row kernels", "[fusion][rows]
   }
 }
 
-TEST_CASE("layer_norm forward fuses with the ops around it (three outputs)", "[fusion][rows]") {
+TEST_CASE("layer_norm forward and backward fuse with the ops around them", "[fusion][rows]") {
   // LayerNorm -> GELU -> residual, in training: native_layer_norm's mean and rstd are outputs
-  // that its backward (eager) reads; inference: one row kernel for the whole chain.
+  // that its backward reads; the backward fuses with the GELU's backward before it, its weight
+  // and bias gradients summed over all rows by the column blocks of the same kernel. Inference:
+  // one row kernel for the whole chain.
   for (const bool training : {true, false}) {
     CAPTURE(training);
     auto run = [training](bool hot) {
@@ -760,10 +762,20 @@ TEST_CASE("layer_norm forward fuses with the ops around it (three outputs)", "[f
     REQUIRE(plan != nullptr);
     const auto& g = *plan->graph;
     INFO(plan->partition.to_text(g));
-    bool ln_fused = false;
+    bool ln_fused = false, backward_fused = false;
     for (const auto& grp : plan->partition.groups) {
       std::set<std::string> ops;
       for (int n : grp.nodes) ops.insert(g.node(n).short_name());
+      if (ops.count("native_layer_norm_backward")) {
+        backward_fused = true;
+        CHECK(grp.rows);
+        CHECK(ops.count("gelu_backward") == 1);
+        const auto spec = check_compiles(g, grp);
+        // 8 rows: one block of rows, then one chunk of rows for the one tile of 32 columns.
+        CHECK(spec.fixed_blocks == 2);
+        CHECK(spec.workspace_floats == 2 * 32 + 1);  // two sums' partials, one counter
+        CHECK(spec.source.find("atomicAdd(&done[tile]") != std::string::npos);
+      }
       if (!ops.count("native_layer_norm")) continue;
       ln_fused = true;
       CHECK(grp.rows);
@@ -771,6 +783,7 @@ TEST_CASE("layer_norm forward fuses with the ops around it (three outputs)", "[f
       check_compiles(g, grp);
     }
     CHECK(ln_fused);
+    CHECK(backward_fused == training);
   }
 }
 
@@ -819,6 +832,87 @@ TEST_CASE("ATen's fused rms_norm (two outputs, as CUDA records it) becomes a row
   CHECK(spec.source.find("rsqrtf(") != std::string::npos);
   CHECK(spec.source.find("[row] = ") != std::string::npos);
   CHECK(spec.rows == 64);
+}
+
+TEST_CASE("ATen's fused rms_norm backward (as CUDA records it) fuses with the op before it",
+          "[fusion][rows]") {
+  // gelu_backward, then _fused_rms_norm_backward (grad_input, grad_weight): one row kernel whose
+  // column blocks sum the weight's gradient. An in-place update of a tensor that the norm's
+  // inputs are computed from keeps it apart: the column blocks would read rows that the row
+  // blocks may already have written.
+  using namespace hotpath::detail;
+  auto meta = [](std::vector<std::int64_t> sizes) {
+    TensorMeta m;
+    m.defined = true;
+    m.dtype = c10::ScalarType::Float;
+    m.device = c10::Device(c10::kCUDA, 0);
+    m.sizes.assign(sizes.begin(), sizes.end());
+    m.strides.assign(sizes.size(), 1);
+    for (std::size_t d = sizes.size() - 1; d-- > 0;) m.strides[d] = m.strides[d + 1] * sizes[d + 1];
+    return m;
+  };
+  for (const bool in_place : {false, true}) {
+    CAPTURE(in_place);
+    HotTrace trace;
+    const std::int64_t pre_producer = in_place ? 0 : -2;  // the update's result, or from outside
+    if (in_place) {
+      OpRecord add;
+      add.name = "aten::add_";
+      add.overload = "Tensor";
+      add.inputs = {TensorInput{0, true, meta({4096, 256}), ValueRef{-2, 0}},
+                    TensorInput{1, false, meta({256}), ValueRef{-5, 0}}};
+      add.args = {c10::IValue(), c10::IValue(), c10::IValue(1.0)};
+      add.outputs = {meta({4096, 256})};
+      add.output_alias = {0};
+      add.output_alive = {true};
+      trace.ops.push_back(add);
+    }
+    const std::int64_t first = in_place ? 1 : 0;
+    OpRecord gelu;
+    gelu.name = "aten::gelu_backward";
+    gelu.inputs = {TensorInput{0, false, meta({4096, 256}), ValueRef{-1, 0}},
+                   TensorInput{1, false, meta({4096, 256}), ValueRef{pre_producer, 0}}};
+    gelu.args = {c10::IValue(), c10::IValue(), c10::IValue(std::string("none"))};
+    gelu.outputs = {meta({4096, 256})};
+    gelu.output_alias = {-1};
+    gelu.output_alive = {false};
+    OpRecord norm;
+    norm.name = "aten::_fused_rms_norm_backward";
+    norm.inputs = {TensorInput{0, false, meta({4096, 256}), ValueRef{first, 0}},
+                   TensorInput{1, false, meta({4096, 256}), ValueRef{-3, 0}},
+                   TensorInput{3, false, meta({4096, 1}), ValueRef{-4, 0}},
+                   TensorInput{4, false, meta({256}), ValueRef{-6, 0}}};
+    norm.args = {c10::IValue(), c10::IValue(), c10::IValue(std::vector<std::int64_t>{256}),
+                 c10::IValue(), c10::IValue(), c10::IValue(c10::List<bool>({true, true}))};
+    norm.outputs = {meta({4096, 256}), meta({256})};
+    norm.output_alias = {-1, -1};
+    norm.output_alive = {true, true};
+    trace.ops.push_back(gelu);
+    trace.ops.push_back(norm);
+    const Graph g = Graph::from_trace(trace);
+    const Partition part = partition_graph(g);
+    INFO(part.to_text(g));
+    const int norm_node = static_cast<int>(first) + 1;
+    const int grp = part.group_of[static_cast<std::size_t>(norm_node)];
+    REQUIRE(grp >= 0);  // alone, it still saves eager's second kernel
+    const FusionGroup& fg = part.groups[static_cast<std::size_t>(grp)];
+    CHECK(fg.rows);
+    CHECK(fg.nodes.size() == (in_place ? 1u : 2u));
+    const KernelSpec spec = check_compiles(g, fg);
+    INFO(spec.source);
+    // 4096 rows: 512 blocks of 8 rows; 32 chunks of 128 rows (16 per warp) for each of the 8
+    // column tiles.
+    CHECK(spec.rows == 4096);
+    CHECK(spec.fixed_blocks == 512 + 32 * 8);
+    CHECK(spec.workspace_floats == 32 * 256 + 8);
+    CHECK(spec.counters_at == 32 * 256);
+    CHECK(spec.source.find("kRowBlocks = 512;") != std::string::npos);
+    CHECK(spec.source.find("kChunks = 32;") != std::string::npos);
+    // The gradient of the weight is one value per column; rms has no mean and no bias.
+    CHECK(spec.source.find("[c] = hp::from_float<float>(s);") != std::string::npos);
+    CHECK(spec.source.find("acc1") == std::string::npos);
+    CHECK((spec.source.find("gelu_erf_backward") != std::string::npos) == !in_place);
+  }
 }
 
 TEST_CASE("codegen of a row kernel: softmax over rows with a broadcast row", "[fusion][golden]") {
@@ -958,7 +1052,7 @@ TEST_CASE("mse_loss reduced to one value becomes a total kernel", "[fusion][tota
       ++totals;
       CHECK(grp.nodes.size() == 1);
       const auto spec = check_compiles(*plan->graph, grp);
-      CHECK(spec.total_blocks == 1);  // 640 elements
+      CHECK(spec.fixed_blocks == 1);  // 640 elements
       if (reduction == at::Reduction::Mean) check_golden("mse_total_kernel.txt", spec.source);
     }
     CHECK(totals == (reduction == at::Reduction::None ? 0 : 1));

@@ -53,10 +53,14 @@ struct KernelSpec {
   // it has none (generated only for groups that launch together).
   std::string multi_name;
   int multi_segments = 0;
-  // A total kernel (a reduction to one value): this many blocks (always), each leaving its
-  // partial sum in a workspace of total_blocks + 1 floats that the executor keeps per group and
-  // passes after vector_ok (the partials, then a counter that the last block resets to 0).
-  int total_blocks = 0;
+  // Kernels that sum across blocks (a total kernel; a norm backward's weight gradient) launch
+  // with exactly `fixed_blocks` blocks (0: the executor chooses the grid) and get a workspace of
+  // `workspace_floats` floats, zeroed once, that the executor keeps per group and passes after
+  // vector_ok: partial sums, then counters (from float `counters_at` on) that the last block of
+  // each sum resets to 0.
+  int fixed_blocks = 0;
+  std::int64_t workspace_floats = 0;
+  std::int64_t counters_at = 0;
   // The group as bytecode for the interpreter kernel (codegen/interpreter.h), which runs it
   // while this kernel compiles. Pointers and scalar values are filled in at each launch; slot k
   // is args[k]. Empty `interpretable` when it cannot: why not.
@@ -73,7 +77,10 @@ const std::vector<std::pair<std::string, std::string>>& runtime_headers();
 KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi = false);
 // A group that reduces along the last dimension (FusionGroup::rows): one row per block, each
 // reduction a block-wide sum or max, the pointwise ops around them recomputed per pass over the
-// row. KernelSpec::rows is set; it has no interpreter program.
+// row. KernelSpec::rows is set; it has no interpreter program. A norm backward's weight and bias
+// gradients (sums over all rows) are computed by blocks of a second kind that follow the row
+// blocks: each sums a chunk of rows for 32 columns into the workspace, and the last chunk of a
+// column tile to finish adds the chunks up in order (deterministic); fixed_blocks is set then.
 KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group);
 // A group that sums over the first dimension of a 2-D domain (FusionGroup::columns): blocks of
 // 32 columns walk every row, storing the pointwise values that are needed and adding up the
@@ -81,7 +88,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group);
 KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group);
 // mse_loss reduced to one value (FusionGroup::total): every block sums its share of the squared
 // differences, the last block to finish adds up the partial sums in block order (deterministic)
-// and stores the mean or sum. KernelSpec::total_blocks is set; it has no interpreter program.
+// and stores the mean or sum. KernelSpec::fixed_blocks is set; it has no interpreter program.
 KernelSpec generate_total_kernel(const Graph& g, const FusionGroup& group);
 
 // Strides of `m` over the dimensions of the domain `dom` (0 where broadcast or of size 1), and

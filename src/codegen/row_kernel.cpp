@@ -48,6 +48,11 @@ std::string offset(const TensorMeta& m, const std::string& index) {
 
 constexpr std::int64_t kWarpCols = 1024;
 constexpr std::int64_t kCachedRegisters = 96;  // floats per lane for a row's loads
+// Sums over all rows (a norm backward's weight gradient): at most this many chunks of rows per
+// column tile, whose partial sums the tile's last block adds up; row blocks: at most this many
+// (they stride over the rows).
+constexpr std::int64_t kMaxChunks = 64;
+constexpr std::int64_t kMaxRowBlocks = 2048;
 
 }  // namespace
 
@@ -82,6 +87,11 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
   std::vector<Reduction> reds;
   std::map<int, std::string> var;    // value id -> name
   std::map<int, int> final_version;  // tensor -> its last value in the group
+  struct ColumnSum {
+    std::string input;  // a full value, summed over all rows
+    std::size_t param;  // the output: one value per column
+  };
+  std::vector<ColumnSum> col_sums;
   auto add = [&](Def d) -> const std::string& {
     for (const std::string& dep : d.deps) {
       const Def& x = defs[def_of.at(dep)];
@@ -272,6 +282,57 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
           final_version[g.value(v).tensor] = v;
           break;
         }
+        case K::LayerNormBackward:
+        case K::RmsNormBackward: {
+          // As ATen's kernels (layer_norm_kernel.cu): with xhat = (x - mean) * rstd (no mean for
+          // rms) and gw = grad_out * weight, grad_input = (C * gw - xhat * sum(gw * xhat) -
+          // sum(gw)) * rstd / C (no sum(gw) for rms); grad_weight sums grad_out * xhat over all
+          // rows, grad_bias sums grad_out.
+          const RowOp::NormBackwardArgs a = r->norm_args();
+          const std::string& dy = t[0];
+          const std::string& x = t[1];
+          const std::string rstd = operand(n.input_at(a.rstd));
+          Def xhat;
+          xhat.name = name + "_xhat";
+          if (a.mean >= 0) {
+            const std::string mean = operand(n.input_at(a.mean));
+            xhat.expr = "((" + x + " - " + mean + ") * " + rstd + ")";
+            xhat.deps = {x, mean, rstd};
+          } else {
+            xhat.expr = "(" + x + " * " + rstd + ")";
+            xhat.deps = {x, rstd};
+          }
+          add(xhat);
+          const std::string w = operand(n.input_at(a.weight));
+          Def gw;
+          gw.name = name + "_gw";
+          gw.expr = "(" + dy + " * " + w + ")";
+          gw.deps = {dy, w};
+          add(gw);
+          Def gwx;
+          gwx.name = name + "_gwx";
+          gwx.expr = "(" + gw.name + " * " + xhat.name + ")";
+          gwx.deps = {gw.name, xhat.name};
+          const std::string s2 = reduce(add(gwx), false);
+          std::string e = "(" + float_literal(double(cols)) + " * " + gw.name + " - " + xhat.name +
+                          " * " + s2 + ")";
+          d.deps = {gw.name, xhat.name, s2, rstd};
+          if (a.mean >= 0) {
+            const std::string s1 = reduce(gw.name, false);
+            e = "(" + e + " - " + s1 + ")";
+            d.deps.push_back(s1);
+          }
+          d.expr = "(" + e + " * (" + rstd + " * " + float_literal(1.0 / double(cols)) + "))";
+          Def dyx;
+          dyx.name = name + "_dyx";
+          dyx.expr = "(" + dy + " * " + xhat.name + ")";
+          dyx.deps = {dy, xhat.name};
+          col_sums.push_back({add(dyx), params.tensor(n.outputs[1])});
+          if (a.bias >= 0) col_sums.push_back({dy, params.tensor(n.outputs[2])});
+          for (std::size_t k = 1; k < n.outputs.size(); ++k)
+            spec.args[params.tensor(n.outputs[k])].written = true;
+          break;
+        }
       }
       d.expr = round_to_dtype(d.expr, dt);
       var[out] = add(d);
@@ -346,6 +407,51 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     }
     return need;
   };
+  // The column sums' outputs: written by the column blocks, optional unless returned.
+  for (const ColumnSum& cs : col_sums) {
+    KernelArg& a = spec.args[cs.param];
+    a.name = "t" + std::to_string(cs.param);
+    const int tensor = [&] {
+      for (const auto& [t, p] : params.param_of_tensor)
+        if (static_cast<std::size_t>(p) == cs.param) return t;
+      return -1;
+    }();
+    a.optional = tensor != returned_tensor;
+    const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(cs.param));
+    HOTPATH_CHECK(m.numel() == cols && is_contiguous(m), "a sum over rows ", format_meta(m),
+                  " is not one contiguous value per column");
+  }
+  // Every value a column block computes, row values included, in definition order: none may
+  // depend on a reduction (the partitioner keeps such groups apart).
+  auto closure_all = [&](const std::vector<std::string>& targets) {
+    std::set<std::size_t> need;
+    std::vector<std::string> work = targets;
+    while (!work.empty()) {
+      const std::size_t i = def_of.at(work.back());
+      work.pop_back();
+      if (!need.insert(i).second) continue;
+      HOTPATH_CHECK(defs[i].level == 0, "a sum over rows of ", defs[i].name,
+                    ", which depends on a reduction of the row");
+      for (const std::string& dep : defs[i].deps) work.push_back(dep);
+    }
+    return need;
+  };
+  const bool column_blocks = !col_sums.empty();
+  const int warps = spec.block / 32;
+  const std::int64_t tiles = (cols + 31) / 32;
+  const std::int64_t chunk_rows =
+      std::max<std::int64_t>(warps * 16, (spec.rows + kMaxChunks - 1) / kMaxChunks);
+  const std::int64_t chunks = std::max<std::int64_t>(1, (spec.rows + chunk_rows - 1) / chunk_rows);
+  const std::int64_t row_blocks = std::clamp<std::int64_t>(
+      (spec.rows + spec.rows_per_block - 1) / spec.rows_per_block, 1, kMaxRowBlocks);
+  if (column_blocks) {
+    HOTPATH_CHECK(row_blocks + tiles * chunks < (1LL << 31), "too many blocks for ",
+                  format_meta(dom));
+    spec.fixed_blocks = static_cast<int>(row_blocks + tiles * chunks);
+    spec.counters_at = static_cast<std::int64_t>(col_sums.size()) * chunks * cols;
+    spec.workspace_floats = spec.counters_at + tiles;
+  }
+  const std::string row_grid = column_blocks ? "kRowBlocks" : "gridDim.x";
   const bool use64 = spec.numel > (1LL << 31) - 1;
   spec.index64 = use64;
   std::ostringstream src;
@@ -354,17 +460,83 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
   for (int m : group.nodes) src << " " << g.node(m).short_name();
   src << "\n#include \"hotpath_runtime.cuh\"\n\n";
   src << "typedef " << (use64 ? "long long" : "int") << " idx_t;\n\n";
-  src << kernel_signature(spec);
+  src << kernel_signature(
+      spec, column_blocks ? ",\n    float* __restrict__ partial,\n    unsigned* done" : "");
+  if (column_blocks) src << "  constexpr unsigned kRowBlocks = " << row_blocks << ";\n";
   if (warp_rows) {
     src << "  const int lane = threadIdx.x & 31;\n";
     src << "  const idx_t first_row = static_cast<idx_t>(blockIdx.x) * (blockDim.x / 32) + "
            "threadIdx.x / 32;\n";
-    src << "  const idx_t row_step = static_cast<idx_t>(gridDim.x) * (blockDim.x / 32);\n";
+    src << "  const idx_t row_step = static_cast<idx_t>(" << row_grid << ") * (blockDim.x / 32);\n";
   } else {
     src << "  __shared__ float hp_smem[32];\n";
   }
   src << "  const idx_t kCols = " << cols << ";\n";
   src << "  const idx_t kRows = kNumel / kCols;\n";
+  if (column_blocks) {
+    // Blocks after the row blocks: chunk `chunk` of the rows for the 32 columns of `tile`.
+    const std::size_t nsums = col_sums.size();
+    src << "  if (blockIdx.x >= kRowBlocks) {  // sums over all rows\n";
+    src << "    constexpr idx_t kTiles = " << tiles << ";\n";
+    src << "    constexpr idx_t kChunkRows = " << chunk_rows << ";\n";
+    src << "    constexpr unsigned kChunks = " << chunks << ";\n";
+    src << "    constexpr int kWarps = " << warps << ";\n";
+    src << "    __shared__ float hp_cols[" << nsums << "][kWarps][33];\n";
+    src << "    __shared__ bool hp_last;\n";
+    src << "    const unsigned item = blockIdx.x - kRowBlocks;\n";
+    src << "    const idx_t tile = item % kTiles;\n";
+    src << "    const unsigned chunk = item / kTiles;\n";
+    src << "    const int hp_lane = threadIdx.x & 31;\n";
+    src << "    const int hp_warp = threadIdx.x >> 5;\n";
+    src << "    const idx_t c = tile * 32 + hp_lane;\n";
+    for (std::size_t k = 0; k < nsums; ++k) src << "    float acc" << k << " = 0.0f;\n";
+    src << "    if (c < kCols) {\n";
+    src << "      const idx_t end = min(static_cast<idx_t>(chunk + 1) * kChunkRows, kRows);\n";
+    src << "      for (idx_t row = chunk * kChunkRows + hp_warp; row < end; row += kWarps) {\n";
+    src << "        const idx_t base = row * kCols;\n";
+    std::vector<std::string> inputs;
+    for (const ColumnSum& cs : col_sums) inputs.push_back(cs.input);
+    for (std::size_t i : closure_all(inputs))
+      src << "        const float " << defs[i].name << " = " << defs[i].expr << ";\n";
+    for (std::size_t k = 0; k < nsums; ++k)
+      src << "        acc" << k << " += " << col_sums[k].input << ";\n";
+    src << "      }\n    }\n";
+    for (std::size_t k = 0; k < nsums; ++k)
+      src << "    hp_cols[" << k << "][hp_warp][hp_lane] = acc" << k << ";\n";
+    src << "    __syncthreads();\n";
+    src << "    if (hp_warp == 0 && c < kCols) {\n";
+    for (std::size_t k = 0; k < nsums; ++k) {
+      src << "      {\n        float s = hp_cols[" << k << "][0][hp_lane];\n";
+      src << "        for (int w = 1; w < kWarps; ++w) s += hp_cols[" << k << "][w][hp_lane];\n";
+      src << "        partial[(" << k << " * kChunks + chunk) * kCols + c] = s;\n      }\n";
+    }
+    src << "      __threadfence();  // the partials are visible before the count says so\n";
+    src << "    }\n    __syncthreads();\n";
+    src << "    if (threadIdx.x == 0) hp_last = atomicAdd(&done[tile], 1u) == kChunks - 1;\n";
+    src << "    __syncthreads();\n";
+    src << "    if (!hp_last) return;\n";
+    src << "    // The tile's last chunk: every warp adds up its chunks, then the warps in "
+           "order.\n";
+    for (std::size_t k = 0; k < nsums; ++k) {
+      src << "    {\n      float s = 0.0f;\n";
+      src << "      if (c < kCols)\n        for (unsigned ch = hp_warp; ch < kChunks; ch += kWarps)"
+             " s += __ldcg(&partial[("
+          << k << " * kChunks + ch) * kCols + c]);\n";
+      src << "      hp_cols[" << k << "][hp_warp][hp_lane] = s;\n    }\n";
+    }
+    src << "    __syncthreads();\n";
+    src << "    if (hp_warp == 0 && c < kCols) {\n";
+    for (std::size_t k = 0; k < nsums; ++k) {
+      const KernelArg& a = spec.args[col_sums[k].param];
+      src << "      {\n        float s = hp_cols[" << k << "][0][hp_lane];\n";
+      src << "        for (int w = 1; w < kWarps; ++w) s += hp_cols[" << k << "][w][hp_lane];\n";
+      src << "        " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name
+          << "[c] = hp::from_float<" << cuda_type(a.dtype) << ">(s);\n      }\n";
+    }
+    src << "    }\n";
+    src << "    if (threadIdx.x == 0) done[tile] = 0u;  // for the next launch\n";
+    src << "    return;\n  }\n";
+  }
   // A warp per row: the row's loads are kept in registers (kPer per lane) when they fit, so that
   // every pass reads them from there, not from memory again.
   const std::int64_t per_lane = (cols + 31) / 32;
@@ -383,7 +555,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     columns = "    for (idx_t c = threadIdx.x; c < kCols; c += blockDim.x) {\n";
   }
   src << (warp_rows ? "  for (idx_t row = first_row; row < kRows; row += row_step) {\n"
-                    : "  for (idx_t row = blockIdx.x; row < kRows; row += gridDim.x) {\n");
+                    : "  for (idx_t row = blockIdx.x; row < kRows; row += " + row_grid + ") {\n");
   src << "    const idx_t base = row * kCols;\n";
   if (cached) {
     for (const Def& d : defs) {

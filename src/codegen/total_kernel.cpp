@@ -31,8 +31,10 @@ KernelSpec generate_total_kernel(const Graph& g, const FusionGroup& group) {
   spec.numel = dom.numel();
   spec.index64 = spec.numel > (1LL << 31) - 1;
   spec.block = kTotalBlock;
-  spec.total_blocks = static_cast<int>(std::clamp<std::int64_t>(
+  spec.fixed_blocks = static_cast<int>(std::clamp<std::int64_t>(
       (spec.numel + kTotalPerBlock - 1) / kTotalPerBlock, 1, kMaxTotalBlocks));
+  spec.workspace_floats = spec.fixed_blocks + 1;  // the partials, then the counter
+  spec.counters_at = spec.fixed_blocks;
   GroupParams params(g, group, spec);
   const std::size_t x = params.tensor(n.input_at(0));
   const std::size_t y = params.tensor(n.input_at(1));

@@ -936,18 +936,18 @@ bool Executor::fill(PlanGroup& g, const std::vector<Deferred*>& members, bool ow
                           : (g.spec.numel + per_block - 1) / per_block;
   l.blocks =
       std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
-  if (own_kernel && g.spec.total_blocks > 0) {
-    l.blocks = g.spec.total_blocks;  // the workspace holds one partial sum per block
+  if (own_kernel && g.spec.fixed_blocks > 0) {
+    l.blocks = g.spec.fixed_blocks;  // the workspace is laid out for these blocks
     if (!g.workspace.defined()) {
       g.workspace =
-          at::zeros({g.spec.total_blocks + 1},
+          at::zeros({g.spec.workspace_floats},
                     at::TensorOptions()
                         .dtype(at::kFloat)
                         .device(c10::Device(c10::kCUDA,
                                             static_cast<c10::DeviceIndex>(armed_->device_index))));
     }
     l.partial = g.workspace.data_ptr<float>();
-    l.done = reinterpret_cast<unsigned*>(l.partial + g.spec.total_blocks);  // 0.0f is 0u
+    l.done = reinterpret_cast<unsigned*>(l.partial + g.spec.counters_at);  // 0.0f is 0u
   }
   if (config_.verify) prepare_verify(g, l);
   return true;

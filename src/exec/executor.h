@@ -137,7 +137,7 @@ class Executor {
     int numel32 = 0;
     int vector_ok = 0;
     std::int64_t blocks = 0;
-    float* partial = nullptr;  // a total kernel's workspace (KernelSpec::total_blocks)
+    float* partial = nullptr;  // the group's workspace (KernelSpec::workspace_floats)
     unsigned* done = nullptr;
     // Config::verify: copies of what the kernel overwrites, taken before it does.
     std::map<const c10::TensorImpl*, at::Tensor> verify_inputs;

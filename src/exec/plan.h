@@ -57,7 +57,7 @@ struct PlanGroup {
   bool from_cache = false;
   std::string error;                   // why the kernel is not used (compile or load failure)
   std::shared_ptr<CudaModule> module;  // shared by groups with the same kernel
-  // A total kernel's partial sums and counter (KernelSpec::total_blocks + 1 floats, zeroed once).
+  // Partial sums and counters of a kernel that sums across blocks (KernelSpec::workspace_floats).
   at::Tensor workspace;
   // Training thread only.
   bool eager_only = false;  // a launch failed: its ops run eagerly from now on

@@ -243,6 +243,8 @@ const RowOp* find_row_op(const Node& n) {
       {"_log_softmax_backward_data", {K::LogSoftmaxBackward, {0, 1}, false}},
       {"native_layer_norm", {K::LayerNorm, {0}, false, 3}},
       {"_fused_rms_norm", {K::RmsNorm, {0}, false, 2}},
+      {"native_layer_norm_backward", {K::LayerNormBackward, {0, 1}, false, 3}},
+      {"_fused_rms_norm_backward", {K::RmsNormBackward, {0, 1}, false, 2}},
   };
   const auto it = ops.find(n.short_name());
   return it == ops.end() ? nullptr : &it->second;
@@ -272,6 +274,39 @@ std::string row_op_check(const Graph& g, const Node& n) {
       const TensorMeta& w = g.value(v).meta;
       if (w.sizes.size() != 1 || w.sizes[0] != m.sizes.back() || w.dtype != m.dtype)
         return "weight or bias of another shape or dtype";
+    }
+  } else if (op->norm_backward()) {
+    // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+    //                            bool[3] output_mask)
+    // _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, bool[2] mask)
+    const bool layer = op->kind == RowOp::Kind::LayerNormBackward;
+    const auto& shape = n.args[2];
+    if (!shape.isIntList() || shape.toIntList().size() != 1 ||
+        shape.toIntList().get(0) != m.sizes.back())
+      return "normalizes other than the last dimension";
+    const auto& mask = n.args[layer ? 7 : 5];
+    if (!mask.isBoolList()) return "output_mask is not a list of bools";
+    for (bool b : mask.toBoolList())
+      if (!b) return "an output is not asked for (output_mask)";
+    const RowOp::NormBackwardArgs a = op->norm_args();
+    for (int p : {a.weight, a.bias}) {
+      if (p < 0) continue;
+      const int v = n.input_at(p);
+      if (v < 0) return layer ? "no weight or no bias" : "no weight";
+      const TensorMeta& w = g.value(v).meta;
+      if (w.sizes.size() != 1 || w.sizes[0] != m.sizes.back())
+        return "weight or bias of another shape";
+    }
+    // The statistics of the forward: one value per row, [..., 1].
+    std::vector<std::int64_t> rows(m.sizes.begin(), m.sizes.end());
+    rows.back() = 1;
+    for (int p : {a.mean, a.rstd}) {
+      if (p < 0) continue;
+      const int v = n.input_at(p);
+      if (v < 0) return "undefined mean or rstd";
+      const TensorMeta& s = g.value(v).meta;
+      if (std::vector<std::int64_t>(s.sizes.begin(), s.sizes.end()) != rows)
+        return "mean or rstd not of shape [..., 1]";
     }
   } else if (op->keeps_row) {
     // sum/mean(self, int[1]? dim, bool keepdim, *, ScalarType? dtype)

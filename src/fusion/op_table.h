@@ -50,12 +50,29 @@ struct RowOp {
     SoftmaxBackward,
     LogSoftmaxBackward,
     LayerNorm,  // native_layer_norm: (out, mean, rstd); weight and bias are rows for all rows
-    RmsNorm     // _fused_rms_norm: (out, rstd); the weight is a row for all rows
+    RmsNorm,    // _fused_rms_norm: (out, rstd); the weight is a row for all rows
+    // native_layer_norm_backward: (grad_input, grad_weight, grad_bias); _fused_rms_norm_backward:
+    // (grad_input, grad_weight). grad_input reduces rows; the weight's and bias's gradients sum
+    // over all rows: the row kernel gets a second kind of block for them (codegen/kernel.h).
+    LayerNormBackward,
+    RmsNormBackward
   };
   Kind kind = Kind::Sum;
   std::vector<int> tensors;  // schema positions of the tensor operands (full rows)
   bool keeps_row = false;    // the output is one value per row (sum, mean), else a full row
   int outputs = 1;
+  bool norm_backward() const {
+    return kind == Kind::LayerNormBackward || kind == Kind::RmsNormBackward;
+  }
+  // Schema positions of a norm backward's operands besides (grad_out, input): mean (-1 for rms),
+  // rstd, weight, and bias (-1 for rms).
+  struct NormBackwardArgs {
+    int mean = -1, rstd = -1, weight = -1, bias = -1;
+  };
+  NormBackwardArgs norm_args() const {
+    return kind == Kind::LayerNormBackward ? NormBackwardArgs{3, 4, 5, 6}
+                                           : NormBackwardArgs{-1, 3, 4, -1};
+  }
 };
 
 // nullptr when `n` is not one of the row ops.

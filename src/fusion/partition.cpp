@@ -114,9 +114,56 @@ struct Builder {
     return true;
   }
 
+  // A norm backward's weight and bias gradients are summed over all rows by blocks of their own,
+  // which compute only what needs no reduction: its operands may not depend on a reduction of
+  // the group, and no member may read those gradients (they are complete when the kernel ends).
+  // Those blocks also read rows that the row blocks may have written by then: no member may
+  // write in place a tensor that the norm backward's inputs are computed from.
+  bool norm_backward_plain(const std::vector<int>& members) const {
+    std::set<int> needed, loaded, written;
+    const std::set<int> mine(members.begin(), members.end());
+    for (auto it = members.rbegin(); it != members.rend(); ++it) {
+      const Node& n = g.node(*it);
+      const RowOp* r = row_op(g, n);
+      bool need = r != nullptr && r->norm_backward();
+      for (int v : n.outputs) need = need || needed.count(v) > 0;
+      for (const auto& in : n.inputs) {
+        if (in.value < 0) continue;
+        if (in.written) written.insert(g.value(in.value).tensor);
+        if (!need) continue;
+        needed.insert(in.value);
+        const int producer = g.value(in.value).producer;
+        if (producer < 0 || !mine.count(producer)) loaded.insert(g.value(in.value).tensor);
+      }
+    }
+    for (int t : written)
+      if (loaded.count(t)) return false;
+    std::set<int> reduced, column_sums;
+    for (int m : members) {
+      const Node& n = g.node(m);
+      const RowOp* r = row_op(g, n);
+      bool depends = false;
+      for (const auto& in : n.inputs) {
+        if (in.value < 0) continue;
+        if (column_sums.count(in.value)) return false;
+        depends = depends || reduced.count(in.value) > 0;
+      }
+      if (r != nullptr && r->norm_backward()) {
+        if (depends) return false;
+        for (std::size_t k = 1; k < n.outputs.size(); ++k) column_sums.insert(n.outputs[k]);
+      }
+      if (depends || r != nullptr) {
+        for (int v : n.outputs) reduced.insert(v);
+      }
+    }
+    return true;
+  }
+
   bool legal(const std::vector<int>& members) const {
     if (members.size() > kMaxGroupNodes) return false;
-    if (!rows_kept(members) || !columns_apart(members) || !total_alone(members)) return false;
+    if (!rows_kept(members) || !columns_apart(members) || !total_alone(members) ||
+        !norm_backward_plain(members))
+      return false;
     const std::set<int> mine(members.begin(), members.end());
     const std::set<int> values = produced(members);
     const bool contiguous_only = writes_outside(members);
@@ -165,8 +212,12 @@ std::string unfusable_reason(const Graph& g, const Node& n) {
     std::vector<int> operands = r->tensors;
     if (r->kind == RowOp::Kind::LayerNorm) operands = {0, 2, 3};
     if (r->kind == RowOp::Kind::RmsNorm) operands = {0, 2};
+    if (r->norm_backward()) {
+      const RowOp::NormBackwardArgs a = r->norm_args();
+      operands = {0, 1, a.mean, a.rstd, a.weight, a.bias};
+    }
     for (int t : operands) {
-      if (n.input_at(t) < 0) continue;  // no weight or bias
+      if (t < 0 || n.input_at(t) < 0) continue;  // no weight or bias
       const TensorMeta& m = g.value(n.input_at(t)).meta;
       if (m.device != out.device) return "operands on several devices";
       if (!float_type(m.dtype)) return "operand dtype";
@@ -281,12 +332,15 @@ Partition partition_graph(const Graph& g) {
   p.group_of.assign(g.nodes().size(), -1);
   for (const auto& nodes : b.groups) {
     // Alone, a node is worth a kernel only where eager runs more than one for it: a column sum
-    // (ATen: a memset, then the reduction), mse_loss (the squared differences, then the mean)
-    // or an op of the table that says so.
+    // (ATen: a memset, then the reduction), mse_loss (the squared differences, then the mean),
+    // a norm's backward (the input's gradient, then the weight's and bias's) or an op of the
+    // table that says so.
     const Node& first = g.node(nodes.front());
     const PointwiseOp* only = find_pointwise(first);
+    const RowOp* row = row_op(g, first);
     const bool alone_pays = is_column_sum(g, first) || is_total_reduction(first) ||
-                            (only != nullptr && only->alone_pays);
+                            (only != nullptr && only->alone_pays) ||
+                            (row != nullptr && row->norm_backward());
     if (nodes.size() < 2 && !alone_pays) {
       for (int m : nodes) p.eager_why[static_cast<std::size_t>(m)] = "alone (nothing to fuse with)";
       continue;
