@@ -53,6 +53,7 @@ constexpr std::int64_t kCachedRegisters = 96;  // floats per lane for a row's lo
 // (they stride over the rows).
 constexpr std::int64_t kMaxChunks = 64;
 constexpr std::int64_t kMaxRowBlocks = 2048;
+constexpr int kColumnUnroll = 4;  // rows in flight per warp of a column block
 
 }  // namespace
 
@@ -492,6 +493,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     for (std::size_t k = 0; k < nsums; ++k) src << "    float acc" << k << " = 0.0f;\n";
     src << "    if (c < kCols) {\n";
     src << "      const idx_t end = min(static_cast<idx_t>(chunk + 1) * kChunkRows, kRows);\n";
+    src << "#pragma unroll " << kColumnUnroll << "\n";
     src << "      for (idx_t row = chunk * kChunkRows + hp_warp; row < end; row += kWarps) {\n";
     src << "        const idx_t base = row * kCols;\n";
     std::vector<std::string> inputs;
