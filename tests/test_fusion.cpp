@@ -915,6 +915,64 @@ TEST_CASE("ATen's fused rms_norm backward (as CUDA records it) fuses with the op
   }
 }
 
+TEST_CASE("cross-entropy's backward fuses into one row kernel", "[fusion][rows]") {
+  // cross_entropy = log_softmax + nll_loss; its backward: nll_loss_backward (the target's column
+  // of each row) and log_softmax's backward, one row kernel, for each reduction. One target is
+  // the ignore_index: its row's gradient is 0.
+  for (const char* reduction : {"mean", "sum", "none"}) {
+    CAPTURE(reduction);
+    auto train = [reduction](bool hot) {
+      torch::manual_seed(23);
+      auto x = torch::randn({8, 16});
+      auto w = torch::randn({16, 10}, torch::requires_grad());
+      auto target = torch::randint(0, 10, {8}, torch::kLong);
+      target[3] = -100;
+      namespace F = torch::nn::functional;
+      auto options = F::CrossEntropyFuncOptions();
+      if (std::string(reduction) == "sum") options.reduction(torch::kSum);
+      if (std::string(reduction) == "none") options.reduction(torch::kNone);
+      std::unique_ptr<Enabled> on;
+      if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+      std::vector<torch::Tensor> out;
+      for (int i = 0; i < 8; ++i) {
+        auto loss = F::cross_entropy(x.mm(w), target, options);
+        if (loss.dim() > 0) loss = loss.sum();
+        loss.backward();
+        {
+          torch::NoGradGuard ng;
+          w -= 0.1 * w.grad();
+          w.grad().zero_();
+        }
+        out.push_back(loss.detach().clone());
+        hotpath::step();
+      }
+      on.reset();
+      out.push_back(w.detach().clone());
+      return out;
+    };
+    const auto plan = check_plan_is_eager(train, 8);
+    REQUIRE(plan != nullptr);
+    const auto& g = *plan->graph;
+    INFO(plan->partition.to_text(g));
+    bool fused = false;
+    for (const auto& grp : plan->partition.groups) {
+      std::set<std::string> ops;
+      for (int n : grp.nodes) ops.insert(g.node(n).short_name());
+      if (!ops.count("nll_loss_backward")) continue;
+      fused = true;
+      CHECK(grp.rows);
+      CHECK(ops.count("_log_softmax_backward_data") == 1);
+      const auto spec = check_compiles(g, grp);
+      INFO(spec.source);
+      // The targets are one int64 per row, compared with the column index; -100 is ignored.
+      CHECK(spec.source.find("const long long* __restrict__") != std::string::npos);
+      CHECK(spec.source.find("static_cast<float>(c) == ") != std::string::npos);
+      CHECK(spec.source.find("-1.000000000e+02f") != std::string::npos);
+    }
+    CHECK(fused);
+  }
+}
+
 TEST_CASE("codegen of a row kernel: softmax over rows with a broadcast row", "[fusion][golden]") {
   // Rows of up to 1024 elements: a warp per row (golden source); longer ones: a block per row.
   for (const std::int64_t cols : {16, 2048}) {

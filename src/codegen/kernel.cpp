@@ -25,6 +25,8 @@ const char* cuda_type(c10::ScalarType t) {
       return "hp::bfloat16";
     case c10::ScalarType::Bool:
       return "bool";
+    case c10::ScalarType::Long:
+      return "long long";
     default:
       HOTPATH_FAIL("no CUDA storage type for ", c10::toString(t));
   }

@@ -117,6 +117,29 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     defs.push_back(d);
     return r.result;
   };
+  // A 1-D tensor from outside with one value per row (nll's targets, its unreduced gradient):
+  // fp32 as every value; an int64 class index converts exactly (below kMaxClasses).
+  auto row_operand = [&](int v) -> std::string {
+    if (const auto it = var.find(v); it != var.end()) return it->second;
+    HOTPATH_CHECK(!params.in_group(v), "value %", v, " used before it is computed");
+    const std::size_t p = params.tensor(v);
+    const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(p));
+    HOTPATH_CHECK(m.sizes.size() == 1 && m.numel() == spec.rows, format_meta(m),
+                  " is not one value per row");
+    KernelArg& a = spec.args[p];
+    a.name = "t" + std::to_string(p);
+    Def d;
+    d.name = "x" + std::to_string(v);
+    d.row = true;
+    const std::string index = m.strides[0] == 0   ? std::string("0")
+                              : m.strides[0] == 1 ? std::string("row")
+                                                  : "row * " + std::to_string(m.strides[0]);
+    const std::string load = a.name + "[" + offset(m, index) + "]";
+    d.expr = a.dtype == c10::ScalarType::Long ? "static_cast<float>(" + load + ")"
+                                              : "hp::to_float(" + load + ")";
+    var[v] = add(d);
+    return var[v];
+  };
   // The name of an operand: a value of the group, or a load of a tensor from outside.
   auto operand = [&](int v) -> std::string {
     if (const auto it = var.find(v); it != var.end()) return it->second;
@@ -159,7 +182,8 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     int written = -1;  // value whose tensor receives the result
     if (const RowOp* r = find_row_op(n)) {
       std::vector<std::string> t;
-      for (int a : r->tensors) t.push_back(operand(n.input_at(a)));
+      if (r->kind != RowOp::Kind::NllLossBackward)  // reads nothing of `self` but its shape
+        for (int a : r->tensors) t.push_back(operand(n.input_at(a)));
       Def d;
       d.name = name;
       using K = RowOp::Kind;
@@ -281,6 +305,31 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
           var[v] = add(o);
           spec.args[params.tensor(v)].written = true;
           final_version[g.value(v).tensor] = v;
+          break;
+        }
+        case K::NllLossBackward: {
+          // As ATen's kernels: -(grad / total_weight) (mean), -grad (sum) or -grad[row] (none)
+          // at the row's target column unless it is ignore_index; 0 elsewhere.
+          const std::int64_t reduction = n.args[4].toInt();
+          const std::string target = row_operand(n.input_at(2));
+          const std::string grad =
+              reduction == 0 ? row_operand(n.input_at(0)) : operand(n.input_at(0));
+          Def value;
+          value.name = name + "_value";
+          value.row = true;
+          if (reduction == 1) {
+            const std::string total = operand(n.input_at(6));
+            value.expr = "(-(" + grad + " / " + total + "))";
+            value.deps = {grad, total};
+          } else {
+            value.expr = "(-" + grad + ")";
+            value.deps = {grad};
+          }
+          add(value);
+          d.expr = "((static_cast<float>(c) == " + target + " && " + target +
+                   " != " + float_literal(double(n.args[5].toInt())) + ") ? " + value.name +
+                   " : 0.0f)";
+          d.deps = {target, value.name};
           break;
         }
         case K::LayerNormBackward:

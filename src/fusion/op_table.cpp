@@ -245,6 +245,7 @@ const RowOp* find_row_op(const Node& n) {
       {"_fused_rms_norm", {K::RmsNorm, {0}, false, 2}},
       {"native_layer_norm_backward", {K::LayerNormBackward, {0, 1}, false, 3}},
       {"_fused_rms_norm_backward", {K::RmsNormBackward, {0, 1}, false, 2}},
+      {"nll_loss_backward", {K::NllLossBackward, {1}, false, 1}},
   };
   const auto it = ops.find(n.short_name());
   return it == ops.end() ? nullptr : &it->second;
@@ -308,6 +309,27 @@ std::string row_op_check(const Graph& g, const Node& n) {
       if (std::vector<std::int64_t>(s.sizes.begin(), s.sizes.end()) != rows)
         return "mean or rstd not of shape [..., 1]";
     }
+  } else if (op->kind == RowOp::Kind::NllLossBackward) {
+    // nll_loss_backward(grad_output, self, target, weight, int reduction, int ignore_index,
+    //                   total_weight)
+    if (m.sizes.size() != 2) return "not a batch of rows of class scores";
+    if (m.sizes[1] >= kMaxClasses) return "too many classes";
+    const int target = n.input_at(2);
+    if (target < 0) return "undefined target";
+    const TensorMeta& t = g.value(target).meta;
+    if (t.dtype != c10::ScalarType::Long || t.sizes.size() != 1 || t.sizes[0] != m.sizes[0])
+      return "target is not one int64 class index per row";
+    if (n.input_at(3) >= 0) return "class weights";
+    if (!n.args[4].isInt() || n.args[4].toInt() < 0 || n.args[4].toInt() > 2)
+      return "unknown reduction";
+    if (!n.args[5].isInt()) return "ignore_index is not an integer";
+    const int grad = n.input_at(0), total = n.input_at(6);
+    if (grad < 0 || total < 0) return "undefined grad_output or total_weight";
+    const std::int64_t grads = g.value(grad).meta.numel();
+    if (g.value(grad).meta.dtype != m.dtype || g.value(grad).meta.device != m.device)
+      return "grad_output of another dtype or device";
+    if (g.value(total).meta.numel() != 1 || grads != (n.args[4].toInt() == 0 ? m.sizes[0] : 1))
+      return "grad_output or total_weight of another shape";
   } else if (op->keeps_row) {
     // sum/mean(self, int[1]? dim, bool keepdim, *, ScalarType? dtype)
     const auto& dim = n.args[1];

@@ -55,12 +55,18 @@ struct RowOp {
     // (grad_input, grad_weight). grad_input reduces rows; the weight's and bias's gradients sum
     // over all rows: the row kernel gets a second kind of block for them (codegen/kernel.h).
     LayerNormBackward,
-    RmsNormBackward
+    RmsNormBackward,
+    // nll_loss_backward over [N, C] (no class weights): -grad / total_weight (mean), -grad (sum)
+    // or -grad[row] (none) at the row's target column, 0 elsewhere. No reduction: its value
+    // needs the column index, which only a row kernel has.
+    NllLossBackward
   };
   Kind kind = Kind::Sum;
   std::vector<int> tensors;  // schema positions of the tensor operands (full rows)
   bool keeps_row = false;    // the output is one value per row (sum, mean), else a full row
   int outputs = 1;
+  // It reduces its rows (every kind but nll_loss_backward).
+  bool reduces() const { return kind != Kind::NllLossBackward; }
   bool norm_backward() const {
     return kind == Kind::LayerNormBackward || kind == Kind::RmsNormBackward;
   }
@@ -74,6 +80,9 @@ struct RowOp {
                                            : NormBackwardArgs{-1, 3, 4, -1};
   }
 };
+
+// Class indices a row kernel compares with its column index in fp32: exact below 2^24.
+constexpr std::int64_t kMaxClasses = std::int64_t{1} << 24;
 
 // nullptr when `n` is not one of the row ops.
 const RowOp* find_row_op(const Node& n);

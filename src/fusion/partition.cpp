@@ -152,7 +152,7 @@ struct Builder {
         if (depends) return false;
         for (std::size_t k = 1; k < n.outputs.size(); ++k) column_sums.insert(n.outputs[k]);
       }
-      if (depends || r != nullptr) {
+      if (depends || (r != nullptr && r->reduces())) {
         for (int v : n.outputs) reduced.insert(v);
       }
     }
@@ -216,6 +216,9 @@ std::string unfusable_reason(const Graph& g, const Node& n) {
       const RowOp::NormBackwardArgs a = r->norm_args();
       operands = {0, 1, a.mean, a.rstd, a.weight, a.bias};
     }
+    // Not the target (int64), nor the gradient (one value per row, expanded from a scalar
+    // when the loss was summed: row_op_check looks at it).
+    if (r->kind == RowOp::Kind::NllLossBackward) operands = {1, 6};
     for (int t : operands) {
       if (t < 0 || n.input_at(t) < 0) continue;  // no weight or bias
       const TensorMeta& m = g.value(n.input_at(t)).meta;
@@ -333,13 +336,14 @@ Partition partition_graph(const Graph& g) {
   for (const auto& nodes : b.groups) {
     // Alone, a node is worth a kernel only where eager runs more than one for it: a column sum
     // (ATen: a memset, then the reduction), mse_loss (the squared differences, then the mean),
-    // a norm's backward (the input's gradient, then the weight's and bias's) or an op of the
-    // table that says so.
+    // a norm's backward (the input's gradient, then the weight's and bias's), nll_loss_backward
+    // (a fill, then the targets' column) or an op of the table that says so.
     const Node& first = g.node(nodes.front());
     const PointwiseOp* only = find_pointwise(first);
     const RowOp* row = row_op(g, first);
     const bool alone_pays = is_column_sum(g, first) || is_total_reduction(first) ||
                             (only != nullptr && only->alone_pays) ||
+                            (row != nullptr && !row->reduces()) ||
                             (row != nullptr && row->norm_backward());
     if (nodes.size() < 2 && !alone_pays) {
       for (int m : nodes) p.eager_why[static_cast<std::size_t>(m)] = "alone (nothing to fuse with)";
