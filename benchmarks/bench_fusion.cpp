@@ -233,6 +233,33 @@ struct Norm {
   }
 };
 
+// Cross-entropy over scaled logits, forward and backward: log_softmax and nll_loss (mean or
+// sum) fuse with the scaling into one row kernel whose loss is summed across its blocks; the
+// backward (nll_loss_backward, log_softmax's backward, the scaling's) into another. Every 7th
+// target is the ignore_index.
+struct CrossEntropy {
+  torch::Tensor z, target;
+  torch::Reduction::Reduction reduction;
+  CrossEntropy(torch::Dtype dtype, std::int64_t rows,
+               torch::Reduction::Reduction r = torch::Reduction::Mean)
+      : z(torch::randn({rows, 1000}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
+              .requires_grad_()),
+        target(torch::randint(0, 1000, {rows},
+                              torch::TensorOptions(torch::kCUDA).dtype(torch::kLong))),
+        reduction(r) {
+    fresh_targets();
+  }
+  void fresh_targets() {
+    target.random_(0, 1000);
+    target.index_put_({torch::arange(0, target.size(0), 7, target.options())}, -100);
+  }
+  void step() {
+    z.mutable_grad() = torch::Tensor();
+    auto loss = torch::nll_loss(torch::log_softmax(z * 0.5, -1), target, {}, reduction, -100);
+    loss.backward();
+  }
+};
+
 // GPU time per iteration with no host bubbles: a sleep kernel holds the GPU while the host queues
 // kBlock iterations, which then run back to back. Needs a body that does not synchronise.
 std::vector<double> gpu_bound(int blocks, const std::function<void(int)>& body) {
@@ -535,6 +562,25 @@ int main(int argc, char** argv) {
         out << "rows" << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
       }
     }
+    for (const std::int64_t rows : {8192, 65536}) {
+      torch::manual_seed(6);
+      CrossEntropy eager(torch::kFloat, rows), hot(torch::kFloat, rows);
+      const SideBySide r = side_by_side(
+          iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
+      const double eager_ms = median(r.eager);
+      const double fused_ms = median(r.hot);
+      std::printf(
+          "cross_entropy (%lldx1000 fp32 logits, mean, fwd+bwd): eager %.3f ms, hotpath steady "
+          "%.3f ms, speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
+          static_cast<long long>(rows), eager_ms, fused_ms, eager_ms / fused_ms,
+          median(r.eager_host), median(r.hot_host));
+      if (const auto s = busiest(r.stats)) print_groups(*s);
+      if (out) {
+        out << "cross_entropy" << rows << ",eager," << eager_ms << ",,1\n";
+        out << "cross_entropy" << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms
+            << "\n";
+      }
+    }
     for (const std::int64_t rows : {8192, 65536})
       for (const bool layer : {false, true}) {
         torch::manual_seed(4);
@@ -631,6 +677,18 @@ int main(int argc, char** argv) {
                 auto m = torch::mse_loss(x * 0.5, t);
                 auto s = torch::mse_loss(x, t, at::Reduction::Sum);
               });
+        }
+        for (const auto reduction : {torch::Reduction::Mean, torch::Reduction::Sum}) {
+          CrossEntropy ce(dtype, 8192, reduction);
+          verify(
+              reduction == torch::Reduction::Mean ? "cross_entropy (mean), fwd+bwd"
+                                                  : "cross_entropy (sum), fwd+bwd",
+              dtype,
+              [&] {
+                ce.z.detach().normal_();
+                ce.fresh_targets();
+              },
+              [&] { ce.step(); });
         }
         for (const bool layer : {true, false}) {
           Norm norm(dtype, 8192, layer);

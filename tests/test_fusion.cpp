@@ -915,10 +915,11 @@ TEST_CASE("ATen's fused rms_norm backward (as CUDA records it) fuses with the op
   }
 }
 
-TEST_CASE("cross-entropy's backward fuses into one row kernel", "[fusion][rows]") {
-  // cross_entropy = log_softmax + nll_loss; its backward: nll_loss_backward (the target's column
-  // of each row) and log_softmax's backward, one row kernel, for each reduction. One target is
-  // the ignore_index: its row's gradient is 0.
+TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][rows]") {
+  // cross_entropy = log_softmax + nll_loss: one row kernel whose loss (mean or sum) is summed
+  // over all rows across its blocks; its backward: nll_loss_backward (the target's column of
+  // each row) and log_softmax's backward, one row kernel, for each reduction. One target is the
+  // ignore_index: its row counts for nothing.
   for (const char* reduction : {"mean", "sum", "none"}) {
     CAPTURE(reduction);
     auto train = [reduction](bool hot) {
@@ -954,10 +955,24 @@ TEST_CASE("cross-entropy's backward fuses into one row kernel", "[fusion][rows]"
     REQUIRE(plan != nullptr);
     const auto& g = *plan->graph;
     INFO(plan->partition.to_text(g));
-    bool fused = false;
+    bool fused = false, forward = false;
     for (const auto& grp : plan->partition.groups) {
       std::set<std::string> ops;
       for (int n : grp.nodes) ops.insert(g.node(n).short_name());
+      if (ops.count("nll_loss_forward")) {
+        forward = true;
+        CHECK(grp.rows);
+        CHECK(ops.count("_log_softmax") == 1);
+        const auto spec = check_compiles(g, grp);
+        INFO(spec.source);
+        // 8 rows of 10: one block of 8 warps; its loss and count, then the counter.
+        CHECK(spec.fixed_blocks == 1);
+        CHECK(spec.workspace_floats == 3);
+        CHECK(spec.source.find("atomicAdd(done, 1u)") != std::string::npos);
+        CHECK(spec.source.find(std::string("[0] = hp::from_float<float>(") +
+                               (std::string(reduction) == "mean" ? "s0 / s1" : "s0") + ")") !=
+              std::string::npos);
+      }
       if (!ops.count("nll_loss_backward")) continue;
       fused = true;
       CHECK(grp.rows);
@@ -970,6 +985,7 @@ TEST_CASE("cross-entropy's backward fuses into one row kernel", "[fusion][rows]"
       CHECK(spec.source.find("-1.000000000e+02f") != std::string::npos);
     }
     CHECK(fused);
+    CHECK(forward == (std::string(reduction) != "none"));  // none: one loss per row, eager
   }
 }
 

@@ -8,6 +8,7 @@
 // the cache), and a last pass that stores the full outputs. Math is fp32, as in ATen's kernels.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -93,6 +94,14 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     std::size_t param;  // the output: one value per column
   };
   std::vector<ColumnSum> col_sums;
+  // nll_loss_forward: its per-row loss and count (row values), summed over all rows into its
+  // two outputs at the end of the kernel.
+  struct Total {
+    std::string loss, count;
+    std::size_t loss_param = 0, count_param = 0;
+    bool mean = false;
+  };
+  std::optional<Total> total;
   auto add = [&](Def d) -> const std::string& {
     for (const std::string& dep : d.deps) {
       const Def& x = defs[def_of.at(dep)];
@@ -307,6 +316,33 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
           final_version[g.value(v).tensor] = v;
           break;
         }
+        case K::NllLoss: {
+          // Per row: minus the score at the target column (0 when it is ignore_index), and
+          // whether it counts; ATen's total_weight is the count (no class weights).
+          const std::string target = row_operand(n.input_at(1));
+          const std::string kept =
+              "(" + target + " != " + float_literal(double(n.args[4].toInt())) + ")";
+          Def picked;
+          picked.name = name + "_picked";
+          picked.expr =
+              "((static_cast<float>(c) == " + target + " && " + kept + ") ? -" + t[0] + " : 0.0f)";
+          picked.deps = {target, t[0]};
+          Def count;
+          count.name = name + "_count";
+          count.row = true;
+          count.expr = "(" + kept + " ? 1.0f : 0.0f)";
+          count.deps = {target};
+          Total tot;
+          tot.loss = reduce(add(picked), false);
+          tot.count = add(count);
+          tot.loss_param = params.tensor(n.outputs[0]);
+          tot.count_param = params.tensor(n.outputs[1]);
+          tot.mean = n.args[3].toInt() == 1;
+          spec.args[tot.loss_param].written = true;
+          spec.args[tot.count_param].written = true;
+          total = tot;
+          continue;  // its outputs are stored at the end of the kernel, not per row
+        }
         case K::NllLossBackward: {
           // As ATen's kernels: -(grad / total_weight) (mean), -grad (sum) or -grad[row] (none)
           // at the row's target column unless it is ignore_index; 0 elsewhere.
@@ -486,6 +522,19 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     }
     return need;
   };
+  // The loss's outputs, one value each, optional unless returned.
+  if (total) {
+    for (std::size_t p : {total->loss_param, total->count_param}) {
+      KernelArg& a = spec.args[p];
+      a.name = "t" + std::to_string(p);
+      const int tensor = [&] {
+        for (const auto& [t, q] : params.param_of_tensor)
+          if (static_cast<std::size_t>(q) == p) return t;
+        return -1;
+      }();
+      a.optional = tensor != returned_tensor;
+    }
+  }
   const bool column_blocks = !col_sums.empty();
   const int warps = spec.block / 32;
   const std::int64_t tiles = (cols + 31) / 32;
@@ -501,7 +550,14 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     spec.counters_at = static_cast<std::int64_t>(col_sums.size()) * chunks * cols;
     spec.workspace_floats = spec.counters_at + tiles;
   }
-  const std::string row_grid = column_blocks ? "kRowBlocks" : "gridDim.x";
+  HOTPATH_CHECK(!(column_blocks && total), "a row kernel with two sums over all rows");
+  if (total) {
+    spec.fixed_blocks = static_cast<int>(row_blocks);
+    spec.counters_at = 2 * row_blocks;  // a loss and a count per block, then the counter
+    spec.workspace_floats = spec.counters_at + 1;
+  }
+  const bool fixed_grid = column_blocks || total;
+  const std::string row_grid = fixed_grid ? "kRowBlocks" : "gridDim.x";
   const bool use64 = spec.numel > (1LL << 31) - 1;
   spec.index64 = use64;
   std::ostringstream src;
@@ -511,8 +567,8 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
   src << "\n#include \"hotpath_runtime.cuh\"\n\n";
   src << "typedef " << (use64 ? "long long" : "int") << " idx_t;\n\n";
   src << kernel_signature(
-      spec, column_blocks ? ",\n    float* __restrict__ partial,\n    unsigned* done" : "");
-  if (column_blocks) src << "  constexpr unsigned kRowBlocks = " << row_blocks << ";\n";
+      spec, fixed_grid ? ",\n    float* __restrict__ partial,\n    unsigned* done" : "");
+  if (fixed_grid) src << "  constexpr unsigned kRowBlocks = " << row_blocks << ";\n";
   if (warp_rows) {
     src << "  const int lane = threadIdx.x & 31;\n";
     src << "  const idx_t first_row = static_cast<idx_t>(blockIdx.x) * (blockDim.x / 32) + "
@@ -605,6 +661,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
   } else {
     columns = "    for (idx_t c = threadIdx.x; c < kCols; c += blockDim.x) {\n";
   }
+  if (total) src << "  float hp_loss = 0.0f, hp_count = 0.0f;  // this warp's rows, in order\n";
   src << (warp_rows ? "  for (idx_t row = first_row; row < kRows; row += row_step) {\n"
                     : "  for (idx_t row = blockIdx.x; row < kRows; row += " + row_grid + ") {\n");
   src << "    const idx_t base = row * kCols;\n";
@@ -682,7 +739,45 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     }
     src << "    }\n";
   }
-  src << "  }\n}\n";
+  if (total)
+    src << "    hp_loss += " << total->loss << ";\n    hp_count += " << total->count << ";\n";
+  src << "  }\n";
+  if (total) {
+    // The warps' totals in order, then the blocks' (the last block to finish), as the total
+    // kernels do: the result does not depend on scheduling.
+    const KernelArg& loss = spec.args[total->loss_param];
+    const KernelArg& count = spec.args[total->count_param];
+    const int slots = warp_rows ? warps : 1;
+    src << "  // the loss over all rows\n";
+    src << "  __shared__ float hp_tot[2][" << slots << "];\n";
+    src << "  __shared__ float hp_tsmem[32];\n";
+    src << "  __shared__ bool hp_last;\n";
+    src << (warp_rows ? "  if (lane == 0) {\n    hp_tot[0][threadIdx.x >> 5] = hp_loss;\n"
+                        "    hp_tot[1][threadIdx.x >> 5] = hp_count;\n  }\n"
+                      : "  if (threadIdx.x == 0) {\n    hp_tot[0][0] = hp_loss;\n"
+                        "    hp_tot[1][0] = hp_count;\n  }\n");
+    src << "  __syncthreads();\n";
+    src << "  if (threadIdx.x == 0) {\n";
+    src << "    float s0 = 0.0f, s1 = 0.0f;\n";
+    src << "    for (int w = 0; w < " << slots << "; ++w) {\n";
+    src << "      s0 += hp_tot[0][w];\n      s1 += hp_tot[1][w];\n    }\n";
+    src << "    partial[2 * blockIdx.x] = s0;\n    partial[2 * blockIdx.x + 1] = s1;\n";
+    src << "    __threadfence();  // the partials are visible before the count says so\n";
+    src << "    hp_last = atomicAdd(done, 1u) == kRowBlocks - 1;\n  }\n";
+    src << "  __syncthreads();\n  if (!hp_last) return;\n";
+    src << "  float s0 = 0.0f, s1 = 0.0f;\n";
+    src << "  for (unsigned b = threadIdx.x; b < kRowBlocks; b += blockDim.x) {\n";
+    src << "    s0 += __ldcg(&partial[2 * b]);\n    s1 += __ldcg(&partial[2 * b + 1]);\n  }\n";
+    src << "  s0 = hp::block_sum(s0, hp_tsmem);\n  s1 = hp::block_sum(s1, hp_tsmem);\n";
+    src << "  if (threadIdx.x == 0) {\n";
+    src << "    " << (loss.optional ? "if (" + loss.name + " != nullptr) " : "") << loss.name
+        << "[0] = hp::from_float<" << cuda_type(loss.dtype) << ">("
+        << (total->mean ? "s0 / s1" : "s0") << ");\n";
+    src << "    " << (count.optional ? "if (" + count.name + " != nullptr) " : "") << count.name
+        << "[0] = hp::from_float<" << cuda_type(count.dtype) << ">(s1);\n";
+    src << "    *done = 0u;  // for the next launch\n  }\n";
+  }
+  src << "}\n";
   name_kernel(spec, group.name, src.str());
   return spec;
 }

@@ -246,6 +246,7 @@ const RowOp* find_row_op(const Node& n) {
       {"native_layer_norm_backward", {K::LayerNormBackward, {0, 1}, false, 3}},
       {"_fused_rms_norm_backward", {K::RmsNormBackward, {0, 1}, false, 2}},
       {"nll_loss_backward", {K::NllLossBackward, {1}, false, 1}},
+      {"nll_loss_forward", {K::NllLoss, {0}, false, 2}},
   };
   const auto it = ops.find(n.short_name());
   return it == ops.end() ? nullptr : &it->second;
@@ -309,6 +310,19 @@ std::string row_op_check(const Graph& g, const Node& n) {
       if (std::vector<std::int64_t>(s.sizes.begin(), s.sizes.end()) != rows)
         return "mean or rstd not of shape [..., 1]";
     }
+  } else if (op->kind == RowOp::Kind::NllLoss) {
+    // nll_loss_forward(self, target, weight, int reduction, int ignore_index)
+    if (m.sizes.size() != 2) return "not a batch of rows of class scores";
+    if (m.sizes[1] >= kMaxClasses) return "too many classes";
+    const int target = n.input_at(1);
+    if (target < 0) return "undefined target";
+    const TensorMeta& t = g.value(target).meta;
+    if (t.dtype != c10::ScalarType::Long || t.sizes.size() != 1 || t.sizes[0] != m.sizes[0])
+      return "target is not one int64 class index per row";
+    if (n.input_at(2) >= 0) return "class weights";
+    if (!n.args[3].isInt() || (n.args[3].toInt() != 1 && n.args[3].toInt() != 2))
+      return "reduction none";
+    if (!n.args[4].isInt()) return "ignore_index is not an integer";
   } else if (op->kind == RowOp::Kind::NllLossBackward) {
     // nll_loss_backward(grad_output, self, target, weight, int reduction, int ignore_index,
     //                   total_weight)

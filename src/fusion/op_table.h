@@ -59,7 +59,11 @@ struct RowOp {
     // nll_loss_backward over [N, C] (no class weights): -grad / total_weight (mean), -grad (sum)
     // or -grad[row] (none) at the row's target column, 0 elsewhere. No reduction: its value
     // needs the column index, which only a row kernel has.
-    NllLossBackward
+    NllLossBackward,
+    // nll_loss_forward over [N, C] (mean or sum, no class weights): (loss, total_weight), one
+    // value each for all rows: per row the negated score at its target column, then a sum over
+    // all rows across the blocks (the last block adds up the blocks' partial sums in order).
+    NllLoss
   };
   Kind kind = Kind::Sum;
   std::vector<int> tensors;  // schema positions of the tensor operands (full rows)
@@ -67,6 +71,8 @@ struct RowOp {
   int outputs = 1;
   // It reduces its rows (every kind but nll_loss_backward).
   bool reduces() const { return kind != Kind::NllLossBackward; }
+  // Its results need every row: complete only when the kernel ends (at most one per group).
+  bool sums_all_rows() const { return norm_backward() || kind == Kind::NllLoss; }
   bool norm_backward() const {
     return kind == Kind::LayerNormBackward || kind == Kind::RmsNormBackward;
   }

@@ -119,7 +119,15 @@ struct Builder {
   // the group, and no member may read those gradients (they are complete when the kernel ends).
   // Those blocks also read rows that the row blocks may have written by then: no member may
   // write in place a tensor that the norm backward's inputs are computed from.
-  bool norm_backward_plain(const std::vector<int>& members) const {
+  // nll_loss_forward's loss is one value for all rows, complete when the kernel ends, too; a
+  // kernel has one workspace: at most one member sums over all rows.
+  bool all_rows_plain(const std::vector<int>& members) const {
+    int all_rows = 0;
+    for (int m : members) {
+      const RowOp* r = row_op(g, g.node(m));
+      all_rows += r != nullptr && r->sums_all_rows() ? 1 : 0;
+    }
+    if (all_rows > 1) return false;
     std::set<int> needed, loaded, written;
     const std::set<int> mine(members.begin(), members.end());
     for (auto it = members.rbegin(); it != members.rend(); ++it) {
@@ -138,20 +146,22 @@ struct Builder {
     }
     for (int t : written)
       if (loaded.count(t)) return false;
-    std::set<int> reduced, column_sums;
+    std::set<int> reduced, late;
     for (int m : members) {
       const Node& n = g.node(m);
       const RowOp* r = row_op(g, n);
       bool depends = false;
       for (const auto& in : n.inputs) {
         if (in.value < 0) continue;
-        if (column_sums.count(in.value)) return false;
+        if (late.count(in.value)) return false;
         depends = depends || reduced.count(in.value) > 0;
       }
       if (r != nullptr && r->norm_backward()) {
         if (depends) return false;
-        for (std::size_t k = 1; k < n.outputs.size(); ++k) column_sums.insert(n.outputs[k]);
+        for (std::size_t k = 1; k < n.outputs.size(); ++k) late.insert(n.outputs[k]);
       }
+      if (r != nullptr && r->kind == RowOp::Kind::NllLoss)
+        late.insert(n.outputs.begin(), n.outputs.end());
       if (depends || (r != nullptr && r->reduces())) {
         for (int v : n.outputs) reduced.insert(v);
       }
@@ -162,7 +172,7 @@ struct Builder {
   bool legal(const std::vector<int>& members) const {
     if (members.size() > kMaxGroupNodes) return false;
     if (!rows_kept(members) || !columns_apart(members) || !total_alone(members) ||
-        !norm_backward_plain(members))
+        !all_rows_plain(members))
       return false;
     const std::set<int> mine(members.begin(), members.end());
     const std::set<int> values = produced(members);
