@@ -936,7 +936,8 @@ TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][
       if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
       std::vector<torch::Tensor> out;
       for (int i = 0; i < 8; ++i) {
-        auto loss = F::cross_entropy(x.mm(w), target, options);
+        // The scaling is a member with a run-time scalar (a kernel parameter named s<k>).
+        auto loss = F::cross_entropy(x.mm(w) * 0.5, target, options);
         if (loss.dim() > 0) loss = loss.sum();
         loss.backward();
         {
@@ -969,9 +970,10 @@ TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][
         CHECK(spec.fixed_blocks == 1);
         CHECK(spec.workspace_floats == 3);
         CHECK(spec.source.find("atomicAdd(done, 1u)") != std::string::npos);
+        CHECK(spec.source.find("const float s") != std::string::npos);  // the scaling's scalar
         CHECK(spec.source.find(std::string("[0] = hp::from_float<float>(") +
-                               (std::string(reduction) == "mean" ? "s0 / s1" : "s0") + ")") !=
-              std::string::npos);
+                               (std::string(reduction) == "mean" ? "hp_s0 / hp_s1" : "hp_s0") +
+                               ")") != std::string::npos);
       }
       if (!ops.count("nll_loss_backward")) continue;
       fused = true;

@@ -758,23 +758,24 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
                         "    hp_tot[1][0] = hp_count;\n  }\n");
     src << "  __syncthreads();\n";
     src << "  if (threadIdx.x == 0) {\n";
-    src << "    float s0 = 0.0f, s1 = 0.0f;\n";
+    src << "    float hp_s0 = 0.0f, hp_s1 = 0.0f;\n";
     src << "    for (int w = 0; w < " << slots << "; ++w) {\n";
-    src << "      s0 += hp_tot[0][w];\n      s1 += hp_tot[1][w];\n    }\n";
-    src << "    partial[2 * blockIdx.x] = s0;\n    partial[2 * blockIdx.x + 1] = s1;\n";
+    src << "      hp_s0 += hp_tot[0][w];\n      hp_s1 += hp_tot[1][w];\n    }\n";
+    src << "    partial[2 * blockIdx.x] = hp_s0;\n    partial[2 * blockIdx.x + 1] = hp_s1;\n";
     src << "    __threadfence();  // the partials are visible before the count says so\n";
     src << "    hp_last = atomicAdd(done, 1u) == kRowBlocks - 1;\n  }\n";
     src << "  __syncthreads();\n  if (!hp_last) return;\n";
-    src << "  float s0 = 0.0f, s1 = 0.0f;\n";
+    src << "  float hp_s0 = 0.0f, hp_s1 = 0.0f;\n";
     src << "  for (unsigned b = threadIdx.x; b < kRowBlocks; b += blockDim.x) {\n";
-    src << "    s0 += __ldcg(&partial[2 * b]);\n    s1 += __ldcg(&partial[2 * b + 1]);\n  }\n";
-    src << "  s0 = hp::block_sum(s0, hp_tsmem);\n  s1 = hp::block_sum(s1, hp_tsmem);\n";
+    src << "    hp_s0 += __ldcg(&partial[2 * b]);\n    hp_s1 += __ldcg(&partial[2 * b + 1]);\n  "
+           "}\n";
+    src << "  hp_s0 = hp::block_sum(hp_s0, hp_tsmem);\n  hp_s1 = hp::block_sum(hp_s1, hp_tsmem);\n";
     src << "  if (threadIdx.x == 0) {\n";
     src << "    " << (loss.optional ? "if (" + loss.name + " != nullptr) " : "") << loss.name
         << "[0] = hp::from_float<" << cuda_type(loss.dtype) << ">("
-        << (total->mean ? "s0 / s1" : "s0") << ");\n";
+        << (total->mean ? "hp_s0 / hp_s1" : "hp_s0") << ");\n";
     src << "    " << (count.optional ? "if (" + count.name + " != nullptr) " : "") << count.name
-        << "[0] = hp::from_float<" << cuda_type(count.dtype) << ">(s1);\n";
+        << "[0] = hp::from_float<" << cuda_type(count.dtype) << ">(hp_s1);\n";
     src << "    *done = 0u;  // for the next launch\n  }\n";
   }
   src << "}\n";
