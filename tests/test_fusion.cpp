@@ -418,6 +418,7 @@ TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu
     hotpath::Config c = cpu_plans(3);
     c.fuse_cpu = false;
     c.cache_dir = cache.path();
+    c.verify = true;  // every launch against eager on the same inputs, outputs poisoned first
     std::unique_ptr<Enabled> on;
     if (hot) on = std::make_unique<Enabled>(c);
     for (int i = 0; i < 40; ++i) {
@@ -445,6 +446,9 @@ TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu
     CAPTURE(g.name);
     CHECK(g.error.empty());
     CHECK(g.launches >= 35);  // every iteration after the compile, on the group's own kernel
+    CAPTURE(g.checks, g.max_rel_error);
+    CHECK(g.checks == g.launches);
+    CHECK(g.max_rel_error <= 1e-5);
     for (const char* op :
          {"layer_norm_backward", "rms_norm_backward", "nll_loss_forward", "nll_loss_backward"})
       if (g.name.find(op) != std::string::npos) seen.insert(op);
@@ -661,6 +665,14 @@ hotpath::detail::KernelSpec check_compiles(const hotpath::detail::Graph& g,
                                            const hotpath::detail::FusionGroup& grp) {
   auto spec = hotpath::detail::generate_kernel(g, grp);
   INFO(spec.source);
+  // The kernel runs inside the last member's op, before its caller holds any of its outputs:
+  // all of them are written (a skipped total_weight or weight gradient went unnoticed by the
+  // per-launch verification, which compares what the kernel writes).
+  for (const auto& a : spec.args) {
+    if (a.kind != hotpath::detail::KernelArg::Kind::Tensor || a.output < 0) continue;
+    CAPTURE(a.name, a.member, a.output);
+    CHECK((a.optional == (a.member + 1 != static_cast<int>(grp.nodes.size()))));
+  }
   CHECK(hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
                                        hotpath::detail::runtime_headers(), "")
             .cubin.size() > 0);

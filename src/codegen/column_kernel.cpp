@@ -108,7 +108,6 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
 
   // Which tensors the kernel writes: a tensor the group made is optional unless the last member
   // returns it.
-  const int returned_tensor = g.value(g.node(group.nodes.back()).outputs[0]).tensor;
   bool use64 = false;
   std::vector<std::string> offsets(spec.args.size());
   std::vector<bool> per_column(spec.args.size(), false);  // the same for every row: loaded once
@@ -122,7 +121,7 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
         if (static_cast<std::size_t>(p) == i) return t;
       return -1;
     }();
-    a.optional = a.written && a.output >= 0 && tensor != returned_tensor;
+    a.optional = a.written && a.output >= 0 && !made_by_last(g, group, tensor);
     const bool is_sum =
         std::any_of(sums.begin(), sums.end(), [&](const Sum& s) { return s.param == i; });
     a.single = !a.written && m.numel() == 1;

@@ -67,6 +67,12 @@ std::string round_to_dtype(const std::string& expr, c10::ScalarType dtype) {
              : std::string("hp::round_to<") + cuda_type(dtype) + ">(" + expr + ")";
 }
 
+bool made_by_last(const Graph& g, const FusionGroup& group, int tensor) {
+  for (int v : g.node(group.nodes.back()).outputs)
+    if (g.value(v).tensor == tensor) return true;
+  return false;
+}
+
 std::string pointwise_expression(const Graph& g, const Node& n, const PointwiseOp& op,
                                  const std::vector<std::string>& t,
                                  const std::vector<std::string>& s) {
@@ -288,14 +294,12 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi)
 
   // Stores: the last version of each tensor the group writes. A tensor the group made is
   // optional unless the last member returns it.
-  const Node& last = g.node(group.nodes.back());
-  const int returned_tensor = g.value(last.outputs[0]).tensor;
   std::vector<std::pair<int, std::string>> stores;  // param index, variable
   for (const auto& [tensor, value] : final_version) {
     const int idx = params.param_of_tensor.at(tensor);
     KernelArg& p = spec.args[static_cast<std::size_t>(idx)];
     if (!p.written) continue;
-    p.optional = p.output >= 0 && tensor != returned_tensor;
+    p.optional = p.output >= 0 && !made_by_last(g, group, tensor);
     stores.emplace_back(idx, var[value]);
   }
 

@@ -138,6 +138,10 @@ std::string round_to_dtype(const std::string& expr, c10::ScalarType dtype);
 std::string pointwise_expression(const Graph& g, const Node& n, const PointwiseOp& op,
                                  const std::vector<std::string>& t,
                                  const std::vector<std::string>& s);
+// Whether the group's last member makes `tensor` (a Value::tensor): its kernel runs inside that
+// op, before the caller holds any of its outputs, so each of them must be written (the others
+// a group makes are optional: skipped when nobody but hotpath holds them at launch).
+bool made_by_last(const Graph& g, const FusionGroup& group, int tensor);
 // The largest element offset `m` reaches (storage offset included): 32-bit indexing fits when
 // it is below 2^31.
 std::int64_t max_offset(const TensorMeta& m);

@@ -458,15 +458,13 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
   }
 
   // Stores: the last version of each tensor the group writes, per element or (thread 0) per row.
-  const Node& last = g.node(group.nodes.back());
-  const int returned_tensor = g.value(last.outputs[0]).tensor;
   std::vector<std::pair<std::size_t, std::string>> full_stores, row_stores;
   for (const auto& [tensor, value] : final_version) {
     const std::size_t idx = static_cast<std::size_t>(params.param_of_tensor.at(tensor));
     KernelArg& a = spec.args[idx];
     if (!a.written) continue;
     a.name = "t" + std::to_string(idx);
-    a.optional = a.output >= 0 && tensor != returned_tensor;
+    a.optional = a.output >= 0 && !made_by_last(g, group, tensor);
     const Def& d = defs[def_of.at(var.at(value))];
     const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(idx));
     const std::vector<std::int64_t> s = sizes_of(m, rank);
@@ -502,7 +500,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
         if (static_cast<std::size_t>(p) == cs.param) return t;
       return -1;
     }();
-    a.optional = tensor != returned_tensor;
+    a.optional = !made_by_last(g, group, tensor);
     const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(cs.param));
     HOTPATH_CHECK(m.numel() == cols && is_contiguous(m), "a sum over rows ", format_meta(m),
                   " is not one contiguous value per column");
@@ -532,7 +530,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
           if (static_cast<std::size_t>(q) == p) return t;
         return -1;
       }();
-      a.optional = tensor != returned_tensor;
+      a.optional = !made_by_last(g, group, tensor);
     }
   }
   const bool column_blocks = !col_sums.empty();
