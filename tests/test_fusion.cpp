@@ -661,6 +661,26 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
 }
 
 // The kernel of a group compiles with NVRTC (sm_90); returns its spec.
+// The ops a group fuses, by short name.
+std::set<std::string> op_names(const hotpath::detail::Graph& g,
+                               const hotpath::detail::FusionGroup& grp) {
+  std::set<std::string> ops;
+  for (int n : grp.nodes) ops.insert(g.node(n).short_name());
+  return ops;
+}
+
+// Metadata of a contiguous fp32 tensor on cuda:0, for traces written as CUDA records them.
+hotpath::detail::TensorMeta cuda_meta(std::vector<std::int64_t> sizes) {
+  hotpath::detail::TensorMeta m;
+  m.defined = true;
+  m.dtype = c10::ScalarType::Float;
+  m.device = c10::Device(c10::kCUDA, 0);
+  m.sizes.assign(sizes.begin(), sizes.end());
+  m.strides.assign(sizes.size(), 1);
+  for (std::size_t d = sizes.size() - 1; d-- > 0;) m.strides[d] = m.strides[d + 1] * sizes[d + 1];
+  return m;
+}
+
 hotpath::detail::KernelSpec check_compiles(const hotpath::detail::Graph& g,
                                            const hotpath::detail::FusionGroup& grp) {
   auto spec = hotpath::detail::generate_kernel(g, grp);
@@ -846,8 +866,7 @@ TEST_CASE("layer_norm forward and backward fuse with the ops around them", "[fus
     INFO(plan->partition.to_text(g));
     bool ln_fused = false, backward_fused = false;
     for (const auto& grp : plan->partition.groups) {
-      std::set<std::string> ops;
-      for (int n : grp.nodes) ops.insert(g.node(n).short_name());
+      const std::set<std::string> ops = op_names(g, grp);
       if (ops.count("native_layer_norm_backward")) {
         backward_fused = true;
         CHECK(grp.rows);
@@ -874,16 +893,7 @@ TEST_CASE("ATen's fused rms_norm (two outputs, as CUDA records it) becomes a row
   // On the CPU, at::_fused_rms_norm decomposes before hotpath sees it; on CUDA it is one op with
   // two outputs (out, rstd). Its trace, as the recorder would make it: _fused_rms_norm, gelu.
   using namespace hotpath::detail;
-  auto meta = [](std::vector<std::int64_t> sizes) {
-    TensorMeta m;
-    m.defined = true;
-    m.dtype = c10::ScalarType::Float;
-    m.device = c10::Device(c10::kCUDA, 0);
-    m.sizes.assign(sizes.begin(), sizes.end());
-    m.strides.assign(sizes.size(), 1);
-    for (std::size_t d = sizes.size() - 1; d-- > 0;) m.strides[d] = m.strides[d + 1] * sizes[d + 1];
-    return m;
-  };
+  const auto meta = cuda_meta;
   HotTrace trace;
   OpRecord norm;
   norm.name = "aten::_fused_rms_norm";
@@ -923,16 +933,7 @@ TEST_CASE("ATen's fused rms_norm backward (as CUDA records it) fuses with the op
   // inputs are computed from keeps it apart: the column blocks would read rows that the row
   // blocks may already have written.
   using namespace hotpath::detail;
-  auto meta = [](std::vector<std::int64_t> sizes) {
-    TensorMeta m;
-    m.defined = true;
-    m.dtype = c10::ScalarType::Float;
-    m.device = c10::Device(c10::kCUDA, 0);
-    m.sizes.assign(sizes.begin(), sizes.end());
-    m.strides.assign(sizes.size(), 1);
-    for (std::size_t d = sizes.size() - 1; d-- > 0;) m.strides[d] = m.strides[d + 1] * sizes[d + 1];
-    return m;
-  };
+  const auto meta = cuda_meta;
   for (const bool in_place : {false, true}) {
     CAPTURE(in_place);
     HotTrace trace;
@@ -1040,8 +1041,7 @@ TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][
     INFO(plan->partition.to_text(g));
     bool fused = false, forward = false;
     for (const auto& grp : plan->partition.groups) {
-      std::set<std::string> ops;
-      for (int n : grp.nodes) ops.insert(g.node(n).short_name());
+      const std::set<std::string> ops = op_names(g, grp);
       if (ops.count("nll_loss_forward")) {
         forward = true;
         CHECK(grp.rows);

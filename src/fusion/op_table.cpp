@@ -252,6 +252,29 @@ const RowOp* find_row_op(const Node& n) {
   return it == ops.end() ? nullptr : &it->second;
 }
 
+namespace {
+
+// What nll_loss's forward and backward share: scores `m` as [N, C], then (from schema position
+// `target` on) target, weight, reduction and ignore_index.
+std::string nll_check(const Graph& g, const Node& n, const TensorMeta& m, int target) {
+  if (m.sizes.size() != 2) return "not a batch of rows of class scores";
+  if (m.sizes[1] >= kMaxClasses) return "too many classes";
+  const int v = n.input_at(target);
+  if (v < 0) return "undefined target";
+  const TensorMeta& t = g.value(v).meta;
+  if (t.dtype != c10::ScalarType::Long || t.sizes.size() != 1 || t.sizes[0] != m.sizes[0])
+    return "target is not one int64 class index per row";
+  if (n.input_at(target + 1) >= 0) return "class weights";
+  const auto& reduction = n.args[static_cast<std::size_t>(target + 2)];
+  if (!reduction.isInt() || reduction.toInt() < 0 || reduction.toInt() > 2)
+    return "unknown reduction";
+  if (!n.args[static_cast<std::size_t>(target + 3)].isInt())
+    return "ignore_index is not an integer";
+  return {};
+}
+
+}  // namespace
+
 std::string row_op_check(const Graph& g, const Node& n) {
   const RowOp* op = find_row_op(n);
   if (op == nullptr) return "not a row op";
@@ -312,31 +335,12 @@ std::string row_op_check(const Graph& g, const Node& n) {
     }
   } else if (op->kind == RowOp::Kind::NllLoss) {
     // nll_loss_forward(self, target, weight, int reduction, int ignore_index)
-    if (m.sizes.size() != 2) return "not a batch of rows of class scores";
-    if (m.sizes[1] >= kMaxClasses) return "too many classes";
-    const int target = n.input_at(1);
-    if (target < 0) return "undefined target";
-    const TensorMeta& t = g.value(target).meta;
-    if (t.dtype != c10::ScalarType::Long || t.sizes.size() != 1 || t.sizes[0] != m.sizes[0])
-      return "target is not one int64 class index per row";
-    if (n.input_at(2) >= 0) return "class weights";
-    if (!n.args[3].isInt() || (n.args[3].toInt() != 1 && n.args[3].toInt() != 2))
-      return "reduction none";
-    if (!n.args[4].isInt()) return "ignore_index is not an integer";
+    if (std::string why = nll_check(g, n, m, 1); !why.empty()) return why;
+    if (n.args[3].toInt() == 0) return "reduction none";
   } else if (op->kind == RowOp::Kind::NllLossBackward) {
     // nll_loss_backward(grad_output, self, target, weight, int reduction, int ignore_index,
     //                   total_weight)
-    if (m.sizes.size() != 2) return "not a batch of rows of class scores";
-    if (m.sizes[1] >= kMaxClasses) return "too many classes";
-    const int target = n.input_at(2);
-    if (target < 0) return "undefined target";
-    const TensorMeta& t = g.value(target).meta;
-    if (t.dtype != c10::ScalarType::Long || t.sizes.size() != 1 || t.sizes[0] != m.sizes[0])
-      return "target is not one int64 class index per row";
-    if (n.input_at(3) >= 0) return "class weights";
-    if (!n.args[4].isInt() || n.args[4].toInt() < 0 || n.args[4].toInt() > 2)
-      return "unknown reduction";
-    if (!n.args[5].isInt()) return "ignore_index is not an integer";
+    if (std::string why = nll_check(g, n, m, 2); !why.empty()) return why;
     const int grad = n.input_at(0), total = n.input_at(6);
     if (grad < 0 || total < 0) return "undefined grad_output or total_weight";
     const std::int64_t grads = g.value(grad).meta.numel();
