@@ -876,6 +876,7 @@ TEST_CASE("layer_norm forward and backward fuse with the ops around them", "[fus
         CHECK(spec.fixed_blocks == 2);
         CHECK(spec.workspace_floats == 2 * 32 + 1);  // two sums' partials, one counter
         CHECK(spec.source.find("atomicAdd(&done[tile]") != std::string::npos);
+        check_golden("layer_norm_backward_kernel.txt", spec.source);
       }
       if (!ops.count("native_layer_norm")) continue;
       ln_fused = true;
@@ -1053,6 +1054,7 @@ TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][
         CHECK(spec.workspace_floats == 3);
         CHECK(spec.source.find("atomicAdd(done, 1u)") != std::string::npos);
         CHECK(spec.source.find("const float s") != std::string::npos);  // the scaling's scalar
+        if (std::string(reduction) == "mean") check_golden("cross_entropy_kernel.txt", spec.source);
         CHECK(spec.source.find(std::string("[0] = hp::from_float<float>(") +
                                (std::string(reduction) == "mean" ? "hp_s0 / hp_s1" : "hp_s0") +
                                ")") != std::string::npos);
