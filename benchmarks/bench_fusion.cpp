@@ -562,6 +562,25 @@ int main(int argc, char** argv) {
         out << "rows" << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
       }
     }
+    {
+      // A bias gradient over many rows (a transformer's B*T): column kernels in chunks of rows.
+      torch::manual_seed(8);
+      const auto o = torch::TensorOptions(torch::kCUDA);
+      auto x = torch::randn({16384, 1024}, o), b = torch::randn({1024}, o);
+      auto body = [&] { auto s = torch::gelu(x * 0.5 + b).sum(0); };
+      const SideBySide r = side_by_side(iters, 10, body, body, config(cache, false));
+      const double eager_ms = median(r.eager);
+      const double fused_ms = median(r.hot);
+      std::printf(
+          "tall column sum (gelu(x * 0.5 + b).sum(0), 16384x1024 fp32): eager %.3f ms, hotpath "
+          "steady %.3f ms, speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
+          eager_ms, fused_ms, eager_ms / fused_ms, median(r.eager_host), median(r.hot_host));
+      if (const auto s = busiest(r.stats)) print_groups(*s);
+      if (out) {
+        out << "tall_column_sum,eager," << eager_ms << ",,1\n";
+        out << "tall_column_sum,hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
+      }
+    }
     for (const std::int64_t rows : {8192, 65536}) {
       torch::manual_seed(6);
       CrossEntropy eager(torch::kFloat, rows), hot(torch::kFloat, rows);
@@ -662,6 +681,19 @@ int main(int argc, char** argv) {
                 auto s = g.sum(0);
                 auto k = (g * g).sum(0, true);
               });
+        }
+        {
+          // Taller than a column kernel's block walks: 16384 rows in chunks, a bias-gradient-like
+          // sum with a pointwise chain before it.
+          const auto o = torch::TensorOptions(torch::kCUDA).dtype(dtype);
+          auto x = torch::randn({16384, 1000}, o), b = torch::randn({1000}, o);
+          verify(
+              "tall column sums: gelu(x * 0.5 + b).sum(0) over 16384 rows", dtype,
+              [&] {
+                x.normal_();
+                b.normal_();
+              },
+              [&] { auto s = torch::gelu(x * 0.5 + b).sum(0); });
         }
         {
           // mse_loss reduced to one value (total kernels), mean and sum, 1M elements.

@@ -1,10 +1,10 @@
 // Column kernels: fusion groups over a 2-D domain [R, C] that sum values over the first dimension
-// (codegen/kernel.h). A block takes 32 columns at a time, one per lane, and walks all R rows with
-// its warps, computing the group's pointwise values per element, storing those that are needed and
-// adding up the summed ones in fp32; the warps' partial sums then meet in shared memory and one
-// warp stores each column's sum. Every column is summed by one block in a fixed order: the result
-// does not depend on scheduling (ATen's reduction sums in another order; the difference is
-// rounding).
+// (codegen/kernel.h). A block takes 32 columns at a time, one per lane, and walks all R rows (or,
+// beyond kMaxColumnRows, a chunk of them) with its warps, computing the group's pointwise values
+// per element, storing those that are needed and adding up the summed ones in fp32; the warps'
+// partial sums then meet in shared memory and one warp stores each column's sum. Every column is
+// summed by one block in a fixed order: the result does not depend on scheduling (ATen's reduction
+// sums in another order; the difference is rounding).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -20,6 +20,7 @@ namespace {
 
 // Rows summed by one thread in flight; columns per block (one per lane of a warp).
 constexpr int kColumnUnroll = 4;
+constexpr std::int64_t kMaxChunks = 64;  // chunks of rows per tile, for tall sums
 constexpr int kTileColumns = 32;
 constexpr int kMaxRowLanes = 16;  // warps per block
 
@@ -139,7 +140,20 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
   for (int m : group.nodes) src << " " << g.node(m).short_name();
   src << "\n#include \"hotpath_runtime.cuh\"\n\n";
   src << "typedef " << (spec.index64 ? "long long" : "int") << " idx_t;\n\n";
-  src << kernel_signature(spec);
+  // Taller than kMaxColumnRows: each block takes a chunk of the rows of one tile, leaves its sums
+  // in the workspace, and the tile's last chunk to finish adds them up in order.
+  const bool chunked = rows > kMaxColumnRows;
+  const std::int64_t chunk_rows =
+      std::max<std::int64_t>(lanes * 16, (rows + kMaxChunks - 1) / kMaxChunks);
+  const std::int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  if (chunked) {
+    HOTPATH_CHECK(spec.col_tiles * chunks < (1LL << 31), "too many blocks for ", format_meta(dom));
+    spec.fixed_blocks = static_cast<int>(spec.col_tiles * chunks);
+    spec.counters_at = static_cast<std::int64_t>(sums.size()) * chunks * cols;
+    spec.workspace_floats = spec.counters_at + spec.col_tiles;
+  }
+  src << kernel_signature(
+      spec, chunked ? ",\n    float* __restrict__ hp_ws,\n    unsigned* hp_done" : "");
   src << "  constexpr idx_t kRows = " << rows << ";\n";
   src << "  constexpr idx_t kCols = " << cols << ";\n";
   src << "  constexpr int kLanes = " << lanes << ";\n";
@@ -150,8 +164,17 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
     if (spec.args[p].single)
       src << "  const float " << name << " = hp::to_float(" << spec.args[p].name << "[0]);\n";
   }
-  src << "  for (idx_t tile = blockIdx.x; tile < (kCols + " << kTileColumns - 1 << ") / "
-      << kTileColumns << "; tile += gridDim.x) {\n";
+  if (chunked) {
+    src << "  constexpr idx_t kTiles = " << spec.col_tiles << ";\n";
+    src << "  constexpr idx_t kChunkRows = " << chunk_rows << ";\n";
+    src << "  constexpr unsigned kChunks = " << chunks << ";\n";
+    src << "  __shared__ bool hp_last;\n";
+    src << "  {\n    const idx_t tile = blockIdx.x % kTiles;\n";
+    src << "    const unsigned chunk = blockIdx.x / kTiles;\n";
+  } else {
+    src << "  for (idx_t tile = blockIdx.x; tile < (kCols + " << kTileColumns - 1 << ") / "
+        << kTileColumns << "; tile += gridDim.x) {\n";
+  }
   src << "    const idx_t c = tile * " << kTileColumns << " + lane;\n";
   for (std::size_t k = 0; k < sums.size(); ++k) src << "    float acc" << k << " = 0.0f;\n";
   src << "    if (c < kCols) {\n";
@@ -162,7 +185,12 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
         << "]);\n";
   }
   src << "#pragma unroll " << kColumnUnroll << "\n";
-  src << "      for (idx_t r = row_lane; r < kRows; r += kLanes) {\n";
+  if (chunked) {
+    src << "      const idx_t end = min(static_cast<idx_t>(chunk + 1) * kChunkRows, kRows);\n";
+    src << "      for (idx_t r = chunk * kChunkRows + row_lane; r < end; r += kLanes) {\n";
+  } else {
+    src << "      for (idx_t r = row_lane; r < kRows; r += kLanes) {\n";
+  }
   for (const auto& [p, name] : loads) {
     const KernelArg& a = spec.args[p];
     if (a.single || per_column[p]) continue;
@@ -183,6 +211,27 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
   for (std::size_t k = 0; k < sums.size(); ++k)
     src << "    partial[" << k << "][row_lane][lane] = acc" << k << ";\n";
   src << "    __syncthreads();\n";
+  if (chunked) {
+    src << "    if (row_lane == 0 && c < kCols) {\n";
+    for (std::size_t k = 0; k < sums.size(); ++k) {
+      src << "      {\n        float s = partial[" << k << "][0][lane];\n";
+      src << "        for (int w = 1; w < kLanes; ++w) s += partial[" << k << "][w][lane];\n";
+      src << "        hp_ws[(" << k << " * kChunks + chunk) * kCols + c] = s;\n      }\n";
+    }
+    src << "      __threadfence();  // the sums are visible before the count says so\n";
+    src << "    }\n    __syncthreads();\n";
+    src << "    if (threadIdx.x == 0) hp_last = atomicAdd(&hp_done[tile], 1u) == kChunks - 1;\n";
+    src << "    __syncthreads();\n    if (!hp_last) return;\n";
+    src << "    // The tile's last chunk: every warp adds up its chunks, then the warps in "
+           "order.\n";
+    for (std::size_t k = 0; k < sums.size(); ++k) {
+      src << "    {\n      float s = 0.0f;\n      if (c < kCols)\n"
+          << "        for (unsigned ch = row_lane; ch < kChunks; ch += kLanes)"
+          << " s += __ldcg(&hp_ws[(" << k << " * kChunks + ch) * kCols + c]);\n";
+      src << "      partial[" << k << "][row_lane][lane] = s;\n    }\n";
+    }
+    src << "    __syncthreads();\n";
+  }
   src << "    if (row_lane == 0 && c < kCols) {\n";
   for (std::size_t k = 0; k < sums.size(); ++k) {
     const KernelArg& a = spec.args[sums[k].param];
@@ -191,7 +240,11 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
     src << "        " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name
         << "[c] = hp::from_float<" << cuda_type(a.dtype) << ">(s);\n      }\n";
   }
-  src << "    }\n    __syncthreads();  // partial is reused by the next tile\n  }\n}\n";
+  if (chunked) {
+    src << "    }\n    if (threadIdx.x == 0) hp_done[tile] = 0u;  // for the next launch\n  }\n}\n";
+  } else {
+    src << "    }\n    __syncthreads();  // partial is reused by the next tile\n  }\n}\n";
+  }
   name_kernel(spec, group.name, src.str());
   return spec;
 }

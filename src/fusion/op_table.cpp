@@ -388,8 +388,6 @@ std::string column_sum_check(const Graph& g, const Node& n) {
   if (m.dtype != c10::ScalarType::Float && m.dtype != c10::ScalarType::Half &&
       m.dtype != c10::ScalarType::BFloat16)
     return "operand is not fp32/fp16/bf16";
-  if (m.sizes[0] > kMaxColumnRows)
-    return "sums more than " + std::to_string(kMaxColumnRows) + " rows per column";
   if (n.outputs.size() != 1 || n.out_alias[0] >= 0) return "unexpected outputs";
   const TensorMeta& o = g.value(n.outputs[0]).meta;
   if (!o.defined || o.dtype != m.dtype || o.numel() != m.sizes[1] || o.numel() == 0 ||

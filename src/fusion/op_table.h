@@ -101,8 +101,9 @@ std::string row_op_check(const Graph& g, const Node& n);
 bool is_column_sum(const Graph& g, const Node& n);
 // Empty when a column kernel computes `n` (a column sum), else why not.
 std::string column_sum_check(const Graph& g, const Node& n);
-// Column kernels sum at most this many rows: one block walks all rows of 32 columns, which
-// beats ATen's reduction for a batch of rows and loses to it for tall tensors.
+// Column kernels walk at most this many rows with one block per 32 columns, which beats ATen's
+// reduction for a batch of rows; taller sums are split into chunks of rows (at most 64 per
+// column tile), whose sums the tile's last chunk adds up in order.
 constexpr std::int64_t kMaxColumnRows = 4096;
 
 // mse_loss with reduction mean or sum: the whole tensor reduces to one value, in a total kernel
