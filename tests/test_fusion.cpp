@@ -1153,6 +1153,7 @@ TEST_CASE("sums over the first dimension become column kernels", "[fusion][colum
     CHECK(spec.fixed_blocks == 17);
     CHECK(spec.workspace_floats == 17 * 2 + 1);
     CHECK(spec.source.find("atomicAdd(&hp_done[tile], 1u)") != std::string::npos);
+    check_golden("tall_column_sum_kernel.txt", spec.source);
   }
   // The gelu chain with both of its sums in one kernel; the bf16 chain and its sum; the tall sum.
   CHECK(column_groups == 3);

@@ -117,12 +117,7 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
     if (a.kind != KernelArg::Kind::Tensor) continue;
     const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(i));
     a.name = "t" + std::to_string(i);
-    const int tensor = [&] {
-      for (const auto& [t, p] : params.param_of_tensor)
-        if (static_cast<std::size_t>(p) == i) return t;
-      return -1;
-    }();
-    a.optional = a.written && a.output >= 0 && !made_by_last(g, group, tensor);
+    a.optional = a.written && a.output >= 0 && !made_by_last(g, group, params.tensor_of(i));
     const bool is_sum =
         std::any_of(sums.begin(), sums.end(), [&](const Sum& s) { return s.param == i; });
     a.single = !a.written && m.numel() == 1;
@@ -210,39 +205,21 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
   src << "      }\n    }\n";
   for (std::size_t k = 0; k < sums.size(); ++k)
     src << "    partial[" << k << "][row_lane][lane] = acc" << k << ";\n";
-  src << "    __syncthreads();\n";
   if (chunked) {
+    std::vector<std::string> stores;
+    for (const Sum& sum : sums) stores.push_back(column_store(spec.args[sum.param]));
+    src << chunked_sum_epilogue({"partial", "row_lane", "lane", "kLanes", "hp_ws", "hp_done"},
+                                stores);
+    src << "  }\n}\n";
+  } else {
+    src << "    __syncthreads();\n";
     src << "    if (row_lane == 0 && c < kCols) {\n";
-    for (std::size_t k = 0; k < sums.size(); ++k) {
+    for (const Sum& sum : sums) {
+      const std::size_t k = static_cast<std::size_t>(&sum - sums.data());
       src << "      {\n        float s = partial[" << k << "][0][lane];\n";
       src << "        for (int w = 1; w < kLanes; ++w) s += partial[" << k << "][w][lane];\n";
-      src << "        hp_ws[(" << k << " * kChunks + chunk) * kCols + c] = s;\n      }\n";
+      src << "        " << column_store(spec.args[sum.param]) << "\n      }\n";
     }
-    src << "      __threadfence();  // the sums are visible before the count says so\n";
-    src << "    }\n    __syncthreads();\n";
-    src << "    if (threadIdx.x == 0) hp_last = atomicAdd(&hp_done[tile], 1u) == kChunks - 1;\n";
-    src << "    __syncthreads();\n    if (!hp_last) return;\n";
-    src << "    // The tile's last chunk: every warp adds up its chunks, then the warps in "
-           "order.\n";
-    for (std::size_t k = 0; k < sums.size(); ++k) {
-      src << "    {\n      float s = 0.0f;\n      if (c < kCols)\n"
-          << "        for (unsigned ch = row_lane; ch < kChunks; ch += kLanes)"
-          << " s += __ldcg(&hp_ws[(" << k << " * kChunks + ch) * kCols + c]);\n";
-      src << "      partial[" << k << "][row_lane][lane] = s;\n    }\n";
-    }
-    src << "    __syncthreads();\n";
-  }
-  src << "    if (row_lane == 0 && c < kCols) {\n";
-  for (std::size_t k = 0; k < sums.size(); ++k) {
-    const KernelArg& a = spec.args[sums[k].param];
-    src << "      {\n        float s = partial[" << k << "][0][lane];\n";
-    src << "        for (int w = 1; w < kLanes; ++w) s += partial[" << k << "][w][lane];\n";
-    src << "        " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name
-        << "[c] = hp::from_float<" << cuda_type(a.dtype) << ">(s);\n      }\n";
-  }
-  if (chunked) {
-    src << "    }\n    if (threadIdx.x == 0) hp_done[tile] = 0u;  // for the next launch\n  }\n}\n";
-  } else {
     src << "    }\n    __syncthreads();  // partial is reused by the next tile\n  }\n}\n";
   }
   name_kernel(spec, group.name, src.str());

@@ -67,6 +67,50 @@ std::string round_to_dtype(const std::string& expr, c10::ScalarType dtype) {
              : std::string("hp::round_to<") + cuda_type(dtype) + ">(" + expr + ")";
 }
 
+std::string chunked_sum_epilogue(const ChunkedSumNames& v, const std::vector<std::string>& stores) {
+  std::ostringstream src;
+  // The warps' sums of sum k, in warp order, then `then` (a statement with the total in s).
+  auto warp_sums = [&](const std::string& then) {
+    src << "    if (" << v.warp << " == 0 && c < kCols) {\n";
+    for (std::size_t k = 0; k < stores.size(); ++k) {
+      src << "      {\n        float s = " << v.smem << "[" << k << "][0][" << v.lane << "];\n";
+      src << "        for (int w = 1; w < " << v.warps << "; ++w) s += " << v.smem << "[" << k
+          << "][w][" << v.lane << "];\n";
+      src << "        "
+          << (then.empty()
+                  ? v.ws + "[(" + std::to_string(k) + " * kChunks + chunk) * kCols + c] = s;"
+                  : stores[k])
+          << "\n      }\n";
+    }
+  };
+  src << "    __syncthreads();\n";
+  warp_sums("");
+  src << "      __threadfence();  // the partials are visible before the count says so\n";
+  src << "    }\n    __syncthreads();\n";
+  src << "    if (threadIdx.x == 0) hp_last = atomicAdd(&" << v.done
+      << "[tile], 1u) == kChunks - 1;\n";
+  src << "    __syncthreads();\n";
+  src << "    if (!hp_last) return;\n";
+  src << "    // The tile's last chunk: every warp adds up its chunks, then the warps in order.\n";
+  for (std::size_t k = 0; k < stores.size(); ++k) {
+    src << "    {\n      float s = 0.0f;\n";
+    src << "      if (c < kCols)\n        for (unsigned ch = " << v.warp
+        << "; ch < kChunks; ch += " << v.warps << ") s += __ldcg(&" << v.ws << "[(" << k
+        << " * kChunks + ch) * kCols + c]);\n";
+    src << "      " << v.smem << "[" << k << "][" << v.warp << "][" << v.lane << "] = s;\n    }\n";
+  }
+  src << "    __syncthreads();\n";
+  warp_sums("store");
+  src << "    }\n";
+  src << "    if (threadIdx.x == 0) " << v.done << "[tile] = 0u;  // for the next launch\n";
+  return src.str();
+}
+
+std::string column_store(const KernelArg& a) {
+  return (a.optional ? "if (" + a.name + " != nullptr) " : std::string()) + a.name +
+         "[c] = hp::from_float<" + cuda_type(a.dtype) + ">(s);";
+}
+
 bool made_by_last(const Graph& g, const FusionGroup& group, int tensor) {
   for (int v : g.node(group.nodes.back()).outputs)
     if (g.value(v).tensor == tensor) return true;
@@ -154,6 +198,12 @@ GroupParams::GroupParams(const Graph& graph, const FusionGroup& grp, KernelSpec&
 bool GroupParams::in_group(int value) const {
   const int p = g.value(value).producer;
   return p >= 0 && member_of.count(p) > 0;
+}
+
+int GroupParams::tensor_of(std::size_t param) const {
+  for (const auto& [t, p] : param_of_tensor)
+    if (static_cast<std::size_t>(p) == param) return t;
+  return -1;
 }
 
 std::size_t GroupParams::tensor(int value) {

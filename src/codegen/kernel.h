@@ -116,7 +116,8 @@ void name_kernel(KernelSpec& spec, const std::string& group_name, std::string so
 struct GroupParams {
   GroupParams(const Graph& g, const FusionGroup& group, KernelSpec& spec);
   bool in_group(int value) const;
-  std::size_t tensor(int value);  // index into spec.args, added on first use
+  std::size_t tensor(int value);           // index into spec.args, added on first use
+  int tensor_of(std::size_t param) const;  // the Value::tensor of a tensor parameter, or -1
   // A run-time Scalar argument of member `member` (a kernel parameter named `name`); returns
   // its index into spec.args.
   std::size_t scalar(int member, int argument, const std::string& name);
@@ -138,6 +139,20 @@ std::string round_to_dtype(const std::string& expr, c10::ScalarType dtype);
 std::string pointwise_expression(const Graph& g, const Node& n, const PointwiseOp& op,
                                  const std::vector<std::string>& t,
                                  const std::vector<std::string>& s);
+// Generated code that ends a block's sums over a chunk of the rows of a 32-column tile (a norm
+// backward's column blocks, tall column kernels). The warps' sums are in `smem`[k][warp][lane];
+// they are added in warp order into the workspace `ws` at the block's `chunk`, and the tile's
+// last chunk to finish (a counter per tile in `done`) adds the chunks up in order, runs
+// `stores[k]` with sum k in `s`, and resets the counter for the next launch. Expects `tile`,
+// `chunk`, `c`, `kCols`, `kChunks` and a __shared__ bool `hp_last` in scope.
+struct ChunkedSumNames {
+  std::string smem, warp, lane, warps, ws, done;
+};
+std::string chunked_sum_epilogue(const ChunkedSumNames& v, const std::vector<std::string>& stores);
+// The statement that stores the sum `s` into column c of output `a` (skipped when it is optional
+// and not passed).
+std::string column_store(const KernelArg& a);
+
 // Whether the group's last member makes `tensor` (a Value::tensor): its kernel runs inside that
 // op, before the caller holds any of its outputs, so each of them must be written (the others
 // a group makes are optional: skipped when nobody but hotpath holds them at launch).

@@ -479,59 +479,38 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     }
   }
 
-  // The full values a pass needs, in definition order.
-  auto closure = [&](const std::vector<std::string>& targets) {
+  // The values `targets` need, in definition order: the full ones (a pass over the row), or with
+  // `rows` the per-row ones too, none of which may depend on a reduction (a column block's values:
+  // the partitioner keeps groups that would need one apart).
+  auto closure = [&](const std::vector<std::string>& targets, bool rows = false) {
     std::set<std::size_t> need;
     std::vector<std::string> work = targets;
     while (!work.empty()) {
       const std::size_t i = def_of.at(work.back());
       work.pop_back();
-      if (defs[i].row || !need.insert(i).second) continue;
-      for (const std::string& dep : defs[i].deps) work.push_back(dep);
-    }
-    return need;
-  };
-  // The column sums' outputs: written by the column blocks, optional unless returned.
-  for (const ColumnSum& cs : col_sums) {
-    KernelArg& a = spec.args[cs.param];
-    a.name = "t" + std::to_string(cs.param);
-    const int tensor = [&] {
-      for (const auto& [t, p] : params.param_of_tensor)
-        if (static_cast<std::size_t>(p) == cs.param) return t;
-      return -1;
-    }();
-    a.optional = !made_by_last(g, group, tensor);
-    const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(cs.param));
-    HOTPATH_CHECK(m.numel() == cols && is_contiguous(m), "a sum over rows ", format_meta(m),
-                  " is not one contiguous value per column");
-  }
-  // Every value a column block computes, row values included, in definition order: none may
-  // depend on a reduction (the partitioner keeps such groups apart).
-  auto closure_all = [&](const std::vector<std::string>& targets) {
-    std::set<std::size_t> need;
-    std::vector<std::string> work = targets;
-    while (!work.empty()) {
-      const std::size_t i = def_of.at(work.back());
-      work.pop_back();
-      if (!need.insert(i).second) continue;
-      HOTPATH_CHECK(defs[i].level == 0, "a sum over rows of ", defs[i].name,
+      if ((defs[i].row && !rows) || !need.insert(i).second) continue;
+      HOTPATH_CHECK(!rows || defs[i].level == 0, "a sum over rows of ", defs[i].name,
                     ", which depends on a reduction of the row");
       for (const std::string& dep : defs[i].deps) work.push_back(dep);
     }
     return need;
   };
+  // Outputs stored once at the end (sums over all rows): named, optional unless the last member
+  // makes them.
+  auto name_output = [&](std::size_t p) {
+    KernelArg& a = spec.args[p];
+    a.name = "t" + std::to_string(p);
+    a.optional = !made_by_last(g, group, params.tensor_of(p));
+  };
+  for (const ColumnSum& cs : col_sums) {
+    name_output(cs.param);
+    const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(cs.param));
+    HOTPATH_CHECK(m.numel() == cols && is_contiguous(m), "a sum over rows ", format_meta(m),
+                  " is not one contiguous value per column");
+  }
   // The loss's outputs, one value each, optional unless returned.
   if (total) {
-    for (std::size_t p : {total->loss_param, total->count_param}) {
-      KernelArg& a = spec.args[p];
-      a.name = "t" + std::to_string(p);
-      const int tensor = [&] {
-        for (const auto& [t, q] : params.param_of_tensor)
-          if (static_cast<std::size_t>(q) == p) return t;
-        return -1;
-      }();
-      a.optional = !made_by_last(g, group, tensor);
-    }
+    for (std::size_t p : {total->loss_param, total->count_param}) name_output(p);
   }
   const bool column_blocks = !col_sums.empty();
   const int warps = spec.block / 32;
@@ -601,45 +580,17 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     src << "        const idx_t base = row * kCols;\n";
     std::vector<std::string> inputs;
     for (const ColumnSum& cs : col_sums) inputs.push_back(cs.input);
-    for (std::size_t i : closure_all(inputs))
+    for (std::size_t i : closure(inputs, true))
       src << "        const float " << defs[i].name << " = " << defs[i].expr << ";\n";
     for (std::size_t k = 0; k < nsums; ++k)
       src << "        acc" << k << " += " << col_sums[k].input << ";\n";
     src << "      }\n    }\n";
     for (std::size_t k = 0; k < nsums; ++k)
       src << "    hp_cols[" << k << "][hp_warp][hp_lane] = acc" << k << ";\n";
-    src << "    __syncthreads();\n";
-    src << "    if (hp_warp == 0 && c < kCols) {\n";
-    for (std::size_t k = 0; k < nsums; ++k) {
-      src << "      {\n        float s = hp_cols[" << k << "][0][hp_lane];\n";
-      src << "        for (int w = 1; w < kWarps; ++w) s += hp_cols[" << k << "][w][hp_lane];\n";
-      src << "        partial[(" << k << " * kChunks + chunk) * kCols + c] = s;\n      }\n";
-    }
-    src << "      __threadfence();  // the partials are visible before the count says so\n";
-    src << "    }\n    __syncthreads();\n";
-    src << "    if (threadIdx.x == 0) hp_last = atomicAdd(&done[tile], 1u) == kChunks - 1;\n";
-    src << "    __syncthreads();\n";
-    src << "    if (!hp_last) return;\n";
-    src << "    // The tile's last chunk: every warp adds up its chunks, then the warps in "
-           "order.\n";
-    for (std::size_t k = 0; k < nsums; ++k) {
-      src << "    {\n      float s = 0.0f;\n";
-      src << "      if (c < kCols)\n        for (unsigned ch = hp_warp; ch < kChunks; ch += kWarps)"
-             " s += __ldcg(&partial[("
-          << k << " * kChunks + ch) * kCols + c]);\n";
-      src << "      hp_cols[" << k << "][hp_warp][hp_lane] = s;\n    }\n";
-    }
-    src << "    __syncthreads();\n";
-    src << "    if (hp_warp == 0 && c < kCols) {\n";
-    for (std::size_t k = 0; k < nsums; ++k) {
-      const KernelArg& a = spec.args[col_sums[k].param];
-      src << "      {\n        float s = hp_cols[" << k << "][0][hp_lane];\n";
-      src << "        for (int w = 1; w < kWarps; ++w) s += hp_cols[" << k << "][w][hp_lane];\n";
-      src << "        " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name
-          << "[c] = hp::from_float<" << cuda_type(a.dtype) << ">(s);\n      }\n";
-    }
-    src << "    }\n";
-    src << "    if (threadIdx.x == 0) done[tile] = 0u;  // for the next launch\n";
+    std::vector<std::string> stores;
+    for (const ColumnSum& cs : col_sums) stores.push_back(column_store(spec.args[cs.param]));
+    src << chunked_sum_epilogue({"hp_cols", "hp_warp", "hp_lane", "kWarps", "partial", "done"},
+                                stores);
     src << "    return;\n  }\n";
   }
   // A warp per row: the row's loads are kept in registers (kPer per lane) when they fit, so that
