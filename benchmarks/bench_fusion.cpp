@@ -538,29 +538,31 @@ int main(int argc, char** argv) {
 
   // ---- rows: softmax / log_softmax / mean / sum over the last dimension, fwd + bwd -----------
   if (run("rows")) {
+    // One line per workload ("<label>: eager .. ms, hotpath steady .. ms, speedup ..x; host p50"),
+    // its groups, and two CSV rows under `key`.
+    auto report = [&](const std::string& label, const std::string& key, const SideBySide& r) {
+      const double eager_ms = median(r.eager);
+      const double fused_ms = median(r.hot);
+      std::printf(
+          "%s: eager %.3f ms, hotpath steady %.3f ms, speedup %.2fx; host p50: eager %.3f ms, "
+          "hotpath %.3f ms\n",
+          label.c_str(), eager_ms, fused_ms, eager_ms / fused_ms, median(r.eager_host),
+          median(r.hot_host));
+      if (const auto s = busiest(r.stats)) print_groups(*s);
+      if (out) {
+        out << key << ",eager," << eager_ms << ",,1\n";
+        out << key << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
+      }
+    };
     // 8192 rows: the loop is bound by the host (dispatch of ~40 ops); 65536 rows: by the GPU.
     for (const std::int64_t rows : {8192, 65536}) {
       torch::manual_seed(3);
       Rows eager(torch::kFloat, rows), hot(torch::kFloat, rows);
-      const SideBySide r = side_by_side(
-          iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
-      const auto& e = r.eager;
-      const auto& f = r.hot;
-      const auto& eager_host = r.eager_host;
-      const auto& hot_host = r.hot_host;
-      const auto& st = r.stats;
-      const double eager_ms = median(e);
-      const double fused_ms = median(f);
-      std::printf(
-          "rows (softmax, log_softmax, mean, sum over %lldx512 fp32, fwd+bwd): eager %.3f ms, "
-          "hotpath steady %.3f ms, speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
-          static_cast<long long>(rows), eager_ms, fused_ms, eager_ms / fused_ms, median(eager_host),
-          median(hot_host));
-      if (const auto s = busiest(st)) print_groups(*s);
-      if (out) {
-        out << "rows" << rows << ",eager," << eager_ms << ",,1\n";
-        out << "rows" << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
-      }
+      report("rows (softmax, log_softmax, mean, sum over " + std::to_string(rows) +
+                 "x512 fp32, fwd+bwd)",
+             "rows" + std::to_string(rows),
+             side_by_side(
+                 iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false)));
     }
     {
       // A bias gradient over many rows (a transformer's B*T): column kernels in chunks of rows.
@@ -568,57 +570,26 @@ int main(int argc, char** argv) {
       const auto o = torch::TensorOptions(torch::kCUDA);
       auto x = torch::randn({16384, 1024}, o), b = torch::randn({1024}, o);
       auto body = [&] { auto s = torch::gelu(x * 0.5 + b).sum(0); };
-      const SideBySide r = side_by_side(iters, 10, body, body, config(cache, false));
-      const double eager_ms = median(r.eager);
-      const double fused_ms = median(r.hot);
-      std::printf(
-          "tall column sum (gelu(x * 0.5 + b).sum(0), 16384x1024 fp32): eager %.3f ms, hotpath "
-          "steady %.3f ms, speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
-          eager_ms, fused_ms, eager_ms / fused_ms, median(r.eager_host), median(r.hot_host));
-      if (const auto s = busiest(r.stats)) print_groups(*s);
-      if (out) {
-        out << "tall_column_sum,eager," << eager_ms << ",,1\n";
-        out << "tall_column_sum,hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
-      }
+      report("tall column sum (gelu(x * 0.5 + b).sum(0), 16384x1024 fp32)", "tall_column_sum",
+             side_by_side(iters, 10, body, body, config(cache, false)));
     }
     for (const std::int64_t rows : {8192, 65536}) {
       torch::manual_seed(6);
       CrossEntropy eager(torch::kFloat, rows), hot(torch::kFloat, rows);
-      const SideBySide r = side_by_side(
-          iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
-      const double eager_ms = median(r.eager);
-      const double fused_ms = median(r.hot);
-      std::printf(
-          "cross_entropy (%lldx1000 fp32 logits, mean, fwd+bwd): eager %.3f ms, hotpath steady "
-          "%.3f ms, speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
-          static_cast<long long>(rows), eager_ms, fused_ms, eager_ms / fused_ms,
-          median(r.eager_host), median(r.hot_host));
-      if (const auto s = busiest(r.stats)) print_groups(*s);
-      if (out) {
-        out << "cross_entropy" << rows << ",eager," << eager_ms << ",,1\n";
-        out << "cross_entropy" << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms
-            << "\n";
-      }
+      report("cross_entropy (" + std::to_string(rows) + "x1000 fp32 logits, mean, fwd+bwd)",
+             "cross_entropy" + std::to_string(rows),
+             side_by_side(
+                 iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false)));
     }
     for (const std::int64_t rows : {8192, 65536})
       for (const bool layer : {false, true}) {
         torch::manual_seed(4);
         Norm eager(torch::kFloat, rows, layer), hot(torch::kFloat, rows, layer);
-        const char* what = layer ? "layer_norm" : "rms_norm";
-        const SideBySide r = side_by_side(
-            iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false));
-        const double eager_ms = median(r.eager);
-        const double fused_ms = median(r.hot);
-        std::printf(
-            "%s (weight, gelu, %lldx512 fp32, fwd+bwd): eager %.3f ms, hotpath steady %.3f ms, "
-            "speedup %.2fx; host p50: eager %.3f ms, hotpath %.3f ms\n",
-            what, static_cast<long long>(rows), eager_ms, fused_ms, eager_ms / fused_ms,
-            median(r.eager_host), median(r.hot_host));
-        if (const auto s = busiest(r.stats)) print_groups(*s);
-        if (out) {
-          out << what << rows << ",eager," << eager_ms << ",,1\n";
-          out << what << rows << ",hotpath," << fused_ms << ",," << eager_ms / fused_ms << "\n";
-        }
+        const std::string what = layer ? "layer_norm" : "rms_norm";
+        report(what + " (weight, gelu, " + std::to_string(rows) + "x512 fp32, fwd+bwd)",
+               what + std::to_string(rows),
+               side_by_side(
+                   iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false)));
       }
   }
 
