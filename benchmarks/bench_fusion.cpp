@@ -260,6 +260,23 @@ struct CrossEntropy {
   }
 };
 
+// Attention's softmax: scores [B, H, T, T] scaled, a causal mask [T, T] filled with -inf, softmax
+// over the last dimension, times a random tensor; forward and backward. The mask broadcasts over
+// batch and heads: the row kernels index it from the row number.
+struct MaskedSoftmax {
+  torch::Tensor x, g, mask;
+  MaskedSoftmax(torch::Dtype dtype, std::int64_t batch)
+      : x(torch::randn({batch, 8, 256, 256}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
+              .requires_grad_()),
+        g(torch::randn({batch, 8, 256, 256}, torch::TensorOptions(torch::kCUDA).dtype(dtype))),
+        mask(torch::ones({256, 256}, torch::kCUDA).triu(1).to(torch::kBool)) {}
+  void step() {
+    x.mutable_grad() = torch::Tensor();
+    auto p = torch::softmax((x * 0.125).masked_fill(mask, -INFINITY), -1);
+    (p * g).sum().backward();
+  }
+};
+
 // GPU time per iteration with no host bubbles: a sleep kernel holds the GPU while the host queues
 // kBlock iterations, which then run back to back. Needs a body that does not synchronise.
 std::vector<double> gpu_bound(int blocks, const std::function<void(int)>& body) {
@@ -573,6 +590,15 @@ int main(int argc, char** argv) {
       report("tall column sum (gelu(x * 0.5 + b).sum(0), 16384x1024 fp32)", "tall_column_sum",
              side_by_side(iters, 10, body, body, config(cache, false)));
     }
+    for (const std::int64_t batch : {2, 16}) {
+      torch::manual_seed(9);
+      MaskedSoftmax eager(torch::kFloat, batch), hot(torch::kFloat, batch);
+      report("masked softmax (" + std::to_string(batch) +
+                 "x8x256x256 fp32, causal mask [256, 256], fwd+bwd)",
+             "masked_softmax" + std::to_string(batch),
+             side_by_side(
+                 iters, 10, [&] { eager.step(); }, [&] { hot.step(); }, config(cache, false)));
+    }
     for (const std::int64_t rows : {8192, 65536}) {
       torch::manual_seed(6);
       CrossEntropy eager(torch::kFloat, rows), hot(torch::kFloat, rows);
@@ -680,6 +706,16 @@ int main(int argc, char** argv) {
                 auto m = torch::mse_loss(x * 0.5, t);
                 auto s = torch::mse_loss(x, t, at::Reduction::Sum);
               });
+        }
+        {
+          MaskedSoftmax ms(dtype, 2);
+          verify(
+              "masked softmax (causal mask over batch and heads), fwd+bwd", dtype,
+              [&] {
+                ms.x.detach().normal_();
+                ms.g.normal_();
+              },
+              [&] { ms.step(); });
         }
         for (const auto reduction : {torch::Reduction::Mean, torch::Reduction::Sum}) {
           CrossEntropy ce(dtype, 8192, reduction);

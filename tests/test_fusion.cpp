@@ -1075,6 +1075,53 @@ TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][
   }
 }
 
+TEST_CASE("masked softmax over heads fuses with a mask broadcast over batch and heads",
+          "[fusion][rows]") {
+  // Attention's shape: scores [B, H, T, T] scaled, a causal mask [T, T] (bool) filled with -inf,
+  // softmax over the last dimension; forward and backward. The mask is neither one row for all
+  // rows nor one value per row: the row kernel indexes it from the row number.
+  auto train = [](bool hot) {
+    torch::manual_seed(29);
+    auto x = torch::randn({2, 3, 8, 8}, torch::requires_grad());
+    auto g = torch::randn({2, 3, 8, 8});
+    auto mask = torch::ones({8, 8}).triu(1).to(torch::kBool);
+    std::unique_ptr<Enabled> on;
+    if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+    std::vector<torch::Tensor> out;
+    for (int i = 0; i < 8; ++i) {
+      auto p = torch::softmax((x * 0.5).masked_fill(mask, -INFINITY), -1);
+      (p * g).sum().backward();
+      {
+        torch::NoGradGuard ng;
+        x -= 0.1 * x.grad();
+        x.grad().zero_();
+      }
+      out.push_back(p.detach().clone());
+      hotpath::step();
+    }
+    on.reset();
+    out.push_back(x.detach().clone());
+    return out;
+  };
+  const auto plan = check_plan_is_eager(train, 8);
+  REQUIRE(plan != nullptr);
+  const auto& g = *plan->graph;
+  INFO(plan->partition.to_text(g));
+  bool forward = false;
+  for (const auto& grp : plan->partition.groups) {
+    const std::set<std::string> ops = op_names(g, grp);
+    if (!ops.count("_softmax")) continue;
+    forward = true;
+    CHECK(grp.rows);
+    CHECK((ops.count("masked_fill.Scalar") + ops.count("masked_fill_.Scalar")) == 1);
+    const auto spec = check_compiles(g, grp);
+    INFO(spec.source);
+    // The [8, 8] mask over [2, 3, 8, 8]: row r reads mask row r % 8.
+    CHECK(spec.source.find("(row / 1 % 8) * 8 + c * 1]") != std::string::npos);
+  }
+  CHECK(forward);
+}
+
 TEST_CASE("codegen of a row kernel: softmax over rows with a broadcast row", "[fusion][golden]") {
   // Rows of up to 1024 elements: a warp per row (golden source); longer ones: a block per row.
   for (const std::int64_t cols : {16, 2048}) {

@@ -176,8 +176,21 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
       d.load = true;
       d.expr = "hp::to_float(" + a.name + "[" + offset(m, "c") + "])";  // one row for all
     } else {
-      HOTPATH_FAIL("operand ", format_meta(m), " of a row kernel over ", format_meta(dom),
-                   " is neither a row, a column, one value nor the whole domain");
+      // Broadcast some other way (an attention mask [T, T] over [B, H, T, T]): the leading
+      // indices from the row number, the last one from the column.
+      std::string index;
+      std::int64_t inner = 1;  // rows per step of dimension d
+      for (std::size_t d = rank - 1; d-- > 0;) {
+        if (st[d] != 0) {
+          index += (index.empty() ? "" : " + ") + std::string("(row / ") + std::to_string(inner) +
+                   " % " + std::to_string(dsizes[d]) + ") * " + std::to_string(st[d]);
+        }
+        inner *= dsizes[d];
+      }
+      if (st[rank - 1] != 0)
+        index += (index.empty() ? "" : " + ") + std::string("c * ") + std::to_string(st[rank - 1]);
+      d.load = true;
+      d.expr = "hp::to_float(" + a.name + "[" + offset(m, index) + "])";
     }
     var[v] = add(d);
     return var[v];

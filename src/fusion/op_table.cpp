@@ -180,6 +180,11 @@ struct Table {
         [](const Node& n) {
           return n.args[2].isNone() ? "min" : n.args[1].isNone() ? "max" : "minmax";
         });
+    // masked_fill(self, mask, value): the value where the mask (bool) is set.
+    both("masked_fill", "Scalar", {0, 1}, {2},
+         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
+           return "(" + t[1] + " != 0.0f ? " + s[0] + " : " + t[0] + ")";
+         });
     add("where.self", {0, 1, 2}, {},
         [](const Strs& t, const Strs&, const Strs&, const std::string&) {
           return "(" + t[0] + " != 0.0f ? " + t[1] + " : " + t[2] + ")";
