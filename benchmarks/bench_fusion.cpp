@@ -216,19 +216,22 @@ struct Rows {
 // (native_layer_norm: out, mean, rstd; on CUDA rms_norm is _fused_rms_norm: out, rstd) fuses with
 // the GELU and the multiply after it; the backward ops (the multiply's, the GELU's and the
 // norm's, with its weight and bias gradients summed over all rows) fuse into one row kernel.
+// Rows of more than 1024 elements (`cols`) take a block per row instead of a warp.
 struct Norm {
   torch::Tensor x, w, b, g;
   bool layer = false;
-  Norm(torch::Dtype dtype, std::int64_t rows, bool layer_norm)
-      : x(torch::randn({rows, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
+  std::int64_t cols;
+  Norm(torch::Dtype dtype, std::int64_t rows, bool layer_norm, std::int64_t cols = 512)
+      : x(torch::randn({rows, cols}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
               .requires_grad_()),
-        w(torch::randn({512}, torch::TensorOptions(torch::kCUDA).dtype(dtype)).requires_grad_()),
-        b(torch::randn({512}, torch::TensorOptions(torch::kCUDA).dtype(dtype)).requires_grad_()),
-        g(torch::randn({rows, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))),
-        layer(layer_norm) {}
+        w(torch::randn({cols}, torch::TensorOptions(torch::kCUDA).dtype(dtype)).requires_grad_()),
+        b(torch::randn({cols}, torch::TensorOptions(torch::kCUDA).dtype(dtype)).requires_grad_()),
+        g(torch::randn({rows, cols}, torch::TensorOptions(torch::kCUDA).dtype(dtype))),
+        layer(layer_norm),
+        cols(cols) {}
   void step() {
     for (auto* t : {&x, &w, &b}) t->mutable_grad() = torch::Tensor();
-    auto y = layer ? torch::layer_norm(x, {512}, w, b, 1e-5) : torch::rms_norm(x, {512}, w, 1e-6);
+    auto y = layer ? torch::layer_norm(x, {cols}, w, b, 1e-5) : torch::rms_norm(x, {cols}, w, 1e-6);
     (torch::gelu(y) * g).sum().backward();
   }
 };
@@ -236,21 +239,23 @@ struct Norm {
 // Cross-entropy over scaled logits, forward and backward: log_softmax and nll_loss (mean or
 // sum) fuse with the scaling into one row kernel whose loss is summed across its blocks; the
 // backward (nll_loss_backward, log_softmax's backward, the scaling's) into another. Every 7th
-// target is the ignore_index.
+// target is the ignore_index. More than 1024 classes: a block per row.
 struct CrossEntropy {
   torch::Tensor z, target;
   torch::Reduction::Reduction reduction;
+  std::int64_t classes;
   CrossEntropy(torch::Dtype dtype, std::int64_t rows,
-               torch::Reduction::Reduction r = torch::Reduction::Mean)
-      : z(torch::randn({rows, 1000}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
+               torch::Reduction::Reduction r = torch::Reduction::Mean, std::int64_t classes = 1000)
+      : z(torch::randn({rows, classes}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
               .requires_grad_()),
-        target(torch::randint(0, 1000, {rows},
+        target(torch::randint(0, classes, {rows},
                               torch::TensorOptions(torch::kCUDA).dtype(torch::kLong))),
-        reduction(r) {
+        reduction(r),
+        classes(classes) {
     fresh_targets();
   }
   void fresh_targets() {
-    target.random_(0, 1000);
+    target.random_(0, classes);
     target.index_put_({torch::arange(0, target.size(0), 7, target.options())}, -100);
   }
   void step() {
@@ -728,6 +733,29 @@ int main(int argc, char** argv) {
                 ce.fresh_targets();
               },
               [&] { ce.step(); });
+        }
+        {
+          // Rows longer than 1024: a block per row, forward and backward.
+          CrossEntropy ce(dtype, 1024, torch::Reduction::Mean, 5000);
+          verify(
+              "cross_entropy (mean, 5000 classes), fwd+bwd", dtype,
+              [&] {
+                ce.z.detach().normal_();
+                ce.fresh_targets();
+              },
+              [&] { ce.step(); });
+        }
+        for (const bool layer : {true, false}) {
+          Norm wide(dtype, 1024, layer, 2000);
+          verify(
+              layer ? "layer_norm -> gelu -> mul over 2000 columns, fwd+bwd"
+                    : "rms_norm -> gelu -> mul over 2000 columns, fwd+bwd",
+              dtype,
+              [&] {
+                wide.x.detach().normal_();
+                wide.g.normal_();
+              },
+              [&] { wide.step(); });
         }
         for (const bool layer : {true, false}) {
           Norm norm(dtype, 8192, layer);

@@ -932,147 +932,156 @@ TEST_CASE("ATen's fused rms_norm backward (as CUDA records it) fuses with the op
   // gelu_backward, then _fused_rms_norm_backward (grad_input, grad_weight): one row kernel whose
   // column blocks sum the weight's gradient. An in-place update of a tensor that the norm's
   // inputs are computed from keeps it apart: the column blocks would read rows that the row
-  // blocks may already have written.
+  // blocks may already have written. Rows of 2048: a block per row.
   using namespace hotpath::detail;
   const auto meta = cuda_meta;
-  for (const bool in_place : {false, true}) {
-    CAPTURE(in_place);
-    HotTrace trace;
-    const std::int64_t pre_producer = in_place ? 0 : -2;  // the update's result, or from outside
-    if (in_place) {
-      OpRecord add;
-      add.name = "aten::add_";
-      add.overload = "Tensor";
-      add.inputs = {TensorInput{0, true, meta({4096, 256}), ValueRef{-2, 0}},
-                    TensorInput{1, false, meta({256}), ValueRef{-5, 0}}};
-      add.args = {c10::IValue(), c10::IValue(), c10::IValue(1.0)};
-      add.outputs = {meta({4096, 256})};
-      add.output_alias = {0};
-      add.output_alive = {true};
-      trace.ops.push_back(add);
+  for (const std::int64_t cols : {256, 2048})
+    for (const bool in_place : {false, true}) {
+      CAPTURE(cols, in_place);
+      HotTrace trace;
+      const std::int64_t pre_producer = in_place ? 0 : -2;  // the update's result, or from outside
+      if (in_place) {
+        OpRecord add;
+        add.name = "aten::add_";
+        add.overload = "Tensor";
+        add.inputs = {TensorInput{0, true, meta({4096, cols}), ValueRef{-2, 0}},
+                      TensorInput{1, false, meta({cols}), ValueRef{-5, 0}}};
+        add.args = {c10::IValue(), c10::IValue(), c10::IValue(1.0)};
+        add.outputs = {meta({4096, cols})};
+        add.output_alias = {0};
+        add.output_alive = {true};
+        trace.ops.push_back(add);
+      }
+      const std::int64_t first = in_place ? 1 : 0;
+      OpRecord gelu;
+      gelu.name = "aten::gelu_backward";
+      gelu.inputs = {TensorInput{0, false, meta({4096, cols}), ValueRef{-1, 0}},
+                     TensorInput{1, false, meta({4096, cols}), ValueRef{pre_producer, 0}}};
+      gelu.args = {c10::IValue(), c10::IValue(), c10::IValue(std::string("none"))};
+      gelu.outputs = {meta({4096, cols})};
+      gelu.output_alias = {-1};
+      gelu.output_alive = {false};
+      OpRecord norm;
+      norm.name = "aten::_fused_rms_norm_backward";
+      norm.inputs = {TensorInput{0, false, meta({4096, cols}), ValueRef{first, 0}},
+                     TensorInput{1, false, meta({4096, cols}), ValueRef{-3, 0}},
+                     TensorInput{3, false, meta({4096, 1}), ValueRef{-4, 0}},
+                     TensorInput{4, false, meta({cols}), ValueRef{-6, 0}}};
+      norm.args = {c10::IValue(), c10::IValue(), c10::IValue(std::vector<std::int64_t>{cols}),
+                   c10::IValue(), c10::IValue(), c10::IValue(c10::List<bool>({true, true}))};
+      norm.outputs = {meta({4096, cols}), meta({cols})};
+      norm.output_alias = {-1, -1};
+      norm.output_alive = {true, true};
+      trace.ops.push_back(gelu);
+      trace.ops.push_back(norm);
+      const Graph g = Graph::from_trace(trace);
+      const Partition part = partition_graph(g);
+      INFO(part.to_text(g));
+      const int norm_node = static_cast<int>(first) + 1;
+      const int grp = part.group_of[static_cast<std::size_t>(norm_node)];
+      REQUIRE(grp >= 0);  // alone, it still saves eager's second kernel
+      const FusionGroup& fg = part.groups[static_cast<std::size_t>(grp)];
+      CHECK(fg.rows);
+      CHECK(fg.nodes.size() == (in_place ? 1u : 2u));
+      const KernelSpec spec = check_compiles(g, fg);
+      INFO(spec.source);
+      // 4096 rows of 256: 512 blocks of 8 rows; 32 chunks of 128 rows (16 per warp) for each of
+      // the 8 column tiles. Of 2048: 2048 blocks of one row; 32 chunks for each of 64 tiles.
+      const std::int64_t tiles = cols / 32, row_blocks = cols == 256 ? 512 : 2048;
+      CHECK(spec.rows == 4096);
+      CHECK(spec.rows_per_block == (cols == 256 ? 8 : 1));
+      CHECK(spec.fixed_blocks == row_blocks + 32 * tiles);
+      CHECK(spec.workspace_floats == 32 * cols + tiles);
+      CHECK(spec.counters_at == 32 * cols);
+      CHECK(spec.source.find("kRowBlocks = " + std::to_string(row_blocks) + ";") !=
+            std::string::npos);
+      CHECK(spec.source.find("kChunks = 32;") != std::string::npos);
+      CHECK((spec.source.find("hp::block_sum(") != std::string::npos) == (cols == 2048));
+      // The gradient of the weight is one value per column; rms has no mean and no bias.
+      CHECK(spec.source.find("[c] = hp::from_float<float>(s);") != std::string::npos);
+      CHECK(spec.source.find("acc1") == std::string::npos);
+      CHECK((spec.source.find("gelu_erf_backward") != std::string::npos) == !in_place);
     }
-    const std::int64_t first = in_place ? 1 : 0;
-    OpRecord gelu;
-    gelu.name = "aten::gelu_backward";
-    gelu.inputs = {TensorInput{0, false, meta({4096, 256}), ValueRef{-1, 0}},
-                   TensorInput{1, false, meta({4096, 256}), ValueRef{pre_producer, 0}}};
-    gelu.args = {c10::IValue(), c10::IValue(), c10::IValue(std::string("none"))};
-    gelu.outputs = {meta({4096, 256})};
-    gelu.output_alias = {-1};
-    gelu.output_alive = {false};
-    OpRecord norm;
-    norm.name = "aten::_fused_rms_norm_backward";
-    norm.inputs = {TensorInput{0, false, meta({4096, 256}), ValueRef{first, 0}},
-                   TensorInput{1, false, meta({4096, 256}), ValueRef{-3, 0}},
-                   TensorInput{3, false, meta({4096, 1}), ValueRef{-4, 0}},
-                   TensorInput{4, false, meta({256}), ValueRef{-6, 0}}};
-    norm.args = {c10::IValue(), c10::IValue(), c10::IValue(std::vector<std::int64_t>{256}),
-                 c10::IValue(), c10::IValue(), c10::IValue(c10::List<bool>({true, true}))};
-    norm.outputs = {meta({4096, 256}), meta({256})};
-    norm.output_alias = {-1, -1};
-    norm.output_alive = {true, true};
-    trace.ops.push_back(gelu);
-    trace.ops.push_back(norm);
-    const Graph g = Graph::from_trace(trace);
-    const Partition part = partition_graph(g);
-    INFO(part.to_text(g));
-    const int norm_node = static_cast<int>(first) + 1;
-    const int grp = part.group_of[static_cast<std::size_t>(norm_node)];
-    REQUIRE(grp >= 0);  // alone, it still saves eager's second kernel
-    const FusionGroup& fg = part.groups[static_cast<std::size_t>(grp)];
-    CHECK(fg.rows);
-    CHECK(fg.nodes.size() == (in_place ? 1u : 2u));
-    const KernelSpec spec = check_compiles(g, fg);
-    INFO(spec.source);
-    // 4096 rows: 512 blocks of 8 rows; 32 chunks of 128 rows (16 per warp) for each of the 8
-    // column tiles.
-    CHECK(spec.rows == 4096);
-    CHECK(spec.fixed_blocks == 512 + 32 * 8);
-    CHECK(spec.workspace_floats == 32 * 256 + 8);
-    CHECK(spec.counters_at == 32 * 256);
-    CHECK(spec.source.find("kRowBlocks = 512;") != std::string::npos);
-    CHECK(spec.source.find("kChunks = 32;") != std::string::npos);
-    // The gradient of the weight is one value per column; rms has no mean and no bias.
-    CHECK(spec.source.find("[c] = hp::from_float<float>(s);") != std::string::npos);
-    CHECK(spec.source.find("acc1") == std::string::npos);
-    CHECK((spec.source.find("gelu_erf_backward") != std::string::npos) == !in_place);
-  }
 }
 
 TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][rows]") {
   // cross_entropy = log_softmax + nll_loss: one row kernel whose loss (mean or sum) is summed
   // over all rows across its blocks; its backward: nll_loss_backward (the target's column of
   // each row) and log_softmax's backward, one row kernel, for each reduction. One target is the
-  // ignore_index: its row counts for nothing.
-  for (const char* reduction : {"mean", "sum", "none"}) {
-    CAPTURE(reduction);
-    auto train = [reduction](bool hot) {
-      torch::manual_seed(23);
-      auto x = torch::randn({8, 16});
-      auto w = torch::randn({16, 10}, torch::requires_grad());
-      auto target = torch::randint(0, 10, {8}, torch::kLong);
-      target[3] = -100;
-      namespace F = torch::nn::functional;
-      auto options = F::CrossEntropyFuncOptions();
-      if (std::string(reduction) == "sum") options.reduction(torch::kSum);
-      if (std::string(reduction) == "none") options.reduction(torch::kNone);
-      std::unique_ptr<Enabled> on;
-      if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
-      std::vector<torch::Tensor> out;
-      for (int i = 0; i < 8; ++i) {
-        // The scaling is a member with a run-time scalar (a kernel parameter named s<k>).
-        auto loss = F::cross_entropy(x.mm(w) * 0.5, target, options);
-        if (loss.dim() > 0) loss = loss.sum();
-        loss.backward();
-        {
-          torch::NoGradGuard ng;
-          w -= 0.1 * w.grad();
-          w.grad().zero_();
+  // ignore_index: its row counts for nothing. 1500 classes: a block per row.
+  for (const std::int64_t classes : {10, 1500})
+    for (const char* reduction : {"mean", "sum", "none"}) {
+      CAPTURE(classes, reduction);
+      auto train = [reduction, classes](bool hot) {
+        torch::manual_seed(23);
+        auto x = torch::randn({8, 16});
+        auto w = torch::randn({16, classes}, torch::requires_grad());
+        auto target = torch::randint(0, classes, {8}, torch::kLong);
+        target[3] = -100;
+        namespace F = torch::nn::functional;
+        auto options = F::CrossEntropyFuncOptions();
+        if (std::string(reduction) == "sum") options.reduction(torch::kSum);
+        if (std::string(reduction) == "none") options.reduction(torch::kNone);
+        std::unique_ptr<Enabled> on;
+        if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+        std::vector<torch::Tensor> out;
+        for (int i = 0; i < 8; ++i) {
+          // The scaling is a member with a run-time scalar (a kernel parameter named s<k>).
+          auto loss = F::cross_entropy(x.mm(w) * 0.5, target, options);
+          if (loss.dim() > 0) loss = loss.sum();
+          loss.backward();
+          {
+            torch::NoGradGuard ng;
+            w -= 0.1 * w.grad();
+            w.grad().zero_();
+          }
+          out.push_back(loss.detach().clone());
+          hotpath::step();
         }
-        out.push_back(loss.detach().clone());
-        hotpath::step();
-      }
-      on.reset();
-      out.push_back(w.detach().clone());
-      return out;
-    };
-    const auto plan = check_plan_is_eager(train, 8);
-    REQUIRE(plan != nullptr);
-    const auto& g = *plan->graph;
-    INFO(plan->partition.to_text(g));
-    bool fused = false, forward = false;
-    for (const auto& grp : plan->partition.groups) {
-      const std::set<std::string> ops = op_names(g, grp);
-      if (ops.count("nll_loss_forward")) {
-        forward = true;
+        on.reset();
+        out.push_back(w.detach().clone());
+        return out;
+      };
+      const auto plan = check_plan_is_eager(train, 8);
+      REQUIRE(plan != nullptr);
+      const auto& g = *plan->graph;
+      INFO(plan->partition.to_text(g));
+      bool fused = false, forward = false;
+      for (const auto& grp : plan->partition.groups) {
+        const std::set<std::string> ops = op_names(g, grp);
+        if (ops.count("nll_loss_forward")) {
+          forward = true;
+          CHECK(grp.rows);
+          CHECK(ops.count("_log_softmax") == 1);
+          const auto spec = check_compiles(g, grp);
+          INFO(spec.source);
+          // 8 rows of 10: one block of 8 warps; of 1500: 8 blocks of one row. A loss and a count
+          // per block, then the counter.
+          const int blocks = classes == 10 ? 1 : 8;
+          CHECK(spec.fixed_blocks == blocks);
+          CHECK(spec.workspace_floats == 2 * blocks + 1);
+          CHECK(spec.source.find("atomicAdd(done, 1u)") != std::string::npos);
+          CHECK(spec.source.find("const float s") != std::string::npos);  // the scaling's scalar
+          if (std::string(reduction) == "mean" && classes == 10)
+            check_golden("cross_entropy_kernel.txt", spec.source);
+          CHECK(spec.source.find(std::string("[0] = hp::from_float<float>(") +
+                                 (std::string(reduction) == "mean" ? "hp_s0 / hp_s1" : "hp_s0") +
+                                 ")") != std::string::npos);
+        }
+        if (!ops.count("nll_loss_backward")) continue;
+        fused = true;
         CHECK(grp.rows);
-        CHECK(ops.count("_log_softmax") == 1);
+        CHECK(ops.count("_log_softmax_backward_data") == 1);
         const auto spec = check_compiles(g, grp);
         INFO(spec.source);
-        // 8 rows of 10: one block of 8 warps; its loss and count, then the counter.
-        CHECK(spec.fixed_blocks == 1);
-        CHECK(spec.workspace_floats == 3);
-        CHECK(spec.source.find("atomicAdd(done, 1u)") != std::string::npos);
-        CHECK(spec.source.find("const float s") != std::string::npos);  // the scaling's scalar
-        if (std::string(reduction) == "mean") check_golden("cross_entropy_kernel.txt", spec.source);
-        CHECK(spec.source.find(std::string("[0] = hp::from_float<float>(") +
-                               (std::string(reduction) == "mean" ? "hp_s0 / hp_s1" : "hp_s0") +
-                               ")") != std::string::npos);
+        // The targets are one int64 per row, compared with the column index; -100 is ignored.
+        CHECK(spec.source.find("const long long* __restrict__") != std::string::npos);
+        CHECK(spec.source.find("static_cast<float>(c) == ") != std::string::npos);
+        CHECK(spec.source.find("-1.000000000e+02f") != std::string::npos);
       }
-      if (!ops.count("nll_loss_backward")) continue;
-      fused = true;
-      CHECK(grp.rows);
-      CHECK(ops.count("_log_softmax_backward_data") == 1);
-      const auto spec = check_compiles(g, grp);
-      INFO(spec.source);
-      // The targets are one int64 per row, compared with the column index; -100 is ignored.
-      CHECK(spec.source.find("const long long* __restrict__") != std::string::npos);
-      CHECK(spec.source.find("static_cast<float>(c) == ") != std::string::npos);
-      CHECK(spec.source.find("-1.000000000e+02f") != std::string::npos);
+      CHECK(fused);
+      CHECK(forward == (std::string(reduction) != "none"));  // none: one loss per row, eager
     }
-    CHECK(fused);
-    CHECK(forward == (std::string(reduction) != "none"));  // none: one loss per row, eager
-  }
 }
 
 TEST_CASE("masked softmax over heads fuses with a mask broadcast over batch and heads",
