@@ -661,6 +661,28 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
 }
 
 // The kernel of a group compiles with NVRTC (sm_90); returns its spec.
+// 8 iterations of `step` (which runs its backward and returns what to keep), each followed by
+// an SGD update of `param` and hotpath::step(); under hotpath's CPU plans when `hot`. Returns
+// what the steps kept, then the parameter.
+std::vector<torch::Tensor> sgd_loop(bool hot, torch::Tensor param,
+                                    const std::function<torch::Tensor()>& step) {
+  std::unique_ptr<Enabled> on;
+  if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+  std::vector<torch::Tensor> out;
+  for (int i = 0; i < 8; ++i) {
+    out.push_back(step().detach().clone());
+    {
+      torch::NoGradGuard ng;
+      param -= 0.1 * param.grad();
+      param.grad().zero_();
+    }
+    hotpath::step();
+  }
+  on.reset();
+  out.push_back(param.detach().clone());
+  return out;
+}
+
 // The ops a group fuses, by short name.
 std::set<std::string> op_names(const hotpath::detail::Graph& g,
                                const hotpath::detail::FusionGroup& grp) {
@@ -1022,25 +1044,13 @@ TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][
         auto options = F::CrossEntropyFuncOptions();
         if (std::string(reduction) == "sum") options.reduction(torch::kSum);
         if (std::string(reduction) == "none") options.reduction(torch::kNone);
-        std::unique_ptr<Enabled> on;
-        if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
-        std::vector<torch::Tensor> out;
-        for (int i = 0; i < 8; ++i) {
+        return sgd_loop(hot, w, [&] {
           // The scaling is a member with a run-time scalar (a kernel parameter named s<k>).
           auto loss = F::cross_entropy(x.mm(w) * 0.5, target, options);
           if (loss.dim() > 0) loss = loss.sum();
           loss.backward();
-          {
-            torch::NoGradGuard ng;
-            w -= 0.1 * w.grad();
-            w.grad().zero_();
-          }
-          out.push_back(loss.detach().clone());
-          hotpath::step();
-        }
-        on.reset();
-        out.push_back(w.detach().clone());
-        return out;
+          return loss;
+        });
       };
       const auto plan = check_plan_is_eager(train, 8);
       REQUIRE(plan != nullptr);
@@ -1094,23 +1104,11 @@ TEST_CASE("masked softmax over heads fuses with a mask broadcast over batch and 
     auto x = torch::randn({2, 3, 8, 8}, torch::requires_grad());
     auto g = torch::randn({2, 3, 8, 8});
     auto mask = torch::ones({8, 8}).triu(1).to(torch::kBool);
-    std::unique_ptr<Enabled> on;
-    if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
-    std::vector<torch::Tensor> out;
-    for (int i = 0; i < 8; ++i) {
+    return sgd_loop(hot, x, [&] {
       auto p = torch::softmax((x * 0.5).masked_fill(mask, -INFINITY), -1);
       (p * g).sum().backward();
-      {
-        torch::NoGradGuard ng;
-        x -= 0.1 * x.grad();
-        x.grad().zero_();
-      }
-      out.push_back(p.detach().clone());
-      hotpath::step();
-    }
-    on.reset();
-    out.push_back(x.detach().clone());
-    return out;
+      return p;
+    });
   };
   const auto plan = check_plan_is_eager(train, 8);
   REQUIRE(plan != nullptr);
