@@ -20,8 +20,7 @@ namespace {
 
 // Rows summed by one thread in flight; columns per block (one per lane of a warp).
 constexpr int kColumnUnroll = 4;
-constexpr std::int64_t kMaxChunks = 64;       // chunks of rows per tile, for tall sums
-constexpr std::int64_t kChunkedBlocks = 512;  // blocks a tall sum aims for (tiles x chunks)
+constexpr std::int64_t kMaxChunks = 64;  // chunks of rows per tile, for tall sums
 constexpr int kTileColumns = 32;
 constexpr int kMaxRowLanes = 16;  // warps per block
 
@@ -139,13 +138,8 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
   // Taller than kMaxColumnRows: each block takes a chunk of the rows of one tile, leaves its sums
   // in the workspace, and the tile's last chunk to finish adds them up in order.
   const bool chunked = rows > kMaxColumnRows;
-  // As few chunks as fill the GPU (kChunkedBlocks blocks in all): a chunk's block pays a fixed
-  // epilogue (its sums to the workspace, a fence, the count), so chunks are long where there are
-  // many tiles; at least 16 rows per warp, at most kMaxChunks chunks.
-  const std::int64_t want_chunks = std::clamp<std::int64_t>(
-      (kChunkedBlocks + spec.col_tiles - 1) / spec.col_tiles, 1, kMaxChunks);
   const std::int64_t chunk_rows =
-      std::max<std::int64_t>(lanes * 16, (rows + want_chunks - 1) / want_chunks);
+      std::max<std::int64_t>(lanes * 16, (rows + kMaxChunks - 1) / kMaxChunks);
   const std::int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   if (chunked) {
     HOTPATH_CHECK(spec.col_tiles * chunks < (1LL << 31), "too many blocks for ", format_meta(dom));
