@@ -389,9 +389,10 @@ TEST_CASE("on a GPU, fused kernels train the MLP + AdamW step as eager does", "[
 }
 
 TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu]") {
-  // Linear -> LayerNorm -> GELU -> rms_norm -> Linear -> cross-entropy (ignore_index targets),
-  // plain SGD: the norms' backward (column blocks), nll_loss's forward (a sum across blocks) and
-  // backward (the target's column) on their own kernels. On the GPU machine (gpu_check.sh).
+  // LayerNorm -> Linear -> LayerNorm -> GELU -> rms_norm -> Linear -> cross-entropy (ignore_index
+  // targets), plain SGD: the norms' backward (column blocks; the first norm's input needs no
+  // gradient), nll_loss's forward (a sum across blocks) and backward (the target's column) on
+  // their own kernels. On the GPU machine (gpu_check.sh).
   if (!torch::cuda::is_available()) {
     WARN("no CUDA device: this test runs on the GPU machine (benchmarks/gpu_check.sh)");
     return;
@@ -401,7 +402,9 @@ TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu
   auto train = [&](bool hot) {
     torch::manual_seed(11);
     torch::nn::Linear l1(32, 64), l2(64, 100);
-    torch::nn::LayerNorm ln(torch::nn::LayerNormOptions({64}));
+    torch::nn::LayerNorm ln(torch::nn::LayerNormOptions({64})),
+        ln0(torch::nn::LayerNormOptions({32}));
+    ln0->to(torch::kCUDA);
     l1->to(torch::kCUDA);
     l2->to(torch::kCUDA);
     ln->to(torch::kCUDA);
@@ -409,6 +412,7 @@ TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu
     std::vector<torch::Tensor> params = l1->parameters();
     for (const auto& t : l2->parameters()) params.push_back(t);
     for (const auto& t : ln->parameters()) params.push_back(t);
+    for (const auto& t : ln0->parameters()) params.push_back(t);
     params.push_back(w);
     torch::optim::SGD opt(params, torch::optim::SGDOptions(0.1));
     auto x = torch::randn({128, 32}, torch::kCUDA);
@@ -423,7 +427,7 @@ TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu
     if (hot) on = std::make_unique<Enabled>(c);
     for (int i = 0; i < 40; ++i) {
       opt.zero_grad();
-      auto h = torch::gelu(ln->forward(l1->forward(x)));
+      auto h = torch::gelu(ln->forward(l1->forward(ln0->forward(x))));
       h = torch::rms_norm(h, {64}, w, 1e-6);
       torch::nn::functional::cross_entropy(l2->forward(h), target).backward();
       opt.step();
@@ -848,67 +852,74 @@ TEST_CASE("layer_norm forward and backward fuse with the ops around them", "[fus
   // LayerNorm -> GELU -> residual, in training: native_layer_norm's mean and rstd are outputs
   // that its backward reads; the backward fuses with the GELU's backward before it, its weight
   // and bias gradients summed over all rows by the column blocks of the same kernel. Inference:
-  // one row kernel for the whole chain.
-  for (const bool training : {true, false}) {
-    CAPTURE(training);
-    auto run = [training](bool hot) {
-      torch::manual_seed(17);
-      auto ln = torch::nn::LayerNorm(torch::nn::LayerNormOptions({32}));
-      auto x = torch::randn({8, 32}, torch::requires_grad(training));
-      std::unique_ptr<Enabled> on;
-      if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
-      std::vector<torch::Tensor> out;
-      for (int i = 0; i < 8; ++i) {
-        torch::Tensor y;
-        if (training) {
-          y = torch::gelu(ln->forward(x)) + x;
-          (y * y).sum().backward();
-          torch::NoGradGuard ng;
-          x -= 0.01 * x.grad();
-          x.grad().zero_();
-          for (auto& p : ln->parameters()) {
-            p -= 0.01 * p.grad();
-            p.grad().zero_();
+  // one row kernel for the whole chain. An input that needs no gradient (output_mask[0] false):
+  // the backward has only the weight's and bias's gradients to compute.
+  for (const bool training : {true, false})
+    for (const bool input_grad : {true, false}) {
+      if (!training && !input_grad) continue;
+      CAPTURE(training, input_grad);
+      auto run = [training, input_grad](bool hot) {
+        torch::manual_seed(17);
+        auto ln = torch::nn::LayerNorm(torch::nn::LayerNormOptions({32}));
+        auto x = torch::randn({8, 32}, torch::requires_grad(training && input_grad));
+        std::unique_ptr<Enabled> on;
+        if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+        std::vector<torch::Tensor> out;
+        for (int i = 0; i < 8; ++i) {
+          torch::Tensor y;
+          if (training) {
+            y = torch::gelu(ln->forward(x)) + x;
+            (y * y).sum().backward();
+            torch::NoGradGuard ng;
+            if (input_grad) {
+              x -= 0.01 * x.grad();
+              x.grad().zero_();
+            }
+            for (auto& p : ln->parameters()) {
+              p -= 0.01 * p.grad();
+              p.grad().zero_();
+            }
+          } else {
+            torch::NoGradGuard ng;
+            y = torch::gelu(ln->forward(x)) + x;
           }
-        } else {
-          torch::NoGradGuard ng;
-          y = torch::gelu(ln->forward(x)) + x;
+          out.push_back(y.detach().clone());
+          hotpath::step();
         }
-        out.push_back(y.detach().clone());
-        hotpath::step();
-      }
-      on.reset();
-      out.push_back(x.detach().clone());
-      for (auto& p : ln->parameters()) out.push_back(p.detach().clone());
-      return out;
-    };
-    const auto plan = check_plan_is_eager(run, 8);
-    REQUIRE(plan != nullptr);
-    const auto& g = *plan->graph;
-    INFO(plan->partition.to_text(g));
-    bool ln_fused = false, backward_fused = false;
-    for (const auto& grp : plan->partition.groups) {
-      const std::set<std::string> ops = op_names(g, grp);
-      if (ops.count("native_layer_norm_backward")) {
-        backward_fused = true;
+        on.reset();
+        out.push_back(x.detach().clone());
+        for (auto& p : ln->parameters()) out.push_back(p.detach().clone());
+        return out;
+      };
+      const auto plan = check_plan_is_eager(run, 8);
+      REQUIRE(plan != nullptr);
+      const auto& g = *plan->graph;
+      INFO(plan->partition.to_text(g));
+      bool ln_fused = false, backward_fused = false;
+      for (const auto& grp : plan->partition.groups) {
+        const std::set<std::string> ops = op_names(g, grp);
+        if (ops.count("native_layer_norm_backward")) {
+          backward_fused = true;
+          CHECK(grp.rows);
+          CHECK(ops.count("gelu_backward") == 1);
+          const auto spec = check_compiles(g, grp);
+          // 8 rows: one block of rows, then one chunk of rows for the one tile of 32 columns.
+          CHECK(spec.fixed_blocks == 2);
+          CHECK(spec.workspace_floats == 2 * 32 + 1);  // two sums' partials, one counter
+          CHECK(spec.source.find("atomicAdd(&done[tile]") != std::string::npos);
+          // No input gradient: no row reductions (sum(gw), sum(gw * xhat)) and no store of it.
+          CHECK((spec.source.find("_gwx") != std::string::npos) == input_grad);
+          if (input_grad) check_golden("layer_norm_backward_kernel.txt", spec.source);
+        }
+        if (!ops.count("native_layer_norm")) continue;
+        ln_fused = true;
         CHECK(grp.rows);
-        CHECK(ops.count("gelu_backward") == 1);
-        const auto spec = check_compiles(g, grp);
-        // 8 rows: one block of rows, then one chunk of rows for the one tile of 32 columns.
-        CHECK(spec.fixed_blocks == 2);
-        CHECK(spec.workspace_floats == 2 * 32 + 1);  // two sums' partials, one counter
-        CHECK(spec.source.find("atomicAdd(&done[tile]") != std::string::npos);
-        check_golden("layer_norm_backward_kernel.txt", spec.source);
+        CHECK(ops.count("gelu") == 1);
+        check_compiles(g, grp);
       }
-      if (!ops.count("native_layer_norm")) continue;
-      ln_fused = true;
-      CHECK(grp.rows);
-      CHECK(ops.count("gelu") == 1);
-      check_compiles(g, grp);
+      CHECK(ln_fused);
+      CHECK(backward_fused == training);
     }
-    CHECK(ln_fused);
-    CHECK(backward_fused == training);
-  }
 }
 
 TEST_CASE("ATen's fused rms_norm (two outputs, as CUDA records it) becomes a row kernel",
@@ -1024,6 +1035,37 @@ TEST_CASE("ATen's fused rms_norm backward (as CUDA records it) fuses with the op
       CHECK(spec.source.find("acc1") == std::string::npos);
       CHECK((spec.source.find("gelu_erf_backward") != std::string::npos) == !in_place);
     }
+}
+
+TEST_CASE("a norm backward without the input's gradient is its column blocks alone",
+          "[fusion][rows]") {
+  // _fused_rms_norm_backward with output_mask [false, true] (the norm of a model's input): no
+  // grad_input; alone in its group, the kernel has no row blocks at all.
+  using namespace hotpath::detail;
+  const auto meta = cuda_meta;
+  HotTrace trace;
+  OpRecord norm;
+  norm.name = "aten::_fused_rms_norm_backward";
+  norm.inputs = {TensorInput{0, false, meta({4096, 256}), ValueRef{-1, 0}},
+                 TensorInput{1, false, meta({4096, 256}), ValueRef{-2, 0}},
+                 TensorInput{3, false, meta({4096, 1}), ValueRef{-3, 0}},
+                 TensorInput{4, false, meta({256}), ValueRef{-4, 0}}};
+  norm.args = {c10::IValue(), c10::IValue(), c10::IValue(std::vector<std::int64_t>{256}),
+               c10::IValue(), c10::IValue(), c10::IValue(c10::List<bool>({false, true}))};
+  norm.outputs = {TensorMeta{}, meta({256})};  // grad_input undefined
+  norm.output_alias = {-1, -1};
+  norm.output_alive = {false, true};
+  trace.ops = {norm};
+  const Graph g = Graph::from_trace(trace);
+  const Partition part = partition_graph(g);
+  INFO(part.to_text(g));
+  REQUIRE(part.groups.size() == 1);
+  const KernelSpec spec = check_compiles(g, part.groups[0]);
+  INFO(spec.source);
+  CHECK(spec.fixed_blocks == 32 * 8);  // 32 chunks of 128 rows for each of 8 tiles, no row block
+  CHECK(spec.source.find("kRowBlocks = 0;") != std::string::npos);
+  CHECK(spec.source.find("_gwx") == std::string::npos);
+  CHECK(spec.source.find("[base + c] = ") == std::string::npos);  // nothing stored per element
 }
 
 TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][rows]") {

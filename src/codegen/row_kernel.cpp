@@ -403,6 +403,17 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
           }
           add(xhat);
           const std::string w = operand(n.input_at(a.weight));
+          Def dyx;
+          dyx.name = name + "_dyx";
+          dyx.expr = "(" + dy + " * " + xhat.name + ")";
+          dyx.deps = {dy, xhat.name};
+          col_sums.push_back({add(dyx), params.tensor(n.outputs[1])});
+          if (a.bias >= 0) col_sums.push_back({dy, params.tensor(n.outputs[2])});
+          for (std::size_t k = 1; k < n.outputs.size(); ++k)
+            spec.args[params.tensor(n.outputs[k])].written = true;
+          // The input needs no gradient (output_mask[0] false: a norm on the model's input):
+          // only the column blocks have work.
+          if (!g.value(out).meta.defined) continue;
           Def gw;
           gw.name = name + "_gw";
           gw.expr = "(" + dy + " * " + w + ")";
@@ -422,14 +433,6 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
             d.deps.push_back(s1);
           }
           d.expr = "(" + e + " * (" + rstd + " * " + float_literal(1.0 / double(cols)) + "))";
-          Def dyx;
-          dyx.name = name + "_dyx";
-          dyx.expr = "(" + dy + " * " + xhat.name + ")";
-          dyx.deps = {dy, xhat.name};
-          col_sums.push_back({add(dyx), params.tensor(n.outputs[1])});
-          if (a.bias >= 0) col_sums.push_back({dy, params.tensor(n.outputs[2])});
-          for (std::size_t k = 1; k < n.outputs.size(); ++k)
-            spec.args[params.tensor(n.outputs[k])].written = true;
           break;
         }
       }
@@ -531,8 +534,14 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
   const std::int64_t chunk_rows =
       std::max<std::int64_t>(warps * 16, (spec.rows + kMaxChunks - 1) / kMaxChunks);
   const std::int64_t chunks = std::max<std::int64_t>(1, (spec.rows + chunk_rows - 1) / chunk_rows);
-  const std::int64_t row_blocks = std::clamp<std::int64_t>(
-      (spec.rows + spec.rows_per_block - 1) / spec.rows_per_block, 1, kMaxRowBlocks);
+  // No row blocks where they would store nothing (a norm backward whose input needs no
+  // gradient, alone): the column blocks are the kernel.
+  const bool row_work = !full_stores.empty() || !row_stores.empty() || total.has_value();
+  HOTPATH_CHECK(row_work || !col_sums.empty(), "a row kernel that stores nothing");
+  const std::int64_t row_blocks =
+      row_work ? std::clamp<std::int64_t>(
+                     (spec.rows + spec.rows_per_block - 1) / spec.rows_per_block, 1, kMaxRowBlocks)
+               : 0;
   if (column_blocks) {
     HOTPATH_CHECK(row_blocks + tiles * chunks < (1LL << 31), "too many blocks for ",
                   format_meta(dom));

@@ -709,6 +709,11 @@ void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     const bool gpu = armed_->groups[static_cast<std::size_t>(p.group)].gpu;
     for (std::size_t k = 0; k < p.outs.size(); ++k) {
       const TensorMeta& m = p.outs[k];
+      if (!m.defined) {  // an output eager leaves undefined (a gradient not asked for)
+        d.made.emplace_back(at::Tensor().getIntrusivePtr());
+        stack->emplace_back(at::Tensor());
+        continue;
+      }
       at::Tensor out = gpu && p.temporary[k]
                            ? OutputSlot::make(p.slots[k], m)
                            : at::empty_strided(m.sizes, m.strides,

@@ -316,8 +316,10 @@ std::string row_op_check(const Graph& g, const Node& n) {
       return "normalizes other than the last dimension";
     const auto& mask = n.args[layer ? 7 : 5];
     if (!mask.isBoolList()) return "output_mask is not a list of bools";
-    for (bool b : mask.toBoolList())
-      if (!b) return "an output is not asked for (output_mask)";
+    // The input's gradient may be left out (a norm on the model's input), not the others.
+    const auto asked = mask.toBoolList();
+    for (std::size_t k = 1; k < asked.size(); ++k)
+      if (!asked.get(k)) return "a weight or bias gradient is not asked for (output_mask)";
     const RowOp::NormBackwardArgs a = op->norm_args();
     for (int p : {a.weight, a.bias}) {
       if (p < 0) continue;
