@@ -131,10 +131,6 @@ namespace {
 
 std::size_t elem_size(c10::ScalarType t) { return c10::elementSize(t); }
 
-}  // namespace
-
-namespace {
-
 // The declaration of a kernel argument, without qualifiers for a struct field.
 std::string arg_declaration(const KernelArg& a, bool field) {
   if (a.kind == KernelArg::Kind::Scalar) return (field ? "float " : "const float ") + a.name;

@@ -47,17 +47,19 @@ struct KernelSpec {
   int block = 256;
   std::int64_t rows = 0;  // a row kernel: rows_per_block rows per block (grid-stride over rows)
   int rows_per_block = 1;
-  std::int64_t col_tiles = 0;  // a column kernel: tiles of 32 columns (grid-stride over tiles)
+  // A column kernel: tiles of 32 columns (grid-stride over tiles; taller than kMaxColumnRows,
+  // chunks of rows per tile on a fixed grid).
+  std::int64_t col_tiles = 0;
   // A pointwise kernel can have an entry that runs several launches' work in one (`multi_name`:
   // its one parameter holds up to `multi_segments` segments; see multi_segment_bytes). Empty:
   // it has none (generated only for groups that launch together).
   std::string multi_name;
   int multi_segments = 0;
-  // Kernels that sum across blocks (a total kernel; a norm backward's weight gradient) launch
-  // with exactly `fixed_blocks` blocks (0: the executor chooses the grid) and get a workspace of
-  // `workspace_floats` floats, zeroed once, that the executor keeps per group and passes after
-  // vector_ok: partial sums, then counters (from float `counters_at` on) that the last block of
-  // each sum resets to 0.
+  // Kernels that sum across blocks (a total kernel, a norm backward's weight gradient, nll_loss's
+  // loss, a tall column sum) launch with exactly `fixed_blocks` blocks (0: the executor chooses
+  // the grid) and get a workspace of `workspace_floats` floats, zeroed once, that the executor
+  // keeps per group and passes after vector_ok: partial sums, then counters (from float
+  // `counters_at` on) that the last block of each sum resets to 0.
   int fixed_blocks = 0;
   std::int64_t workspace_floats = 0;
   std::int64_t counters_at = 0;

@@ -776,25 +776,25 @@ void Executor::run_batch(int batch) {
                group(gi).module.get() == kernel;
   }
   if (together) {
-    auto tensors_of = [&](std::size_t k, bool written_only) {
-      std::vector<at::Tensor> out;
+    // Each group's tensors, once (the written ones flagged), then every written one against the
+    // other groups' tensors.
+    std::vector<std::vector<std::pair<at::Tensor, bool>>> tensors(pending.size());
+    for (std::size_t k = 0; k < pending.size(); ++k) {
       for (const KernelArg& a : group(pending[k]).spec.args) {
-        if (a.kind != KernelArg::Kind::Tensor || (written_only && !a.written)) continue;
+        if (a.kind != KernelArg::Kind::Tensor) continue;
         const Deferred& m = *members[k][static_cast<std::size_t>(a.member)];
-        out.push_back(a.output >= 0 ? m.output(static_cast<std::size_t>(a.output))
-                                    : m.args[static_cast<std::size_t>(a.argument)].toTensor());
+        at::Tensor t = a.output >= 0 ? m.output(static_cast<std::size_t>(a.output))
+                                     : m.args[static_cast<std::size_t>(a.argument)].toTensor();
+        if (t.defined()) tensors[k].emplace_back(std::move(t), a.written);
       }
-      return out;
-    };
+    }
     for (std::size_t x = 0; x < pending.size() && together; ++x) {
-      const std::vector<at::Tensor> written = tensors_of(x, true);
-      for (std::size_t y = 0; y < pending.size() && together; ++y) {
-        if (x == y) continue;
-        for (const at::Tensor& t : tensors_of(y, false)) {
-          for (const at::Tensor& w : written) {
-            together =
-                together && !(t.defined() && w.defined() && t.storage().is_alias_of(w.storage()));
-          }
+      for (const auto& [w, written] : tensors[x]) {
+        if (!written) continue;
+        for (std::size_t y = 0; y < pending.size() && together; ++y) {
+          if (x == y) continue;
+          for (const auto& t : tensors[y])
+            together = together && !t.first.storage().is_alias_of(w.storage());
         }
       }
     }
@@ -980,7 +980,7 @@ void Executor::launch_own(const PlanGroup& g, LaunchArgs& l) {
   params[args.size()] =
       g.spec.index64 ? static_cast<void*>(&l.numel64) : static_cast<void*>(&l.numel32);
   params[args.size() + 1] = &l.vector_ok;
-  params[args.size() + 2] = &l.partial;  // read by total kernels only
+  params[args.size() + 2] = &l.partial;  // read by kernels with a workspace only
   params[args.size() + 3] = &l.done;
   g.module->launch(static_cast<unsigned>(l.blocks), static_cast<unsigned>(g.spec.block),
                    current_stream(), params.data());

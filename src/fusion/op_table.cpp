@@ -232,6 +232,11 @@ const Table& table() {
 
 }  // namespace
 
+bool float_type(c10::ScalarType t) {
+  return t == c10::ScalarType::Float || t == c10::ScalarType::Half ||
+         t == c10::ScalarType::BFloat16;
+}
+
 const PointwiseOp* find_pointwise(const Node& n) {
   const auto it = table().ops.find(n.short_name());
   return it == table().ops.end() ? nullptr : &it->second;
@@ -392,9 +397,7 @@ std::string column_sum_check(const Graph& g, const Node& n) {
   if (!is_column_sum(g, n)) return "not a sum over the first of two dimensions";
   if (n.args.size() > 3 && !n.args[3].isNone()) return "a dtype argument";
   const TensorMeta& m = g.value(n.input_at(0)).meta;
-  if (m.dtype != c10::ScalarType::Float && m.dtype != c10::ScalarType::Half &&
-      m.dtype != c10::ScalarType::BFloat16)
-    return "operand is not fp32/fp16/bf16";
+  if (!float_type(m.dtype)) return "operand is not fp32/fp16/bf16";
   if (n.outputs.size() != 1 || n.out_alias[0] >= 0) return "unexpected outputs";
   const TensorMeta& o = g.value(n.outputs[0]).meta;
   if (!o.defined || o.dtype != m.dtype || o.numel() != m.sizes[1] || o.numel() == 0 ||
@@ -417,9 +420,7 @@ std::string total_reduction_check(const Graph& g, const Node& n) {
   const TensorMeta& y = g.value(b).meta;
   if (x.sizes != y.sizes || x.dtype != y.dtype || x.device != y.device)
     return "operands of different shapes, dtypes or devices";
-  if (x.dtype != c10::ScalarType::Float && x.dtype != c10::ScalarType::Half &&
-      x.dtype != c10::ScalarType::BFloat16)
-    return "operand is not fp32/fp16/bf16";
+  if (!float_type(x.dtype)) return "operand is not fp32/fp16/bf16";
   if (!is_contiguous(x) || !is_contiguous(y)) return "operand is not contiguous";
   if (x.numel() == 0) return "empty";
   if (n.outputs.size() != 1 || n.out_alias[0] >= 0) return "unexpected outputs";

@@ -39,6 +39,9 @@ struct PointwiseOp {
 // nullptr when the op is not fusable.
 const PointwiseOp* find_pointwise(const Node& n);
 
+// The dtypes fused kernels store (math is fp32): fp32, fp16, bf16.
+bool float_type(c10::ScalarType t);
+
 // Reductions along the last dimension, fused with the pointwise ops around them (codegen/
 // kernel.h, row kernels): one row per block, a block-wide sum or max per reduction.
 struct RowOp {
@@ -73,6 +76,9 @@ struct RowOp {
   bool reduces() const { return kind != Kind::NllLossBackward; }
   // Its results need every row: complete only when the kernel ends (at most one per group).
   bool sums_all_rows() const { return norm_backward() || kind == Kind::NllLoss; }
+  // Eager runs more than one kernel for it alone (a norm backward: the input's gradient, then
+  // the weight's and bias's; nll_loss_backward: a fill, then the targets' column).
+  bool alone_pays() const { return norm_backward() || kind == Kind::NllLossBackward; }
   bool norm_backward() const {
     return kind == Kind::LayerNormBackward || kind == Kind::RmsNormBackward;
   }

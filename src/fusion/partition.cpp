@@ -11,11 +11,6 @@ namespace {
 
 constexpr std::size_t kMaxGroupNodes = 64;
 
-bool float_type(c10::ScalarType t) {
-  return t == c10::ScalarType::Float || t == c10::ScalarType::Half ||
-         t == c10::ScalarType::BFloat16;
-}
-
 // A reduction along the last dimension (a sum over the first of two dimensions is a column sum).
 const RowOp* row_op(const Graph& g, const Node& n) {
   return is_column_sum(g, n) ? nullptr : find_row_op(n);
@@ -85,8 +80,6 @@ struct Builder {
     return true;
   }
 
-  // A column sum's result is complete only when the kernel ends: no member may read it, and a
-  // kernel reduces either rows or columns.
   // A reduction to one value is a kernel of its own.
   bool total_alone(const std::vector<int>& members) const {
     return members.size() == 1 || std::none_of(members.begin(), members.end(), [&](int m) {
@@ -94,6 +87,8 @@ struct Builder {
            });
   }
 
+  // A column sum's result is complete only when the kernel ends: no member may read it, and a
+  // kernel reduces either rows or columns.
   bool columns_apart(const std::vector<int>& members) const {
     std::set<int> sums;
     bool rows = false;
@@ -355,8 +350,7 @@ Partition partition_graph(const Graph& g) {
     const RowOp* row = row_op(g, first);
     const bool alone_pays = is_column_sum(g, first) || is_total_reduction(first) ||
                             (only != nullptr && only->alone_pays) ||
-                            (row != nullptr && !row->reduces()) ||
-                            (row != nullptr && row->norm_backward());
+                            (row != nullptr && row->alone_pays());
     if (nodes.size() < 2 && !alone_pays) {
       for (int m : nodes) p.eager_why[static_cast<std::size_t>(m)] = "alone (nothing to fuse with)";
       continue;
