@@ -159,8 +159,8 @@ void print_groups(const hotpath::SignatureStats& s) {
         static_cast<long long>(g.launches), static_cast<long long>(g.interpreted),
         static_cast<long long>(g.eager_runs));
     if (g.checks > 0)
-      std::printf("  checks %lld  max rel err %.3g", static_cast<long long>(g.checks),
-                  g.max_rel_error);
+      std::printf("  checks %lld  max rel err %.3g%s", static_cast<long long>(g.checks),
+                  g.max_rel_error, g.verify_failures > 0 ? "  BEYOND TOLERANCE" : "");
     if (!g.error.empty()) std::printf("  ERROR %s", g.error.c_str());
     std::printf("\n");
   }

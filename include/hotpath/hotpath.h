@@ -121,8 +121,13 @@ struct GroupStats {
   std::int64_t interpreted = 0;  // ... of them by the interpreter (before its kernel was loaded)
   std::int64_t eager_runs = 0;   // times its ops ran eagerly instead (CPU, divergence, hazards)
   std::int64_t checks = 0;       // launches verified against eager (Config::verify)
-  double max_rel_error = 0;      // largest ||fused - eager|| / ||eager|| over those checks
-  bool active = true;            // false: reverted (its ops run eagerly); see FusionStats::reason
+  // Largest max|fused - eager| / max|eager| over those checks (infinity: NaN or Inf where eager
+  // has none, or the other way round), and the launches beyond the tolerance (1e-5 for fp32
+  // outputs, 1e-2 for fp16/bf16) with the log line of the first (group, ops, element, values).
+  double max_rel_error = 0;
+  std::int64_t verify_failures = 0;
+  std::string first_failure;
+  bool active = true;  // false: reverted (its ops run eagerly); see FusionStats::reason
 };
 
 struct FusionStats {

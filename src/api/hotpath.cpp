@@ -184,6 +184,10 @@ std::string format_stats(const Stats& s) {
       if (g.interpreted > 0) os << " (" << g.interpreted << " interpreted)";
       os << ", " << g.eager_runs << " eager runs";
       if (!g.active && !f.reverted) os << ", reverted (runs eagerly)";
+      if (g.checks > 0) {
+        os << ", " << g.checks << " verified, max error " << g.max_rel_error;
+        if (g.verify_failures > 0) os << ", " << g.verify_failures << " BEYOND TOLERANCE";
+      }
       if (!g.error.empty()) {
         os << (g.interpretable ? ", interpreted: " : ", eager: ")
            << g.error.substr(0, g.error.find('\n'));

@@ -30,6 +30,10 @@ namespace hotpath::detail {
 // groups; none of a batch may touch what another writes (their order is then the GPU's).
 void plan_batches(const Graph& g, Plan& plan);
 
+// The largest error (see Executor::verify) a fused output of `dtype` may have against
+// eager on the same inputs: 1e-5 for fp32, 1e-2 for fp16/bf16.
+double verify_tolerance(c10::ScalarType dtype);
+
 class Executor {
  public:
   Executor(Recorder& recorder, const Config& config);

@@ -67,6 +67,8 @@ struct PlanGroup {
   // Verification (Config::verify): fused outputs against eager on the same inputs.
   std::int64_t checks = 0;
   double max_rel_error = 0;
+  std::int64_t verify_failures = 0;  // launches with an output beyond verify_tolerance
+  std::string first_failure;         // the log line of the first one
   // The governor's choice (applied at an iteration start); inactive groups run eagerly.
   bool active = true;
   bool active_default = true;  // from a remembered verdict: a known loser group starts inactive
