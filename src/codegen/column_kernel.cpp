@@ -24,7 +24,7 @@ constexpr std::int64_t kMaxChunks = 64;  // chunks of rows per tile, for tall su
 constexpr int kTileColumns = 32;
 constexpr int kMaxRowLanes = 16;  // warps per block
 
-std::string offset_expr(const std::vector<std::int64_t>& st, std::int64_t storage_offset) {
+std::string offset_expr(const std::vector<std::int64_t>& st) {
   std::string e;
   auto term = [&](const char* var, std::int64_t stride) {
     if (stride == 0) return;
@@ -33,7 +33,6 @@ std::string offset_expr(const std::vector<std::int64_t>& st, std::int64_t storag
   };
   term("r", st[0]);
   term("c", st[1]);
-  if (storage_offset != 0) e += (e.empty() ? "" : " + ") + std::to_string(storage_offset);
   return e.empty() ? "0" : e;
 }
 
@@ -124,7 +123,7 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
     if (is_sum) continue;  // one value per column, at c
     const std::vector<std::int64_t> st = domain_strides(m, dom);
     if (max_offset(m) > (1LL << 31) - 1) use64 = true;
-    offsets[i] = offset_expr(st, m.storage_offset);
+    offsets[i] = offset_expr(st);
     per_column[i] = st[0] == 0;
   }
   spec.index64 = use64 || spec.numel > (1LL << 31) - 1;

@@ -56,7 +56,7 @@ std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& si
 }
 
 std::int64_t max_offset(const TensorMeta& m) {
-  std::int64_t off = m.storage_offset;
+  std::int64_t off = 0;
   for (std::size_t d = 0; d < m.sizes.size(); ++d) off += (m.sizes[d] - 1) * std::abs(m.strides[d]);
   return off;
 }
@@ -363,7 +363,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi)
     // linear, not broadcast.
     a.single = m.numel() == 1 && !a.written;
     strides[i] = domain_strides(m, dom);
-    a.linear = !a.single && m.storage_offset == 0 && strides[i] == lin;
+    a.linear = !a.single && strides[i] == lin;
     if (!a.single) {
       all_linear = all_linear && a.linear;
       max_elem = std::max<int>(max_elem, static_cast<int>(elem_size(a.dtype)));
@@ -517,9 +517,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi)
     auto offset = [&](std::size_t idx) {
       const auto& a = spec.args[idx];
       if (a.linear || linear_only) return std::string("i");
-      const TensorMeta& m = *params.meta_of_param.at(static_cast<int>(idx));
-      return "o" + std::to_string(idx) +
-             (m.storage_offset != 0 ? " + " + std::to_string(m.storage_offset) : "");
+      return "o" + std::to_string(idx);
     };
     for (const auto& [idx, name] : loads) {
       const auto& a = spec.args[static_cast<std::size_t>(idx)];

@@ -159,8 +159,9 @@ std::string column_store(const KernelArg& a);
 // op, before the caller holds any of its outputs, so each of them must be written (the others
 // a group makes are optional: skipped when nobody but hotpath holds them at launch).
 bool made_by_last(const Graph& g, const FusionGroup& group, int tensor);
-// The largest element offset `m` reaches (storage offset included): 32-bit indexing fits when
-// it is below 2^31.
+// The largest element offset `m` reaches from its first element: 32-bit indexing fits when it
+// is below 2^31. Kernels index from the pointer the executor passes, Tensor::data_ptr(), which
+// already includes the storage offset: generated code never adds it again.
 std::int64_t max_offset(const TensorMeta& m);
 
 }  // namespace hotpath::detail

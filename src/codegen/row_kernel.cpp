@@ -43,10 +43,6 @@ std::vector<std::int64_t> sizes_of(const TensorMeta& m, std::size_t rank) {
   return s;
 }
 
-std::string offset(const TensorMeta& m, const std::string& index) {
-  return m.storage_offset == 0 ? index : index + " + " + std::to_string(m.storage_offset);
-}
-
 constexpr std::int64_t kWarpCols = 1024;
 constexpr std::int64_t kCachedRegisters = 96;  // floats per lane for a row's loads
 // Sums over all rows (a norm backward's weight gradient): at most this many chunks of rows per
@@ -143,7 +139,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     const std::string index = m.strides[0] == 0   ? std::string("0")
                               : m.strides[0] == 1 ? std::string("row")
                                                   : "row * " + std::to_string(m.strides[0]);
-    const std::string load = a.name + "[" + offset(m, index) + "]";
+    const std::string load = a.name + "[" + index + "]";
     d.expr = a.dtype == c10::ScalarType::Long ? "static_cast<float>(" + load + ")"
                                               : "hp::to_float(" + load + ")";
     var[v] = add(d);
@@ -168,13 +164,13 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
     } else if (st == full_strides) {
       a.linear = true;
       d.load = true;
-      d.expr = "hp::to_float(" + a.name + "[" + offset(m, "base + c") + "])";
+      d.expr = "hp::to_float(" + a.name + "[base + c])";
     } else if (st == row_strides) {
       d.row = true;
-      d.expr = "hp::to_float(" + a.name + "[" + offset(m, "row") + "])";
+      d.expr = "hp::to_float(" + a.name + "[row])";
     } else if (st == col_strides) {
       d.load = true;
-      d.expr = "hp::to_float(" + a.name + "[" + offset(m, "c") + "])";  // one row for all
+      d.expr = "hp::to_float(" + a.name + "[c])";  // one row for all
     } else {
       // Broadcast some other way (an attention mask [T, T] over [B, H, T, T]): the leading
       // indices from the row number, the last one from the column.
@@ -190,7 +186,7 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
       if (st[rank - 1] != 0)
         index += (index.empty() ? "" : " + ") + std::string("c * ") + std::to_string(st[rank - 1]);
       d.load = true;
-      d.expr = "hp::to_float(" + a.name + "[" + offset(m, index) + "])";
+      d.expr = "hp::to_float(" + a.name + "[" + index + "])";
     }
     var[v] = add(d);
     return var[v];

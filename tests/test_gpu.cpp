@@ -1,0 +1,100 @@
+// Regression tests for causes of wrong results that only fused CUDA kernels showed: each case is
+// the smallest loop that trained (or computed) differently from eager before its fix. They need a
+// GPU and are skipped without one (the GPU machine runs them through benchmarks/gpu_check.sh).
+// Every launch is verified against eager on the same inputs (outputs poisoned first), and the
+// loop's results are compared with a plain eager run.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+#include "hotpath/hotpath.h"
+#include "temp_dir.h"
+
+namespace {
+
+bool have_gpu() {
+  if (torch::cuda::is_available()) return true;
+  WARN("no CUDA device: this test runs on the GPU machine (benchmarks/gpu_check.sh)");
+  return false;
+}
+
+// Runs `body(i)` for `iterations` iterations eagerly and then under hotpath (hot after 3,
+// every launch verified), each after torch::manual_seed(seed), and returns what each run's
+// body returned at the end. Checks that fused kernels ran and agreed with eager at every launch.
+struct Outcome {
+  std::vector<torch::Tensor> eager, fused;
+  hotpath::Stats stats;
+};
+
+Outcome eager_and_fused(const std::function<std::vector<torch::Tensor>(int)>& body,
+                        int iterations = 12, std::uint64_t seed = 3) {
+  static hotpath_test::TempDir cache("hotpath-gpu-regressions");
+  Outcome o;
+  auto run = [&](bool hot) {
+    torch::manual_seed(seed);
+    hotpath::Config c;
+    c.threshold = 3;
+    c.verify = true;
+    c.remember = false;
+    c.revert_window = 1000000;  // correctness, not speed: nothing is reverted on timing noise
+    c.cache_dir = cache.path();
+    c.log_level = hotpath::LogLevel::Warn;
+    hotpath::disable_hot_path_detection();
+    if (hot) hotpath::enable_hot_path_detection(c);
+    std::vector<torch::Tensor> last;
+    for (int i = 0; i < iterations; ++i) {
+      last = body(i);
+      hotpath::step();
+      if (hot && i == 3) hotpath::wait_for_compilation();
+    }
+    if (hot) o.stats = hotpath::stats();
+    hotpath::disable_hot_path_detection();
+    std::vector<torch::Tensor> out;
+    for (auto& t : last) out.push_back(t.detach().cpu().clone());
+    return out;
+  };
+  o.eager = run(false);
+  o.fused = run(true);
+  INFO(hotpath::format_stats(o.stats));
+  const auto s = o.stats.last();
+  CHECK(s.fusion.fused_iterations >= iterations - 6);
+  CHECK_FALSE(s.fusion.groups.empty());
+  for (const auto& g : s.fusion.groups) {
+    CAPTURE(g.name, g.first_failure);
+    CHECK(g.error.empty());
+    CHECK(g.launches > g.interpreted);  // its own kernel ran
+    CHECK(g.verify_failures == 0);
+  }
+  REQUIRE(o.fused.size() == o.eager.size());
+  for (std::size_t i = 0; i < o.eager.size(); ++i) {
+    const double err =
+        ((o.fused[i].to(torch::kDouble) - o.eager[i].to(torch::kDouble)).abs().max() /
+         o.eager[i].to(torch::kDouble).abs().max().clamp_min(1e-30))
+            .item<double>();
+    CAPTURE(i, err);
+    CHECK(err <= 1e-5);
+  }
+  return o;
+}
+
+}  // namespace
+
+// Cause: generated kernels indexed from Tensor::data_ptr(), which already points at the storage
+// offset, and added the offset again: a view into a larger tensor (q, k, v from one projection's
+// chunk, a slice of a batch) was read from the wrong place and past its end. Seen as a GPT whose
+// parameters ended 8-50% away from eager's.
+TEST_CASE("operands with a storage offset are read at their own elements", "[gpu][offset]") {
+  if (!have_gpu()) return;
+  auto x = torch::randn({64, 96}, torch::kCUDA);
+  eager_and_fused([&](int i) -> std::vector<torch::Tensor> {
+    const auto parts = (x + i).chunk(3, -1);  // [64, 32] views at offsets 0, 32, 64
+    auto pointwise = parts[1] * 2 + parts[2].sigmoid();
+    auto rows = torch::softmax(parts[2] * 0.5 + parts[1], -1);
+    auto columns = (parts[1].tanh() * parts[2]).sum(0);
+    auto odd = x.slice(1, 1, 96, 2);  // strided, offset 1: rotary embedding's second half
+    auto rope = torch::stack({x.slice(1, 0, 96, 2) * 0.3 - odd * 0.7, odd.exp() * 0.5}, -1);
+    return {pointwise, rows, columns, rope};
+  });
+}
