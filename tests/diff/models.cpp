@@ -1,0 +1,390 @@
+#include "models.h"
+
+#include <ATen/autocast_mode.h>
+
+#include <stdexcept>
+
+namespace hotpath_diff {
+
+const std::vector<std::string>& variant_names() {
+  static const std::vector<std::string> names = {
+      "plain", "batch_flip", "seq_grow", "item_branch", "alternate", "keep_across", "eval"};
+  return names;
+}
+
+Variant parse_variant(const std::string& name) {
+  const auto& n = variant_names();
+  for (std::size_t i = 0; i < n.size(); ++i)
+    if (n[i] == name) return static_cast<Variant>(i);
+  throw std::invalid_argument("unknown variant '" + name + "'");
+}
+
+namespace {
+
+// bf16 autocast for the forward pass, as a user would write it.
+class Autocast {
+ public:
+  Autocast(bool on, c10::DeviceType device) : on_(on), device_(device) {
+    if (!on_) return;
+    at::autocast::set_autocast_dtype(device_, at::kBFloat16);
+    at::autocast::set_autocast_enabled(device_, true);
+    at::autocast::increment_nesting();
+  }
+  ~Autocast() {
+    if (!on_) return;
+    at::autocast::set_autocast_enabled(device_, false);
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  }
+
+ private:
+  bool on_;
+  c10::DeviceType device_;
+};
+
+// A data generator of its own per step: every trainer of a comparison sees the same batches,
+// whatever the others draw.
+torch::Generator step_generator(const Setup& s, int step) {
+  auto g = at::detail::createCPUGenerator(s.seed * 1000003 + static_cast<std::uint64_t>(step));
+  return torch::Generator(g);
+}
+
+double learning_rate(const Setup& s, int step) {
+  const double base = s.optimizer == "adamw" ? 3e-3 : 0.05;
+  // Warm-up, then cosine decay: a new value every step.
+  const double warm = std::min(1.0, (step + 1) / 10.0);
+  return base * warm * (0.55 + 0.45 * std::cos(3.14159265358979 * step / std::max(1, s.steps)));
+}
+
+torch::Tensor rms(const torch::Tensor& x, const torch::Tensor& w) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-5) * w;
+}
+
+struct GptBlockImpl : torch::nn::Module {
+  GptBlockImpl(std::int64_t d, std::int64_t heads, std::int64_t ff) : heads(heads) {
+    n1 = register_parameter("n1", torch::ones({d}));
+    n2 = register_parameter("n2", torch::ones({d}));
+    qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(d, 3 * d).bias(false)));
+    proj = register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(d, d).bias(false)));
+    gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(d, ff).bias(false)));
+    up = register_module("up", torch::nn::Linear(torch::nn::LinearOptions(d, ff).bias(false)));
+    down = register_module("down", torch::nn::Linear(torch::nn::LinearOptions(ff, d).bias(false)));
+  }
+  // Rotary embedding on interleaved pairs, through strided slices, stack and flatten.
+  static torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos,
+                            const torch::Tensor& sin) {
+    const auto hd = x.size(-1);
+    const auto x1 = x.slice(-1, 0, hd, 2), x2 = x.slice(-1, 1, hd, 2);
+    return torch::stack({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1).flatten(-2);
+  }
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& mask, bool gelu_path) {
+    const auto B = x.size(0), T = x.size(1), d = x.size(2), hd = d / heads;
+    auto parts = qkv(rms(x, n1)).chunk(3, -1);
+    auto q = parts[0].view({B, T, heads, hd}).transpose(1, 2);
+    auto k = parts[1].view({B, T, heads, hd}).transpose(1, 2);
+    auto v = parts[2].view({B, T, heads, hd}).transpose(1, 2);
+    q = rope(q, cos, sin);
+    k = rope(k, cos, sin);
+    auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));
+    att = torch::softmax(att.masked_fill(mask, -INFINITY), -1);
+    auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({B, T, d});
+    auto h = x + proj(y);
+    auto z = rms(h, n2);
+    auto act = gelu_path ? torch::gelu(gate(z)) : torch::silu(gate(z));
+    return h + down(act * up(z));
+  }
+  std::int64_t heads;
+  torch::Tensor n1, n2;
+  torch::nn::Linear qkv{nullptr}, proj{nullptr}, gate{nullptr}, up{nullptr}, down{nullptr};
+};
+TORCH_MODULE(GptBlock);
+
+struct GptImpl : torch::nn::Module {
+  GptImpl(std::int64_t vocab, std::int64_t d, std::int64_t heads, std::int64_t layers,
+          std::int64_t ff, std::int64_t ctx) {
+    emb = register_module("emb", torch::nn::Embedding(vocab, d));
+    for (std::int64_t l = 0; l < layers; ++l)
+      blocks.push_back(register_module("block" + std::to_string(l), GptBlock(d, heads, ff)));
+    nf = register_parameter("nf", torch::ones({d}));
+    head =
+        register_module("head", torch::nn::Linear(torch::nn::LinearOptions(d, vocab).bias(false)));
+    const auto hd = d / heads;
+    auto freqs = torch::pow(10000.0, -torch::arange(0, hd, 2, torch::kFloat) / double(hd));
+    auto angles = torch::outer(torch::arange(ctx, torch::kFloat), freqs);
+    cos = register_buffer("cos", angles.cos());
+    sin = register_buffer("sin", angles.sin());
+    mask = register_buffer("mask", torch::ones({ctx, ctx}, torch::kBool).triu(1));
+  }
+  torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& memory, bool gelu_path) {
+    const auto T = idx.size(1);
+    auto x = emb(idx);
+    if (memory.defined()) x = x + 0.1 * memory;
+    const auto c = cos.slice(0, 0, T), s = sin.slice(0, 0, T);
+    const auto m = mask.slice(0, 0, T).slice(1, 0, T);
+    for (auto& b : blocks) x = b->forward(x, c, s, m, gelu_path);
+    last_hidden = x;
+    return head(rms(x, nf));
+  }
+  torch::nn::Embedding emb{nullptr};
+  std::vector<GptBlock> blocks;
+  torch::Tensor nf, cos, sin, mask, last_hidden;
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(Gpt);
+
+class GptTrainer : public Trainer {
+ public:
+  explicit GptTrainer(const Setup& s) : Trainer(s) {
+    vocab_ = 256;
+    const std::int64_t d = s.small ? 32 : 64, heads = 4, ff = s.small ? 64 : 128;
+    batch_ = s.small ? 4 : 8;
+    seq_ = s.small ? 8 : 32;
+    const std::int64_t ctx = s.small ? 32 : 128;
+    torch::manual_seed(s.seed);
+    model_ = Gpt(vocab_, d, heads, 2, ff, ctx);
+    model_->to(s.device);
+    make_optimizer(model_->parameters());
+  }
+  std::vector<torch::Tensor> state() override {
+    auto p = model_->parameters();
+    for (auto& b : model_->buffers()) p.push_back(b);
+    return p;
+  }
+  Batch batch(int step) override {
+    std::int64_t B = batch_, T = seq_;
+    if (setup_.variant == Variant::BatchFlip && (step / 25) % 2 == 1) B /= 2;
+    if (setup_.variant == Variant::SeqGrow)
+      T = std::min<std::int64_t>(seq_ + 4 * (step / 20), 4 * seq_);
+    auto toks = torch::randint(0, vocab_, {B, T + 1}, step_generator(setup_, step), torch::kLong);
+    toks = toks.to(setup_.device);
+    return {toks.slice(1, 0, T).contiguous(), toks.slice(1, 1, T + 1).contiguous()};
+  }
+  std::vector<std::int64_t> output_shape(const Batch& b) override {
+    return {b.x.size(0), b.x.size(1), vocab_};
+  }
+
+ protected:
+  torch::Tensor forward(int step, const Batch& b, const torch::Tensor& perturb) override {
+    alt_ = setup_.variant == Variant::Alternate && step % 2 == 1;
+    torch::Tensor memory;
+    if (setup_.variant == Variant::KeepAcross && memory_.defined() &&
+        memory_.size(0) == b.x.size(0))
+      memory = memory_;
+    auto logits = model_->forward(b.x, memory, alt_);
+    if (perturb.defined()) logits = logits.to(torch::kFloat) * perturb;
+    return logits;
+  }
+  torch::Tensor loss(const torch::Tensor& logits, const Batch& b) override {
+    auto l = torch::nn::functional::cross_entropy(logits.reshape({-1, vocab_}), b.y.reshape({-1}));
+    if (setup_.variant == Variant::Alternate && alt_) {
+      // The other path adds a penalty on the hidden state: another op stream every other step.
+      l = l + 1e-3 * model_->last_hidden.pow(2).mean();
+    }
+    if (setup_.variant == Variant::ItemBranch && l.item<double>() > branch_at_) {
+      // A data-dependent branch: a label-smoothing-like term when the loss is high.
+      l = l +
+          0.01 *
+              torch::log_softmax(logits.reshape({-1, vocab_}).to(torch::kFloat), -1).mean().neg();
+    }
+    return l;
+  }
+  void after_step(int step, const Batch& b) override {
+    if (setup_.variant == Variant::KeepAcross) memory_ = model_->last_hidden.mean(1, true).detach();
+    if (setup_.variant == Variant::ItemBranch) branch_at_ = 5.5 - 0.005 * step;
+    if (setup_.variant == Variant::Eval && step % 7 == 6) {
+      torch::NoGradGuard no_grad;
+      model_->eval();
+      auto logits = model_->forward(b.x, {}, false);
+      eval_loss_ =
+          torch::nn::functional::cross_entropy(logits.reshape({-1, vocab_}), b.y.reshape({-1}))
+              .item<double>();
+      model_->train();
+    }
+  }
+
+ private:
+  Gpt model_{nullptr};
+  std::int64_t vocab_ = 0, batch_ = 0, seq_ = 0;
+  torch::Tensor memory_;
+  double branch_at_ = 5.5, eval_loss_ = 0;
+  bool alt_ = false;
+};
+
+class MlpTrainer : public Trainer {
+ public:
+  explicit MlpTrainer(const Setup& s) : Trainer(s) {
+    torch::manual_seed(s.seed);
+    const std::int64_t d = s.small ? 16 : 64, h = s.small ? 32 : 256;
+    model_ =
+        torch::nn::Sequential(torch::nn::Linear(d, h), torch::nn::GELU(), torch::nn::Linear(h, d));
+    model_->to(s.device);
+    dim_ = d;
+    make_optimizer(model_->parameters());
+  }
+  std::vector<torch::Tensor> state() override { return model_->parameters(); }
+  Batch batch(int step) override {
+    auto g = step_generator(setup_, step);
+    auto x = torch::randn({32, dim_}, g).to(setup_.device);
+    return {x, (x.flip(1) * 0.5).tanh()};
+  }
+  std::vector<std::int64_t> output_shape(const Batch& b) override { return b.y.sizes().vec(); }
+
+ protected:
+  torch::Tensor forward(int, const Batch& b, const torch::Tensor& perturb) override {
+    auto out = model_->forward(b.x);
+    if (perturb.defined()) out = out.to(torch::kFloat) * perturb;
+    return out;
+  }
+  torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
+    return torch::mse_loss(out.to(torch::kFloat), b.y);
+  }
+
+ private:
+  torch::nn::Sequential model_{nullptr};
+  std::int64_t dim_ = 0;
+};
+
+struct ConvNetImpl : torch::nn::Module {
+  ConvNetImpl() {
+    c1 = register_module("c1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 8, 3).padding(1)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(8));
+    c2 = register_module("c2", torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 16, 3).padding(1)));
+    drop = register_module("drop", torch::nn::Dropout(0.25));
+    fc = register_module("fc", torch::nn::Linear(16 * 4 * 4, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(bn(c1(x))), 2);
+    x = torch::max_pool2d(torch::relu(c2(x)), 2);
+    return fc(drop(x.flatten(1)));
+  }
+  torch::nn::Conv2d c1{nullptr}, c2{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+  torch::nn::Dropout drop{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ConvNet);
+
+class ConvTrainer : public Trainer {
+ public:
+  explicit ConvTrainer(const Setup& s) : Trainer(s) {
+    torch::manual_seed(s.seed);
+    model_ = ConvNet();
+    model_->to(s.device);
+    make_optimizer(model_->parameters());
+  }
+  std::vector<torch::Tensor> state() override {
+    auto p = model_->parameters();
+    for (auto& b : model_->buffers())
+      if (b.is_floating_point()) p.push_back(b);
+    return p;
+  }
+  Batch batch(int step) override {
+    auto g = step_generator(setup_, step);
+    const std::int64_t n = setup_.small ? 8 : 32;
+    auto y = torch::randint(0, 10, {n}, g, torch::kLong);
+    // Images whose mean depends on the class: something to learn.
+    auto x = torch::randn({n, 1, 16, 16}, g) + (y.to(torch::kFloat) / 5.0).view({n, 1, 1, 1});
+    return {x.to(setup_.device), y.to(setup_.device)};
+  }
+  std::vector<std::int64_t> output_shape(const Batch& b) override { return {b.x.size(0), 10}; }
+
+ protected:
+  torch::Tensor forward(int, const Batch& b, const torch::Tensor& perturb) override {
+    auto logits = model_->forward(b.x);
+    if (perturb.defined()) logits = logits.to(torch::kFloat) * perturb;
+    return logits;
+  }
+  torch::Tensor loss(const torch::Tensor& logits, const Batch& b) override {
+    return torch::nll_loss(torch::log_softmax(logits, 1), b.y);
+  }
+
+ private:
+  ConvNet model_{nullptr};
+};
+
+struct LstmLmImpl : torch::nn::Module {
+  LstmLmImpl(std::int64_t vocab, std::int64_t d, std::int64_t h) {
+    emb = register_module("emb", torch::nn::Embedding(vocab, d));
+    lstm = register_module("lstm", torch::nn::LSTM(torch::nn::LSTMOptions(d, h).batch_first(true)));
+    out = register_module("out", torch::nn::Linear(h, vocab));
+  }
+  torch::Tensor forward(const torch::Tensor& idx) { return out(std::get<0>(lstm(emb(idx)))); }
+  torch::nn::Embedding emb{nullptr};
+  torch::nn::LSTM lstm{nullptr};
+  torch::nn::Linear out{nullptr};
+};
+TORCH_MODULE(LstmLm);
+
+class LstmTrainer : public Trainer {
+ public:
+  explicit LstmTrainer(const Setup& s) : Trainer(s) {
+    torch::manual_seed(s.seed);
+    model_ = LstmLm(vocab_, 32, s.small ? 32 : 64);
+    model_->to(s.device);
+    make_optimizer(model_->parameters());
+  }
+  std::vector<torch::Tensor> state() override { return model_->parameters(); }
+  Batch batch(int step) override {
+    const std::int64_t B = setup_.small ? 4 : 8, T = setup_.small ? 8 : 16;
+    auto toks = torch::randint(0, vocab_, {B, T + 1}, step_generator(setup_, step), torch::kLong)
+                    .to(setup_.device);
+    return {toks.slice(1, 0, T).contiguous(), toks.slice(1, 1, T + 1).contiguous()};
+  }
+  std::vector<std::int64_t> output_shape(const Batch& b) override {
+    return {b.x.size(0), b.x.size(1), vocab_};
+  }
+
+ protected:
+  torch::Tensor forward(int, const Batch& b, const torch::Tensor& perturb) override {
+    auto logits = model_->forward(b.x);
+    if (perturb.defined()) logits = logits.to(torch::kFloat) * perturb;
+    return logits;
+  }
+  torch::Tensor loss(const torch::Tensor& logits, const Batch& b) override {
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, vocab_}), b.y.reshape({-1}));
+  }
+
+ private:
+  std::int64_t vocab_ = 64;
+  LstmLm model_{nullptr};
+};
+
+}  // namespace
+
+void Trainer::make_optimizer(std::vector<torch::Tensor> params) {
+  params_ = params;
+  if (setup_.optimizer == "adamw") {
+    opt_ = std::make_unique<torch::optim::AdamW>(
+        params, torch::optim::AdamWOptions(3e-3).weight_decay(0.01));
+  } else if (setup_.optimizer == "sgd") {
+    opt_ =
+        std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.05).momentum(0.9));
+  } else {
+    throw std::invalid_argument("unknown optimizer '" + setup_.optimizer + "' (adamw | sgd)");
+  }
+}
+
+torch::Tensor Trainer::step(int step, const Batch& b, const torch::Tensor& perturb) {
+  for (auto& group : opt_->param_groups()) group.options().set_lr(learning_rate(setup_, step));
+  opt_->zero_grad();
+  torch::Tensor l;
+  {
+    Autocast autocast(setup_.bf16, setup_.device.type());
+    l = loss(forward(step, b, perturb), b);
+  }
+  l.backward();
+  torch::nn::utils::clip_grad_norm_(params_, 1.0);
+  opt_->step();
+  after_step(step, b);
+  return l.detach();
+}
+
+std::unique_ptr<Trainer> make_trainer(const Setup& s) {
+  if (s.model == "gpt") return std::make_unique<GptTrainer>(s);
+  if (s.model == "mlp") return std::make_unique<MlpTrainer>(s);
+  if (s.model == "convnet") return std::make_unique<ConvTrainer>(s);
+  if (s.model == "lstm") return std::make_unique<LstmTrainer>(s);
+  throw std::invalid_argument("unknown model '" + s.model + "' (gpt | mlp | convnet | lstm)");
+}
+
+}  // namespace hotpath_diff

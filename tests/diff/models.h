@@ -1,0 +1,65 @@
+// Training programs of the kinds users write, for the differential harness (train_diff.cpp): a
+// small GPT (decomposed RMSNorm, rotary embedding through strided slices, causal masked softmax,
+// SwiGLU), an MLP, a convnet (conv, batch norm, pooling, dropout) and an LSTM language model. Each
+// `Trainer` owns one model and its optimizer and runs one training step at a time; the harness
+// runs several identical trainers side by side (eager, perturbed eager, hotpath).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hotpath_diff {
+
+// What varies the loop around the model (the GPT's seven variants; the others run "plain").
+enum class Variant { Plain, BatchFlip, SeqGrow, ItemBranch, Alternate, KeepAcross, Eval };
+const std::vector<std::string>& variant_names();
+Variant parse_variant(const std::string& name);
+
+struct Setup {
+  std::string model = "gpt";  // gpt | mlp | convnet | lstm
+  Variant variant = Variant::Plain;
+  std::string optimizer = "adamw";  // adamw | sgd (momentum 0.9)
+  bool bf16 = false;                // forward under bf16 autocast
+  torch::Device device = torch::kCPU;
+  int steps = 120;
+  std::uint64_t seed = 1;
+  bool small = false;  // CPU-sized shapes
+};
+
+// One batch of the loop's step `step`, made outside the recorded stream and shared by every
+// trainer of a comparison (the same data for each).
+struct Batch {
+  torch::Tensor x, y;
+};
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // The model's parameters and buffers (batch norm's running statistics), for comparisons.
+  virtual std::vector<torch::Tensor> state() = 0;
+  virtual Batch batch(int step) = 0;
+  // One training step on `b`: zero_grad, forward (logits multiplied by `perturb` when it is
+  // defined, in fp32), loss, backward, gradient clipping, the optimizer's step with this step's
+  // learning rate, and what the variant adds. Returns the loss, detached.
+  torch::Tensor step(int step, const Batch& b, const torch::Tensor& perturb);
+  // The logits' (or output's) shape of step `step`, for the perturbation.
+  virtual std::vector<std::int64_t> output_shape(const Batch& b) = 0;
+
+ protected:
+  explicit Trainer(const Setup& s) : setup_(s) {}
+  virtual torch::Tensor forward(int step, const Batch& b, const torch::Tensor& perturb) = 0;
+  virtual torch::Tensor loss(const torch::Tensor& out, const Batch& b) = 0;
+  virtual void after_step(int, const Batch&) {}
+  void make_optimizer(std::vector<torch::Tensor> params);
+  Setup setup_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<torch::optim::Optimizer> opt_;
+};
+
+std::unique_ptr<Trainer> make_trainer(const Setup& s);
+
+}  // namespace hotpath_diff

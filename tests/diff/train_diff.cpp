@@ -1,0 +1,403 @@
+// The differential harness: whole training loops, eager and hotpath side by side in one process,
+// judged against a noise floor measured in the same run.
+//
+// For each model x variant x dtype x optimizer, four identical trainers take the same batches in
+// lockstep: eager, eager again (where eager itself is not deterministic, cuDNN's backward), eager
+// with its logits multiplied by (1 + 1e-7 N(0,1)) every step, and the hotpath one. The first three
+// run under hotpath::Pause; the hotpath trainer's loop is intercepted as a user's would be (its
+// iterations found by the period detector unless --explicit-steps). Every step compares losses
+// and the whole model state (parameters and buffers, relative L2) with eager's; hotpath passes
+// when at every step its deviation is within --factor (10) times the largest deviation the two
+// eager references have shown up to that step. Random number generators are reset to the same
+// state before each trainer's step, so dropout draws the same masks for all four.
+//
+//   train_diff [--device cpu|cuda] [--models gpt,mlp,convnet,lstm] [--variants plain,...|all]
+//              [--optimizers adamw,sgd] [--dtypes fp32,bf16] [--steps N] [--threshold N]
+//              [--verify] [--explicit-steps] [--exact] [--compile-kernels] [--small]
+//              [--csv FILE] [--trace FILE] [--cache DIR] [--factor F]
+//
+// Exit status: 0 when every run passes, 1 when one does not, 2 for a bad argument.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.h"
+#include "compile/nvrtc.h"
+#include "exec/session.h"
+#include "hotpath/hotpath.h"
+#include "models.h"
+
+namespace {
+
+using hotpath_diff::Batch;
+using hotpath_diff::Setup;
+using hotpath_diff::Trainer;
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "train_diff: %s\n(see the comment at the top of tests/diff/train_diff.cpp)\n",
+               why.c_str());
+  std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int positive(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < 1)
+    usage(flag + " needs a positive integer, got '" + v + "'");
+  return static_cast<int>(x);
+}
+
+struct Options {
+  torch::Device device = torch::kCPU;
+  std::vector<std::string> models{"gpt", "mlp", "convnet", "lstm"};
+  std::vector<std::string> variants;  // empty: all for gpt, plain for the rest
+  std::vector<std::string> optimizers{"adamw", "sgd"};
+  std::vector<std::string> dtypes;
+  int steps = 120, threshold = 10;
+  bool verify = false, explicit_steps = false, exact = false, compile_kernels = false,
+       small = false;
+  double factor = 10.0;
+  std::string csv, trace, cache;
+};
+
+// The random state every trainer's step starts from (dropout): the CPU's generator and, on a
+// GPU, the device's.
+struct RngState {
+  std::vector<std::pair<at::Generator, torch::Tensor>> states;
+  static RngState save(const torch::Device& d) {
+    RngState s;
+    std::vector<at::Generator> gens{at::globalContext().defaultGenerator(c10::Device(c10::kCPU))};
+    if (d.is_cuda()) gens.push_back(at::globalContext().defaultGenerator(d));
+    for (auto& g : gens) {
+      std::lock_guard<std::mutex> lock(g.mutex());
+      s.states.emplace_back(g, g.get_state());
+    }
+    return s;
+  }
+  void restore() const {
+    for (const auto& [g, state] : states) {
+      at::Generator gen = g;
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(state);
+    }
+  }
+};
+
+// Relative L2 distance of two model states (all tensors together), and of two losses.
+double state_distance(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& ref) {
+  auto num = torch::zeros({}, torch::TensorOptions(ref.at(0).device()).dtype(torch::kDouble));
+  auto den = num.clone();
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const auto r = ref[i].detach().to(torch::kDouble);
+    num += (a.at(i).detach().to(torch::kDouble) - r).pow(2).sum();
+    den += r.pow(2).sum();
+  }
+  const double n = num.item<double>(), d = den.item<double>();
+  return d > 0 ? std::sqrt(n / d) : std::sqrt(n);
+}
+
+double loss_distance(double a, double ref) {
+  if (std::isnan(a) != std::isnan(ref)) return INFINITY;
+  if (std::isnan(a)) return 0;
+  return std::abs(a - ref) / std::max(std::abs(ref), 1e-12);
+}
+
+struct Result {
+  Setup setup;
+  double noise_loss = 0, noise_state = 0;  // the references' largest deviations
+  double hot_loss = 0, hot_state = 0;      // hotpath's largest deviations
+  double worst = 0;                        // largest deviation / tolerance over all steps
+  int worst_step = -1;
+  std::int64_t fused_iterations = 0, groups = 0, divergences = 0, verify_failures = 0,
+               hot_signatures = 0, iterations = 0;
+  int kernels_compiled = 0;
+  std::string first_failure;
+  bool pass = true;
+  double seconds = 0;
+};
+
+std::string dtype_name(const Setup& s) { return s.bf16 ? "bf16" : "fp32"; }
+
+// Compiles every kernel the run's plans generated with NVRTC (for sm_90): on a machine without a
+// GPU this is the check that the code generator's output for these models is valid CUDA.
+int compile_plans(const hotpath::Stats& st, std::set<std::string>& compiled_sources) {
+  auto session = hotpath::detail::thread_session();
+  if (!session) return 0;
+  int n = 0;
+  for (const auto& sig : st.signatures) {
+    const auto plan = session->executor.plan(sig.id);
+    if (!plan || !plan->graph) continue;
+    for (const auto& grp : plan->partition.groups) {
+      const auto spec = hotpath::detail::generate_kernel(*plan->graph, grp);
+      if (!compiled_sources.insert(spec.source).second) continue;
+      hotpath::detail::nvrtc_compile(spec.source, spec.name, 90, hotpath::detail::runtime_headers(),
+                                     "");
+      ++n;
+    }
+  }
+  return n;
+}
+
+Result run(const Setup& s, const Options& o, std::ofstream* trace,
+           std::set<std::string>& compiled_sources) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r;
+  r.setup = s;
+  auto eager = hotpath_diff::make_trainer(s);
+  auto eager2 = hotpath_diff::make_trainer(s);
+  auto perturbed = hotpath_diff::make_trainer(s);
+  auto hot = hotpath_diff::make_trainer(s);
+
+  hotpath::Config c;
+  c.threshold = o.threshold;
+  c.fuse_cpu = !s.device.is_cuda();
+  c.verify = o.verify;
+  c.remember = false;  // every run judged on its own
+  c.log_level = hotpath::LogLevel::Warn;
+  if (!o.cache.empty()) c.cache_dir = o.cache;
+  hotpath::disable_hot_path_detection();
+  hotpath::enable_hot_path_detection(c);
+
+  double max_noise_loss = 0, max_noise_state = 0;
+  const double floor = 1e-7;
+  for (int i = 0; i < s.steps; ++i) {
+    Batch b;
+    torch::Tensor perturb;
+    double le = 0, le2 = 0, lp = 0;
+    const RngState rng = RngState::save(s.device);
+    {
+      hotpath::Pause pause;
+      b = eager->batch(i);
+      le = eager->step(i, b, {}).item<double>();
+      rng.restore();
+      le2 = eager2->step(i, b, {}).item<double>();
+      auto g = at::detail::createCPUGenerator(0x5eed + static_cast<std::uint64_t>(i));
+      perturb =
+          (1 + 1e-7 * torch::randn(perturbed->output_shape(b), torch::Generator(g))).to(s.device);
+      rng.restore();
+      lp = perturbed->step(i, b, perturb).item<double>();
+      rng.restore();
+    }
+    torch::Tensor lh_t = hot->step(i, b, {});
+    if (o.explicit_steps) hotpath::step();
+    hotpath::Pause pause;
+    const double lh = lh_t.item<double>();
+    const auto ref = eager->state();
+    const double d_loss_e2 = loss_distance(le2, le), d_loss_p = loss_distance(lp, le);
+    const double d_state_e2 = state_distance(eager2->state(), ref);
+    const double d_state_p = state_distance(perturbed->state(), ref);
+    const double d_loss_h = loss_distance(lh, le), d_state_h = state_distance(hot->state(), ref);
+    max_noise_loss = std::max({max_noise_loss, d_loss_e2, d_loss_p});
+    max_noise_state = std::max({max_noise_state, d_state_e2, d_state_p});
+    const double tol_loss = o.exact ? 0.0 : o.factor * max_noise_loss + floor;
+    const double tol_state = o.exact ? 0.0 : o.factor * max_noise_state + floor;
+    const double ratio =
+        std::max(d_loss_h > tol_loss ? (tol_loss > 0 ? d_loss_h / tol_loss : INFINITY) : 0.0,
+                 d_state_h > tol_state ? (tol_state > 0 ? d_state_h / tol_state : INFINITY) : 0.0);
+    const double within = std::max(tol_loss > 0 ? d_loss_h / tol_loss : 0.0,
+                                   tol_state > 0 ? d_state_h / tol_state : 0.0);
+    if (ratio > 1.0 || std::isnan(d_loss_h) || std::isnan(d_state_h)) r.pass = false;
+    if (std::max(ratio, within) > r.worst || r.worst_step < 0) {
+      r.worst = std::max(ratio, within);
+      r.worst_step = i;
+    }
+    r.hot_loss = std::max(r.hot_loss, d_loss_h);
+    r.hot_state = std::max(r.hot_state, d_state_h);
+    if (trace) {
+      *trace << s.model << "," << hotpath_diff::variant_names()[static_cast<int>(s.variant)] << ","
+             << dtype_name(s) << "," << s.optimizer << "," << i << "," << le << "," << lh << ","
+             << d_loss_p << "," << d_loss_e2 << "," << d_loss_h << "," << d_state_p << ","
+             << d_state_e2 << "," << d_state_h << "\n";
+    }
+  }
+  r.noise_loss = max_noise_loss;
+  r.noise_state = max_noise_state;
+  const hotpath::Stats st = hotpath::stats();
+  r.iterations = st.iterations;
+  r.hot_signatures = st.hot_signatures();
+  for (const auto& sig : st.signatures) {
+    r.fused_iterations += sig.fusion.fused_iterations;
+    r.groups += static_cast<std::int64_t>(sig.fusion.groups.size());
+    r.divergences += sig.fusion.divergences;
+    for (const auto& g : sig.fusion.groups) {
+      r.verify_failures += g.verify_failures;
+      if (r.first_failure.empty() && !g.first_failure.empty()) r.first_failure = g.first_failure;
+    }
+  }
+  if (r.verify_failures > 0) r.pass = false;
+  if (o.compile_kernels) r.kernels_compiled = compile_plans(st, compiled_sources);
+  hotpath::disable_hot_path_detection();
+  if (const char* v = std::getenv("TRAIN_DIFF_STATS"); v != nullptr) {
+    std::printf("%s", hotpath::format_stats(st).c_str());
+    if (std::string(v) == "ops") {  // the ops of each hot signature, in order
+      for (const auto& sig : st.signatures) {
+        if (!sig.hot) continue;
+        std::printf("  %s:", sig.hex.c_str());
+        for (const auto& n : sig.op_names) std::printf(" %s", n.c_str());
+        std::printf("\n");
+      }
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  o.device = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--device") {
+      const std::string d = value();
+      if (d != "cpu" && d != "cuda") usage("--device is cpu or cuda, got '" + d + "'");
+      o.device = torch::Device(d == "cuda" ? torch::kCUDA : torch::kCPU);
+    } else if (a == "--models") {
+      o.models = split(value());
+    } else if (a == "--variants") {
+      o.variants = split(value());
+    } else if (a == "--optimizers") {
+      o.optimizers = split(value());
+    } else if (a == "--dtypes") {
+      o.dtypes = split(value());
+    } else if (a == "--steps") {
+      o.steps = positive(a, value());
+    } else if (a == "--threshold") {
+      o.threshold = positive(a, value());
+    } else if (a == "--factor") {
+      o.factor = std::atof(value().c_str());
+      if (!(o.factor > 0)) usage("--factor needs a positive number");
+    } else if (a == "--verify") {
+      o.verify = true;
+    } else if (a == "--explicit-steps") {
+      o.explicit_steps = true;
+    } else if (a == "--exact") {
+      o.exact = true;
+    } else if (a == "--compile-kernels") {
+      o.compile_kernels = true;
+    } else if (a == "--small") {
+      o.small = true;
+    } else if (a == "--csv") {
+      o.csv = value();
+    } else if (a == "--trace") {
+      o.trace = value();
+    } else if (a == "--cache") {
+      o.cache = value();
+    } else {
+      usage("unknown argument '" + a + "'");
+    }
+  }
+  if (o.dtypes.empty())
+    o.dtypes = o.device.is_cuda() ? std::vector<std::string>{"fp32", "bf16"}
+                                  : std::vector<std::string>{"fp32"};
+  if (o.device.is_cuda() && !torch::cuda::is_available()) usage("--device cuda: no CUDA device");
+
+  std::vector<Setup> setups;
+  try {
+    for (const auto& m : o.models) {
+      std::vector<std::string> vs = o.variants;
+      if (vs.empty())
+        vs = m == "gpt" ? hotpath_diff::variant_names() : std::vector<std::string>{"plain"};
+      for (const auto& v : vs) {
+        if (m != "gpt" && v != "plain") continue;  // the variants are the GPT's
+        for (const auto& dt : o.dtypes) {
+          if (dt != "fp32" && dt != "bf16") usage("--dtypes are fp32 and bf16, got '" + dt + "'");
+          for (const auto& opt : o.optimizers) {
+            Setup s;
+            s.model = m;
+            s.variant = hotpath_diff::parse_variant(v);
+            s.optimizer = opt;
+            s.bf16 = dt == "bf16";
+            s.device = o.device;
+            s.steps = o.steps;
+            s.small = o.small;
+            hotpath_diff::make_trainer(s);  // refuses unknown names before anything runs
+            setups.push_back(s);
+          }
+        }
+      }
+    }
+  } catch (const std::invalid_argument& e) {
+    usage(e.what());
+  }
+
+  std::unique_ptr<std::ofstream> trace;
+  if (!o.trace.empty()) {
+    trace = std::make_unique<std::ofstream>(o.trace);
+    *trace << "model,variant,dtype,optimizer,step,loss_eager,loss_hotpath,dloss_perturbed,"
+              "dloss_eager2,dloss_hotpath,dstate_perturbed,dstate_eager2,dstate_hotpath\n";
+  }
+  std::printf(
+      "train_diff: %zu run(s) on %s, %d steps each, hot after %d, tolerance %.0fx the "
+      "noise floor%s\n",
+      setups.size(), o.device.str().c_str(), o.steps, o.threshold, o.factor,
+      o.exact ? " (exact: bitwise equal required)" : "");
+  const char* head = "%-8s %-12s %-5s %-6s %10s %10s %10s %10s %8s %6s %6s %5s %6s  %s\n";
+  std::printf(head, "model", "variant", "dtype", "opt", "noise_loss", "hot_loss", "noise_stat",
+              "hot_state", "worst", "fused", "groups", "div", "time", "result");
+  std::set<std::string> compiled_sources;
+  std::vector<Result> results;
+  int failed = 0;
+  for (const Setup& s : setups) {
+    Result r = run(s, o, trace.get(), compiled_sources);
+    std::printf(
+        "%-8s %-12s %-5s %-6s %10.2e %10.2e %10.2e %10.2e %8.3f %6lld %6lld %5lld %5.1fs  %s\n",
+        s.model.c_str(), hotpath_diff::variant_names()[static_cast<int>(s.variant)].c_str(),
+        dtype_name(s).c_str(), s.optimizer.c_str(), r.noise_loss, r.hot_loss, r.noise_state,
+        r.hot_state, r.worst, static_cast<long long>(r.fused_iterations),
+        static_cast<long long>(r.groups), static_cast<long long>(r.divergences), r.seconds,
+        r.pass ? "pass" : "FAIL");
+    if (!r.pass) {
+      ++failed;
+      std::printf("    worst at step %d%s%s\n", r.worst_step, r.verify_failures > 0 ? "; " : "",
+                  r.first_failure.c_str());
+    }
+    std::fflush(stdout);
+    results.push_back(std::move(r));
+  }
+  int kernels = 0;
+  for (const auto& r : results) kernels += r.kernels_compiled;
+  if (o.compile_kernels)
+    std::printf("NVRTC compiled %d distinct generated kernel(s) for sm_90\n", kernels);
+  if (!o.csv.empty()) {
+    std::ofstream f(o.csv);
+    f << "model,variant,dtype,optimizer,steps,noise_loss,hot_loss,noise_state,hot_state,worst_"
+         "ratio,"
+         "worst_step,iterations,hot_signatures,fused_iterations,groups,divergences,"
+         "verify_failures,seconds,result\n";
+    for (const auto& r : results) {
+      const Setup& s = r.setup;
+      f << s.model << "," << hotpath_diff::variant_names()[static_cast<int>(s.variant)] << ","
+        << dtype_name(s) << "," << s.optimizer << "," << s.steps << "," << r.noise_loss << ","
+        << r.hot_loss << "," << r.noise_state << "," << r.hot_state << "," << r.worst << ","
+        << r.worst_step << "," << r.iterations << "," << r.hot_signatures << ","
+        << r.fused_iterations << "," << r.groups << "," << r.divergences << "," << r.verify_failures
+        << "," << r.seconds << "," << (r.pass ? "pass" : "FAIL") << "\n";
+    }
+  }
+  std::printf("%zu run(s): %zu passed, %d failed\n", results.size(), results.size() - failed,
+              failed);
+  return failed == 0 ? 0 : 1;
+}
