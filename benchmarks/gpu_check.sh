@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build, test, run the example and the benchmarks; results under
-# $OUT (or ./gpu_out). Run through the device tool as:
+# One call on the GPU machine: build, test, the differential harness, the example and the
+# benchmarks; results under $OUT (or ./gpu_out). Run through the device tool as:
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
+# HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
+#   ctest diff example overhead fusion breakdown
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -11,7 +13,9 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/fusion.txt "$RES"/fusion.csv "$RES"/mlp_training.txt "$RES"/mlp_training_second.txt "$RES"/overhead_cuda.csv "$RES"/breakdown.txt "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/fusion.txt "$RES"/mlp_training.txt "$RES"/ctest.log "$RES"/breakdown.txt "$FINAL"/ 2>/dev/null' EXIT
+PARTS=${HOTPATH_GPU_PARTS:-ctest diff example overhead fusion breakdown}
+want() { [[ " $PARTS " == *" $1 "* ]]; }
 BUILD=${BUILD_DIR:-/tmp/hotpath-build}
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -26,8 +30,11 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/configure.log" 2
 cmake --build "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { grep -m20 -A5 'error' "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
-ctest --test-dir "$BUILD" --output-on-failure -j4 >"$OUT/ctest.log" 2>&1
-echo "ctest: exit $?  $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
+if want ctest; then
+  ctest --test-dir "$BUILD" --output-on-failure -j4 >"$OUT/ctest.log" 2>&1
+  echo "ctest: exit $?  $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
+  grep -E "^[0-9]+/[0-9]+ Test.*(Failed|Timeout)" "$OUT/ctest.log" | head -20
+fi
 
 # run NAME CMD...: output to $OUT/NAME.txt; on a signal, backtraces to $OUT/NAME.crash.txt.
 run() {
@@ -44,32 +51,47 @@ run() {
   return 0
 }
 
-# Twice: the first run compiles and records its verdict in the cache directory; the second
-# compiles the known winner at first sight from the cache.
-export HOTPATH_CACHE_DIR=/tmp/hotpath-example-cache
-rm -rf "$HOTPATH_CACHE_DIR"
-run mlp_training "$BUILD"/examples/mlp_training --iterations 1000
-cat "$OUT/mlp_training.txt"
-run mlp_training_second "$BUILD"/examples/mlp_training --iterations 1000
-sed -n '/hotpath report/,$p' "$OUT/mlp_training_second.txt"
-unset HOTPATH_CACHE_DIR
+# The differential harness: every model, variant, dtype and optimizer, eager and hotpath in one
+# process against the noise floor measured there, every launch verified (HOTPATH_DIFF_ARGS adds
+# or overrides arguments).
+if want diff; then
+  run train_diff "$BUILD"/tests/train_diff --device cuda --verify --csv "$OUT/train_diff.csv" \
+    --trace "$OUT/train_diff_trace.csv" ${HOTPATH_DIFF_ARGS:-}
+  tail -50 "$OUT/train_diff.txt"
+fi
 
-run overhead_cuda "$BUILD"/benchmarks/bench_overhead --device cuda --csv "$OUT/overhead_cuda.csv"
-tail -4 "$OUT/overhead_cuda.txt"
-run overhead_cpu "$BUILD"/benchmarks/bench_overhead --device cpu --csv "$OUT/overhead_cpu.csv"
-tail -4 "$OUT/overhead_cpu.txt"
-
-HOTPATH_LOG_LEVEL=info run fusion "$BUILD"/benchmarks/bench_fusion --iters 200 --csv "$OUT/fusion.csv"
-cat "$OUT/fusion.txt"
-# A second run finds every kernel in the on-disk cache.
-run fusion_second_run "$BUILD"/benchmarks/bench_fusion --iters 50
-grep -E "^mlp|^chain|compile" "$OUT/fusion_second_run.txt" | head -8
-# The MLP side by side again, three times (kernels cached): how much the speedup moves between runs.
-for k in 1 2 3; do
-  run mlp_repeat_$k "$BUILD"/benchmarks/bench_fusion --only mlp --iters 300
-  grep -E "^mlp|per-block|host time|interpreter only|divergences" "$OUT/mlp_repeat_$k.txt"
-done
-# Where the MLP step's time goes: GPU time with the host out of the way, host time, and the
-# kernels of one iteration from the CUDA profiler, eager and hotpath.
-run breakdown "$BUILD"/benchmarks/bench_fusion --only breakdown --iters 100
-grep -E "GPU-bound|host time|kernels," "$OUT/breakdown.txt"
+if want example; then
+  # Twice: the first run compiles and records its verdict in the cache directory; the second
+  # compiles the known winner at first sight from the cache.
+  export HOTPATH_CACHE_DIR=/tmp/hotpath-example-cache
+  rm -rf "$HOTPATH_CACHE_DIR"
+  run mlp_training "$BUILD"/examples/mlp_training --iterations 1000
+  cat "$OUT/mlp_training.txt"
+  run mlp_training_second "$BUILD"/examples/mlp_training --iterations 1000
+  sed -n '/hotpath report/,$p' "$OUT/mlp_training_second.txt"
+  unset HOTPATH_CACHE_DIR
+fi
+if want overhead; then
+  run overhead_cuda "$BUILD"/benchmarks/bench_overhead --device cuda --csv "$OUT/overhead_cuda.csv"
+  tail -4 "$OUT/overhead_cuda.txt"
+  run overhead_cpu "$BUILD"/benchmarks/bench_overhead --device cpu --csv "$OUT/overhead_cpu.csv"
+  tail -4 "$OUT/overhead_cpu.txt"
+fi
+if want fusion; then
+  HOTPATH_LOG_LEVEL=info run fusion "$BUILD"/benchmarks/bench_fusion --iters 200 --csv "$OUT/fusion.csv"
+  cat "$OUT/fusion.txt"
+  # A second run finds every kernel in the on-disk cache.
+  run fusion_second_run "$BUILD"/benchmarks/bench_fusion --iters 50
+  grep -E "^mlp|^chain|compile" "$OUT/fusion_second_run.txt" | head -8
+  # The MLP side by side again, three times (kernels cached): how much the speedup moves between runs.
+  for k in 1 2 3; do
+    run mlp_repeat_$k "$BUILD"/benchmarks/bench_fusion --only mlp --iters 300
+    grep -E "^mlp|per-block|host time|interpreter only|divergences" "$OUT/mlp_repeat_$k.txt"
+  done
+fi
+if want breakdown; then
+  # Where the MLP step's time goes: GPU time with the host out of the way, host time, and the
+  # kernels of one iteration from the CUDA profiler, eager and hotpath.
+  run breakdown "$BUILD"/benchmarks/bench_fusion --only breakdown --iters 100
+  grep -E "GPU-bound|host time|kernels," "$OUT/breakdown.txt"
+fi
