@@ -3,12 +3,17 @@
 //
 // For each model x variant x dtype x optimizer, four identical trainers take the same batches in
 // lockstep: eager, eager again (where eager itself is not deterministic, cuDNN's backward), eager
-// with its logits multiplied by (1 + 1e-7 N(0,1)) every step, and the hotpath one. The first three
-// run under hotpath::Pause; the hotpath trainer's loop is intercepted as a user's would be (its
-// iterations found by the period detector unless --explicit-steps). Every step compares losses
+// with its logits multiplied by (1 + u N(0,1)) every step, and the hotpath one. u is the unit
+// roundoff of the precision the model computes in: 1e-7 for fp32, 2^-9 under bf16 autocast (a
+// 1e-7 change of fp32 logits vanishes in bf16 matmuls, and the measured floor would be zero). The
+// first three run under hotpath::Pause; the hotpath trainer's loop, its batches' preparation
+// included, is intercepted as a user's would be (its iterations found at its forward passes unless
+// --explicit-steps). Every step compares losses
 // and the whole model state (parameters and buffers, relative L2) with eager's; hotpath passes
 // when at every step its deviation is within --factor (10) times the largest deviation the two
-// eager references have shown up to that step. Random number generators are reset to the same
+// eager references have shown up to that step, or within the resolution of what is compared
+// (the loss: 8 fp32 ulps, 1e-6 relative, as one reduction summed in another order differs;
+// the state: 1e-7). Random number generators are reset to the same
 // state before each trainer's step, so dropout draws the same masks for all four.
 //
 //   train_diff [--device cpu|cuda] [--models gpt,mlp,convnet,lstm] [--variants plain,...|all]
@@ -176,7 +181,8 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
   hotpath::enable_hot_path_detection(c);
 
   double max_noise_loss = 0, max_noise_state = 0;
-  const double floor = 1e-7;
+  const double loss_floor = 8 * 1.1920929e-7, state_floor = 1e-7;
+  const double u = s.bf16 ? 1.0 / 512 : 1e-7;
   for (int i = 0; i < s.steps; ++i) {
     Batch b;
     torch::Tensor perturb;
@@ -190,12 +196,13 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
       le2 = eager2->step(i, b, {}).item<double>();
       auto g = at::detail::createCPUGenerator(0x5eed + static_cast<std::uint64_t>(i));
       perturb =
-          (1 + 1e-7 * torch::randn(perturbed->output_shape(b), torch::Generator(g))).to(s.device);
+          (1 + u * torch::randn(perturbed->output_shape(b), torch::Generator(g))).to(s.device);
       rng.restore();
       lp = perturbed->step(i, b, perturb).item<double>();
       rng.restore();
     }
-    torch::Tensor lh_t = hot->step(i, b, {});
+    // The hotpath trainer prepares its own batch, in its intercepted stream, as a loop does.
+    torch::Tensor lh_t = hot->step(i, hot->batch(i), {});
     if (o.explicit_steps) hotpath::step();
     hotpath::Pause pause;
     const double lh = lh_t.item<double>();
@@ -206,8 +213,8 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
     const double d_loss_h = loss_distance(lh, le), d_state_h = state_distance(hot->state(), ref);
     max_noise_loss = std::max({max_noise_loss, d_loss_e2, d_loss_p});
     max_noise_state = std::max({max_noise_state, d_state_e2, d_state_p});
-    const double tol_loss = o.exact ? 0.0 : o.factor * max_noise_loss + floor;
-    const double tol_state = o.exact ? 0.0 : o.factor * max_noise_state + floor;
+    const double tol_loss = o.exact ? 0.0 : o.factor * max_noise_loss + loss_floor;
+    const double tol_state = o.exact ? 0.0 : o.factor * max_noise_state + state_floor;
     const double ratio =
         std::max(d_loss_h > tol_loss ? (tol_loss > 0 ? d_loss_h / tol_loss : INFINITY) : 0.0,
                  d_state_h > tol_state ? (tol_state > 0 ? d_state_h / tol_state : INFINITY) : 0.0);
