@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <random>
 #include <thread>
 
 #include "hotpath/hotpath.h"
@@ -130,7 +132,7 @@ TEST_CASE("forward, backward and optimizer ops are all seen", "[detect]") {
   CHECK(s.signatures[1].count == 5);
 }
 
-TEST_CASE("an unmarked loop's period is detected from the op stream", "[detect]") {
+TEST_CASE("an unmarked training loop's steps are found at its forward passes", "[detect]") {
   Mlp mlp;
   std::int64_t ops_per_iteration = 0;
   {
@@ -142,11 +144,14 @@ TEST_CASE("an unmarked loop's period is detected from the op stream", "[detect]"
     ops_per_iteration = hotpath::stats().last().ops_per_iteration;
   }
   REQUIRE(ops_per_iteration > 20);
-  Enabled on(10);
+  hotpath::Config c;
+  c.threshold = 10;
+  c.stand_aside = false;  // on the CPU nothing fuses: hotpath would stand aside after 30
+  Enabled on(c);
   for (int i = 0; i < 40; ++i) mlp.train_step();  // no markers at all
   const auto s = hotpath::stats();
   CHECK(s.boundaries == hotpath::BoundaryMode::Auto);
-  CHECK(s.detected_period == ops_per_iteration);
+  CHECK(s.passes_per_step == 1);
   REQUIRE(s.hot_signatures() == 1);
   const auto hot =
       std::find_if(s.signatures.begin(), s.signatures.end(), [](auto& x) { return x.hot; });
@@ -253,4 +258,117 @@ TEST_CASE("the threshold comes from the environment when set", "[detect]") {
     hotpath::step();
   }
   CHECK(hotpath::stats().hot_signatures() == 1);
+}
+
+namespace {
+hotpath::Config quiet(int threshold) {
+  hotpath::Config c;
+  c.threshold = threshold;
+  c.log_level = hotpath::LogLevel::Warn;
+  c.remember = false;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("where nothing fuses, hotpath stands aside and looks again later", "[detect][aside]") {
+  // On the CPU (no fuse_cpu) the hot signature has nothing to fuse: interception buys nothing.
+  Mlp mlp;
+  Enabled on(quiet(5));
+  for (int i = 0; i < 40; ++i) mlp.train_step();
+  auto s = hotpath::stats();
+  INFO(hotpath::format_stats(s));
+  REQUIRE(s.stood_aside == 1);
+  CHECK(s.standing_aside);
+  CHECK(s.aside_reason.find("nothing to fuse") != std::string::npos);
+  CHECK(hotpath::format_stats(s).find("stood aside 1 time(s)") != std::string::npos);
+  // Standing aside, ops are not intercepted at all.
+  const auto seen = s.ops_seen;
+  for (int i = 0; i < 20; ++i) mlp.train_step();
+  CHECK(hotpath::stats().ops_seen == seen);
+  // After the pause (2 s) the hook is back: the next ops are seen, and with nothing to fuse it
+  // stands aside again, for longer.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  for (int i = 0; i < 200 && hotpath::stats().stood_aside < 2; ++i) mlp.train_step();
+  s = hotpath::stats();
+  CHECK(s.ops_seen > seen);
+  CHECK(s.stood_aside == 2);
+  CHECK(s.aside_seconds == Approx(2.0 + 4.0));
+}
+
+TEST_CASE("a loop whose ops change every step is stood aside", "[detect][aside]") {
+  auto w = torch::randn({8}, torch::requires_grad());
+  torch::optim::SGD opt({w}, 0.1);
+  Enabled on(quiet(3));
+  for (int i = 0; i < 40; ++i) {
+    opt.zero_grad();
+    // A new length every step: no signature repeats.
+    auto x = torch::randn({i + 1, 8});
+    (x * w).sum().backward();
+    opt.step();
+  }
+  const auto s = hotpath::stats();
+  INFO(hotpath::format_stats(s));
+  CHECK(s.hot_signatures() == 0);
+  REQUIRE(s.stood_aside == 1);
+  CHECK(s.aside_reason.find("no iteration signature repeated") != std::string::npos);
+}
+
+TEST_CASE("a training loop with no stable step is stood aside", "[detect][aside]") {
+  auto w = torch::randn({8, 8}, torch::requires_grad());
+  torch::optim::SGD opt({w}, 0.01);
+  std::mt19937 rng(5);
+  Enabled on(quiet(3));
+  for (int i = 0; i < 60; ++i) {
+    opt.zero_grad();
+    // A random depth each step: the forward passes never repeat in the same order.
+    auto h = torch::randn({4, 8});
+    const int depth = 1 + static_cast<int>(rng() % 7);
+    for (int d = 0; d < depth; ++d) h = (d % 2 ? torch::tanh(h.mm(w)) : torch::relu(h.mm(w)));
+    h.sum().backward();
+    opt.step();
+  }
+  const auto s = hotpath::stats();
+  INFO(hotpath::format_stats(s));
+  CHECK(s.stood_aside >= 1);
+  CHECK_FALSE(s.aside_reason.empty());
+}
+
+TEST_CASE("HOTPATH_STAND_ASIDE=0 keeps interception on", "[detect][aside]") {
+  setenv("HOTPATH_STAND_ASIDE", "0", 1);
+  Mlp mlp;
+  {
+    Enabled on(quiet(5));
+    for (int i = 0; i < 40; ++i) mlp.train_step();
+    CHECK(hotpath::stats().stood_aside == 0);
+  }
+  unsetenv("HOTPATH_STAND_ASIDE");
+}
+
+TEST_CASE("a batch sliced at another place each step is the same step", "[detect]") {
+  // As LibTorch's data loaders and language models slice their data: the slice's start and its
+  // storage offset change every step (shared/repro/moving_slice.cpp).
+  for (const bool marked : {false, true}) {
+    CAPTURE(marked);
+    torch::manual_seed(0);
+    auto data = torch::randn({64 * 100, 32});
+    auto lin = torch::nn::Linear(32, 1);
+    torch::optim::SGD opt(lin->parameters(), 0.01);
+    auto c = quiet(10);
+    c.stand_aside = false;  // on the CPU nothing fuses; this is about finding the step
+    Enabled on(c);
+    for (int i = 0; i < 60; ++i) {
+      auto x = data.slice(0, i * 64, i * 64 + 64);
+      opt.zero_grad();
+      lin(x).pow(2).mean().backward();
+      opt.step();
+      if (marked) hotpath::step();
+    }
+    const auto s = hotpath::stats();
+    INFO(hotpath::format_stats(s));
+    REQUIRE(s.hot_signatures() == 1);
+    CHECK(s.iterations >= 57);
+    const auto hot =
+        std::find_if(s.signatures.begin(), s.signatures.end(), [](const auto& x) { return x.hot; });
+    CHECK(hot->count >= 55);
+  }
 }

@@ -211,9 +211,9 @@ TEST_CASE("an op that leaves the plan mid-group sees materialised values", "[fus
       divergences += sig.fusion.divergences;
       fused += sig.fusion.fused_iterations;
     }
-    // Each sum leaves the plan; once the 4-op variant is hot too, the next plain iteration
-    // starts on its plan and leaves it at the add.
-    CHECK(divergences >= 3);
+    // A sum leaves the plan at least once (before the 4-op variant is hot too); then the plan
+    // armed is the one predicted from the alternation (a plain iteration follows a summing one).
+    CHECK(divergences >= 1);
     CHECK(fused >= 3);
   }
   for (const auto& o : outs) CHECK(torch::equal(o, ref));

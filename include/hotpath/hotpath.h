@@ -57,12 +57,18 @@ struct Config {
   // iteration on, until their own kernels are loaded. false: the interpreter only, no compile
   // per signature. HOTPATH_COMPILE_KERNELS (0/1).
   bool compile_kernels = true;
+  // Where interception buys nothing (no stable period, no signature that repeats, nothing to
+  // fuse, every plan reverted), take the hook out of the thread's dispatch for a while (2 s, then
+  // twice as long each time it still finds nothing, up to 64 s) so that the loop runs at eager's
+  // speed; stats() says when and why. HOTPATH_STAND_ASIDE (0/1).
+  bool stand_aside = true;
 };
 
 // Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD, HOTPATH_LOG_LEVEL
 // (trace|debug|info|warn|error|off), HOTPATH_FUSE (0/1), HOTPATH_FUSE_CPU (0/1) and
 // HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1), HOTPATH_REVERT_WINDOW, HOTPATH_REVERT_MARGIN,
-// HOTPATH_REMEMBER (0/1) and HOTPATH_COMPILE_KERNELS (0/1) on top of `base`. Throws hotpath::Error
+// HOTPATH_REMEMBER (0/1), HOTPATH_COMPILE_KERNELS (0/1) and HOTPATH_STAND_ASIDE (0/1) on top of
+// `base`. Throws hotpath::Error
 // on a value it cannot use, naming the variable and the value.
 Config config_from_env(Config base = Config{});
 
@@ -170,10 +176,20 @@ struct Stats {
   int threshold = 0;
   BoundaryMode boundaries = BoundaryMode::None;
   std::int64_t detected_period = 0;  // ops per iteration found by the detector (Auto mode)
-  std::int64_t iterations = 0;       // completed iterations
-  std::int64_t ops_seen = 0;         // top-level ops intercepted for this thread
-  std::int64_t ops_unassigned = 0;   // ops dropped: outside Iteration scopes or before a period
+  // Auto mode, training loops: forward/backward passes per step found at the forward passes
+  // (1 for most loops, 3 for a GAN's discriminator-real, discriminator-fake, generator).
+  int passes_per_step = 0;
+  std::int64_t iterations = 0;      // completed iterations
+  std::int64_t ops_seen = 0;        // top-level ops intercepted for this thread
+  std::int64_t ops_unassigned = 0;  // ops dropped: outside Iteration scopes or before a period
   std::vector<SignatureStats> signatures;  // in order of first appearance
+  // Standing aside: where interception bought nothing (no stable period, no signature that
+  // repeats, nothing to fuse, every plan reverted) hotpath took its hook out of the thread's
+  // dispatch for a while, so that the loop ran at eager's speed, and looked again later.
+  std::int64_t stood_aside = 0;  // times
+  double aside_seconds = 0;      // planned pauses, in total
+  std::string aside_reason;      // why, the last time
+  bool standing_aside = false;   // now
 
   std::int64_t hot_signatures() const;
   // The signature of the most recent completed iteration (id 0 when there is none yet).

@@ -58,6 +58,9 @@ Config config_from_env(Config base) {
   }
   if (const char* v = env("HOTPATH_REVERT_MARGIN")) base.revert_margin = parse_fraction(v);
   if (const char* v = env("HOTPATH_REMEMBER")) base.remember = parse_flag("HOTPATH_REMEMBER", v);
+  if (const char* v = env("HOTPATH_STAND_ASIDE")) {
+    base.stand_aside = parse_flag("HOTPATH_STAND_ASIDE", v);
+  }
   if (const char* v = env("HOTPATH_COMPILE_KERNELS")) {
     base.compile_kernels = parse_flag("HOTPATH_COMPILE_KERNELS", v);
   }

@@ -125,6 +125,7 @@ Stats stats() {
   if (tls_state.session) {
     s = tls_state.session->recorder.snapshot();
     tls_state.session->executor.fill_stats(s);
+    tls_state.session->fill_stats(s);
   }
   s.enabled = detail::current_thread_attached();
   return s;
@@ -151,8 +152,14 @@ std::string format_stats(const Stats& s) {
   os << "hotpath: " << (s.enabled ? "enabled" : "disabled") << ", threshold " << s.threshold
      << ", iterations " << s.iterations << " (boundaries " << mode;
   if (s.detected_period > 0) os << ", period " << s.detected_period << " ops";
+  if (s.passes_per_step > 0) os << ", at forward passes, " << s.passes_per_step << " per step";
   os << "), ops seen " << s.ops_seen << " (" << s.ops_unassigned << " outside iterations), "
      << s.signatures.size() << " signature(s), " << s.hot_signatures() << " hot\n";
+  if (s.stood_aside > 0) {
+    os << "  stood aside " << s.stood_aside << " time(s) (" << s.aside_seconds
+       << " s planned; the loop ran plain eager meanwhile)" << (s.standing_aside ? ", now" : "")
+       << ": " << s.aside_reason << "\n";
+  }
   for (const auto& sig : s.signatures) {
     os << "  " << sig.hex << "  " << sig.count << "x  " << sig.ops_per_iteration << " ops";
     if (sig.hot) os << "  hot since iteration " << sig.hot_at_iteration;

@@ -2,11 +2,14 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <c10/util/flat_hash_map.h>
 #include <torch/version.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -36,6 +39,17 @@ struct ThreadOwner {
 };
 thread_local ThreadOwner tls_owner;
 
+// Standing aside (stand_aside_current_thread): the owner thread's state.
+struct Aside {
+  bool active = false;    // the hook is out of the thread's dispatch
+  bool returned = false;  // put back by the callback; the session has not been told yet
+  std::chrono::steady_clock::time_point wake_at;
+  std::optional<at::CallbackHandle> callback;
+};
+thread_local Aside tls_aside;
+// About one op in this many runs the wake-up check while standing aside.
+constexpr double kWakeSampling = 1e-3;
+
 std::mutex registration_mu;
 std::optional<c10::RegistrationHandleRAII> registration;
 int attached_threads = 0;
@@ -48,11 +62,26 @@ void release_thread_locked() {
 // Per-operator facts that do not change between calls.
 struct OpInfo {
   std::uint64_t name_hash = 0;
-  std::vector<bool> scalar_argument;       // Scalar/float arguments: values are run-time parameters
+  std::vector<bool> scalar_argument;  // Scalar/float arguments: values are run-time parameters
+  // Integers that only say where a view starts (slice's start and end, select's index, ...):
+  // a batch sliced at another place each step is the same op (the view's sizes and strides,
+  // which are hashed, say all a kernel needs); views run eagerly with their real arguments.
+  std::vector<bool> position_argument;
   std::vector<bool> written;               // Tensor(a!) arguments
   std::vector<std::int32_t> return_alias;  // per return: the argument it writes and returns, or -1
   std::uint64_t scalar_mask = 0;
 };
+
+bool is_position_argument(const c10::FunctionSchema& schema, const c10::Argument& a) {
+  static const char* const kViews[] = {
+      "aten::slice",         "aten::select",         "aten::narrow",     "aten::as_strided",
+      "aten::slice_scatter", "aten::select_scatter", "aten::narrow_copy"};
+  const std::string& n = a.name();
+  if (n != "start" && n != "end" && n != "index" && n != "storage_offset") return false;
+  for (const char* v : kViews)
+    if (schema.name() == v) return true;
+  return false;
+}
 
 bool is_scalar_type(const c10::TypePtr& type) {
   c10::TypePtr t = type;
@@ -73,6 +102,7 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
     for (const auto& a : schema.arguments()) {
       const std::size_t i = it->second.scalar_argument.size();
       it->second.scalar_argument.push_back(is_scalar_type(a.type()));
+      it->second.position_argument.push_back(is_position_argument(schema, a));
       if (it->second.scalar_argument.back() && i < 64) it->second.scalar_mask |= 1ULL << i;
       it->second.written.push_back(a.alias_info() != nullptr && a.alias_info()->isWrite());
     }
@@ -107,18 +137,25 @@ std::uint64_t hash_meta(std::uint64_t h, TensorMeta& m, const at::TensorBase& t)
   const auto strides = t.strides();
   m.sizes.assign(sizes.begin(), sizes.end());
   m.strides.assign(strides.begin(), strides.end());
+  // The storage offset is kept but not hashed: kernels index from the data pointer, which
+  // includes it, so a batch sliced from a larger tensor at another place each step is the same
+  // op (alignment, which vector loads need, is checked at each launch).
   m.storage_offset = t.storage_offset();
   h = hash_combine(h, sizes.size());
   for (auto s : sizes) h = hash_combine(h, static_cast<std::uint64_t>(s));
   for (auto s : strides) h = hash_combine(h, static_cast<std::uint64_t>(s));
-  return hash_combine(h, static_cast<std::uint64_t>(m.storage_offset));
+  return h;
 }
 
 using TensorPtrs = c10::SmallVector<const at::TensorBase*, 8>;
 
 std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg, bool scalar,
-                         bool written, OpRecord& rec, TensorPtrs& tensors) {
+                         bool position, bool written, OpRecord& rec, TensorPtrs& tensors) {
   if (v.isTensor()) {
+    // A leaf that requires grad: a parameter (a loss that requires grad is no leaf: its item()
+    // or detach() after the optimizer step is not a forward pass).
+    if (!rec.reads_param && v.toTensor().requires_grad() && v.toTensor().is_leaf())
+      rec.reads_param = true;
     rec.inputs.emplace_back();
     rec.inputs.back().argument = arg;
     rec.inputs.back().written = written;
@@ -135,9 +172,12 @@ std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg
   if (v.isList()) {
     const auto list = v.toListRef();
     h = hash_combine(h, 0x1157 + list.size());
-    for (const c10::IValue& e : list) h = hash_input(h, e, arg, false, written, rec, tensors);
+    for (const c10::IValue& e : list)
+      h = hash_input(h, e, arg, false, false, written, rec, tensors);
     return h;
   }
+  if (position && (v.isInt() || v.isSymInt() || v.isNone()))
+    return hash_combine(h, v.isNone() ? 0x9050 : 0x9051);
   if (v.isInt()) return hash_combine(h, static_cast<std::uint64_t>(v.toInt()));
   if (v.isBool()) return hash_combine(h, v.toBool() ? 0xb1 : 0xb0);
   if (v.isDouble()) {
@@ -168,6 +208,22 @@ Session* current_session() {
   return nullptr;
 }
 
+std::unique_ptr<at::ObserverContext> wake_check(const at::RecordFunction&) {
+  // Runs on any thread that inherited the callback (autograd's too): only the owner acts.
+  if (tls_aside.active && tls_owner.session &&
+      std::chrono::steady_clock::now() >= tls_aside.wake_at) {
+    tls_aside.active = false;
+    tls_aside.returned = true;
+    c10::impl::tls_set_dispatch_key_included(kHookKey, true);
+  }
+  return nullptr;
+}
+
+void drop_wake_callback() {
+  if (tls_aside.callback) at::removeCallback(*tls_aside.callback);
+  tls_aside.callback.reset();
+}
+
 void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                       torch::jit::Stack* stack) {
   const c10::DispatchKeySet below(c10::DispatchKeySet::FULL_AFTER, kHookKey);
@@ -177,6 +233,18 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (session == nullptr) {
     op.redispatchBoxed(keys & below, stack);
     return;
+  }
+  if (tls_owner.session) {
+    if (tls_aside.returned) {
+      tls_aside.returned = false;
+      drop_wake_callback();
+      session->back_from_aside();
+    }
+    if (session->aside_due() && !tls_aside.active) {
+      session->stand_aside();  // calls stand_aside_current_thread
+      op.redispatchBoxed(keys & below, stack);
+      return;
+    }
   }
   const OpInfo& info = op_info(op);
   const auto& schema = op.schema();
@@ -200,7 +268,7 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     rec.args.reserve(nargs);
     for (std::size_t i = 0; i < nargs; ++i) {
       h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
-                     info.written[i], rec, inputs);
+                     info.position_argument[i], info.written[i], rec, inputs);
       // Lists of numbers are kept (a reduction's dims); lists that may hold tensors are not.
       const c10::IValue& a = args[i];
       const bool holds_tensors =
@@ -211,6 +279,7 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   }
   rec.input_key = h;
   rec.scalar_mask = info.scalar_mask;
+  rec.grad_enabled = c10::GradMode::is_enabled();
   session->recorder.resolve_inputs(rec, inputs);
 
   // The governor times iterations between boundaries; in an auto-detected loop the boundary is
@@ -225,6 +294,7 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   }
   const std::int64_t index = session->recorder.next_index();
   if (index == session->recorder.boundary_due()) session->governor.stamp(index);
+  if (index % Session::kJudgeOps == 0 && tls_owner.session) session->judge_ops();
 
   // A hot plan may run the op itself (deferred into a fused group); otherwise it runs eagerly.
   if (!session->executor.intercept(op, keys & below, stack, rec)) {
@@ -272,6 +342,8 @@ void register_fallback_locked() {
 
 void detach_locked() {
   c10::impl::tls_set_dispatch_key_included(kHookKey, false);
+  drop_wake_callback();
+  tls_aside = Aside{};
   if (tls_owner.info) {
     // Our entry is on top unless the caller pushed debug info since enabling and is still in
     // that scope; then it stays, inert (it holds a session nobody feeds from this thread).
@@ -317,6 +389,23 @@ void detach_current_thread() {
 }
 
 bool current_thread_attached() { return static_cast<bool>(tls_owner.session); }
+
+void stand_aside_current_thread(double seconds) {
+  if (!tls_owner.session) return;
+  c10::impl::tls_set_dispatch_key_included(kHookKey, false);
+  tls_aside.active = true;
+  tls_aside.returned = false;
+  tls_aside.wake_at = std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(seconds));
+  if (!tls_aside.callback) {
+    tls_aside.callback = at::addThreadLocalCallback(at::RecordFunctionCallback(&wake_check)
+                                                        .samplingProb(kWakeSampling)
+                                                        .scopes({at::RecordScope::FUNCTION}));
+  }
+}
+
+bool standing_aside() { return tls_aside.active; }
 
 bool pause_current_thread() {
   const bool was = c10::impl::tls_is_dispatch_key_excluded(kHookKey);

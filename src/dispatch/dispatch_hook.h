@@ -22,5 +22,11 @@ bool current_thread_attached();
 // fallback; returns whether they were hidden already, for resume_current_thread.
 bool pause_current_thread();
 void resume_current_thread(bool was_paused);
+// Takes the hook out of the calling (owner) thread's dispatch for `seconds`: its ops, and the
+// autograd work they start, run plain eager and cost nothing, until a sampled RecordFunction
+// callback sees the time is up and puts the hook back; the session is then told
+// (Session::back_from_aside) before the next op is recorded.
+void stand_aside_current_thread(double seconds);
+bool standing_aside();
 
 }  // namespace hotpath::detail

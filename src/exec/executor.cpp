@@ -578,7 +578,7 @@ bool Executor::try_arm() {
   if (recorder_.next_index() != recorder_.expected_start()) return false;
   const StreamPosition pos = recorder_.position();
   if (pos.expected_start != pos.next_op) return false;
-  const auto it = plans_.find(pos.last_signature);
+  const auto it = plans_.find(pos.predicted_signature);
   if (it == plans_.end() || !it->second->ready || it->second->groups.empty() ||
       it->second->reverted)
     return false;
@@ -670,7 +670,11 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
                          torch::jit::Stack* stack, OpRecord& rec) {
   if (ready_plans_->load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!armed_ && !try_arm()) return false;
+  if (!armed_ && !try_arm()) {
+    // Between plans (a step's tail): an op that reads a value a kernel skipped gets it computed.
+    if (!unwritten_.empty()) restore_read(*stack, op.schema().arguments().size());
+    return false;
+  }
   const std::size_t index = cursor_;
   if (index == 0 && !unwritten_.empty()) restore_unwritten(false);  // the last iteration is over
   const PlanOp& p = armed_->ops[index];
@@ -1069,16 +1073,9 @@ void Executor::complete_iteration() {
   launched_ = false;
   waited_ = false;
   tiers_final_ = true;
-  iter_start_ += static_cast<std::int64_t>(armed_->ops.size());
-  ++iteration_;
-  cursor_ = 0;
-  outside_.clear();
-  // The governor's requests take effect between iterations.
-  if (armed_->reverted) {
-    disarm();
-    return;
-  }
-  apply_requests(*armed_);
+  // The governor's requests take effect between iterations; the next iteration is armed where
+  // the recorder expects it to start (after a training step's tail, which runs eagerly).
+  disarm();
 }
 
 void Executor::on_boundary() {
@@ -1155,6 +1152,28 @@ void Executor::speculate(const at::Tensor& t, const PlanGroup& g, std::size_t ar
                 " that compute a skipped value do not make it");
   u.target_slot = it->second;
   unwritten_.push_back(std::move(u));
+}
+
+void Executor::restore_read(const torch::jit::Stack& stack, std::size_t nargs) {
+  for (std::size_t k = stack.size() - nargs; k < stack.size(); ++k) {
+    const c10::IValue& a = stack[k];
+    auto reads = [&](const at::Tensor& t) {
+      if (!t.defined()) return false;
+      for (const Unwritten& u : unwritten_) {
+        if (!u.target.expired() &&
+            at::Tensor(u.target.lock()).unsafeGetTensorImpl() == t.unsafeGetTensorImpl())
+          return true;
+      }
+      return false;
+    };
+    bool hit = a.isTensor() && reads(a.toTensor());
+    if (!hit && a.isTensorList())
+      for (const at::Tensor& t : a.toTensorList().vec()) hit = hit || reads(t);
+    if (hit) {
+      restore_unwritten(true);
+      return;
+    }
+  }
 }
 
 void Executor::restore_unwritten(bool all) {
@@ -1415,6 +1434,15 @@ void Executor::add_stall(const std::vector<std::uint64_t>& signatures, double ms
     const auto it = plans_.find(sig);
     if (it != plans_.end()) it->second->stall_ms += ms;
   }
+}
+
+bool Executor::has_useful_plan() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [sig, p] : plans_) {
+    (void)sig;
+    if (!p->reverted && (!p->ready || !p->groups.empty())) return true;
+  }
+  return false;
 }
 
 std::shared_ptr<const Plan> Executor::plan(std::uint64_t signature) const {

@@ -73,6 +73,8 @@ class Executor {
   // Materialises anything pending and disarms (disable).
   void flush();
   void fill_stats(Stats& s) const;
+  // Whether a plan may run or is being built (not reverted, with groups): interception can pay.
+  bool has_useful_plan() const;
   // The plan of a signature (nullptr if none), for tests and tools.
   std::shared_ptr<const Plan> plan(std::uint64_t signature) const;
 
@@ -130,6 +132,8 @@ class Executor {
                  const std::vector<Deferred*>& members);
   // Computes skipped values that are still held: all, or those of earlier iterations.
   void restore_unwritten(bool all);
+  // ... all of them when an op outside any plan reads one (its arguments are on `stack`).
+  void restore_read(const torch::jit::Stack& stack, std::size_t nargs);
   static void run_eager(const std::vector<const Deferred*>& members,
                         std::map<const c10::TensorImpl*, at::Tensor>& remap);
   // A group's kernel arguments for one launch.

@@ -2,22 +2,34 @@
 // governor that times them.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "exec/executor.h"
 #include "policy/governor.h"
+#include "policy/stand_aside.h"
 #include "trace/recorder.h"
 
 namespace hotpath::detail {
 
 struct Session {
   explicit Session(const Config& config)
-      : recorder(config), executor(recorder, config), governor(executor, config) {
+      : recorder(config),
+        executor(recorder, config),
+        governor(executor, config),
+        aside_policy(config.threshold),
+        aside_enabled(config.stand_aside) {
     recorder.set_hot_listener([this](HotTrace&& t) {
       const std::uint64_t sig = t.signature;
       executor.on_hot(std::move(t), governor.remembered(sig));
     });
-    recorder.set_iteration_listener([this](const IterationEvent& e) { governor.on_iteration(e); });
+    recorder.set_iteration_listener([this](const IterationEvent& e) {
+      governor.on_iteration(e);
+      judge_iteration(e);
+    });
     recorder.set_instant_hot([this](std::uint64_t sig) {
       const auto d = governor.remembered(sig);
       return d.has_value() && d->compile;
@@ -30,6 +42,9 @@ struct Session {
     recorder.configure(config);
     executor.configure(config);
     governor.configure(config);
+    std::lock_guard<std::mutex> lock(aside_mu);
+    aside_policy.configure(config.threshold);
+    aside_enabled = config.stand_aside;
   }
   // An iteration boundary (step(), Iteration scope) before the next op.
   void boundary() {
@@ -37,9 +52,31 @@ struct Session {
     governor.stamp(recorder.next_index());
   }
 
+  // Standing aside (policy/stand_aside.h). The decision may come from any thread that closes an
+  // iteration; the owner thread's hook acts on it at its next op.
+  void judge_iteration(const IterationEvent& e);
+  void judge_ops();  // the hook calls it every kJudgeOps ops
+  static constexpr std::int64_t kJudgeOps = 4096;
+  bool aside_due() const { return aside_due_.load(std::memory_order_relaxed); }
+  void stand_aside();      // on the owner thread
+  void back_from_aside();  // on the owner thread, before its first op is recorded again
+  void fill_stats(Stats& s) const;
+
   Recorder recorder;
   Executor executor;
   Governor governor;
+
+ private:
+  void due(std::string why);
+  mutable std::mutex aside_mu;
+  StandAside aside_policy;
+  bool aside_enabled = true;
+  std::set<std::uint64_t> hot_seen;
+  std::string aside_reason;
+  std::int64_t aside_times = 0;
+  double aside_seconds = 0;
+  std::atomic<bool> aside_due_{false};
+  std::atomic<bool> aside_now_{false};
 };
 
 // The calling thread's session (kept after disable), or nullptr. For tests and tools.

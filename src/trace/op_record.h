@@ -53,6 +53,10 @@ struct OpRecord {
   // (ints, strings, lists) and run-time scalars.
   c10::SmallVector<c10::IValue, 6> args;
   std::uint64_t scalar_mask = 0;  // bit i: argument i is a Scalar (a run-time parameter)
+  // What autograd makes of the op: grad mode was on, and an input is a leaf that requires grad
+  // (a parameter, read by a forward pass). Backward and optimizer ops run with grad mode off.
+  bool grad_enabled = true;
+  bool reads_param = false;
   c10::SmallVector<TensorMeta, 1> outputs;
   // Per output: the argument it aliases (in-place and out= ops return their argument), or -1.
   c10::SmallVector<std::int32_t, 1> output_alias;
@@ -70,6 +74,8 @@ struct OpRecord {
     name = {};
     overload = {};
     key = name_key = input_key = scalar_mask = planned_key = 0;
+    grad_enabled = true;
+    reads_param = false;
     inputs.clear();
     args.clear();
     outputs.clear();

@@ -53,6 +53,7 @@ void Recorder::notify_hot() {
 std::int64_t Recorder::expected_start_locked() const {
   if (mode_ == BoundaryMode::Explicit)
     return next_ == seg_start_ && (!uses_scopes_ || scope_depth_ > 0) ? next_ : -1;
+  if (mode_ == BoundaryMode::Auto && training_) return start_here_ == next_ ? next_ : -1;
   if (mode_ == BoundaryMode::Auto && detector_ && detector_->locked())
     return detector_->expected_boundary();
   return -1;
@@ -77,7 +78,42 @@ void Recorder::configure(const Config& config) {
 }
 
 void Recorder::resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors) {
-  std::lock_guard<std::mutex> lock(mu_);
+  bool events = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    resolve_locked(rec, tensors);
+    if (mode_ != BoundaryMode::Explicit && config_.auto_detect_period) {
+      detect_steps(rec);
+      publish_locked();
+      events = !hot_traces_.empty() || !closed_.empty();
+    }
+  }
+  if (events) notify_hot();
+}
+
+void Recorder::detect_steps(const OpRecord& rec) {
+  if (!training_ && rec.grad_enabled && rec.reads_param) {
+    // A training loop: its steps are found at its forward passes. Whatever the period detector
+    // had pending is dropped (it may have locked onto a part of a step).
+    training_ = true;
+    detector_.reset();
+    steps_ = std::make_unique<StepDetector>();
+    drop_pending(next_);
+  }
+  if (!training_) return;
+  mode_ = BoundaryMode::Auto;
+  boundaries_.clear();
+  steps_->feed(next_, rec.name_key, rec.grad_enabled, rec.reads_param, boundaries_);
+  const std::int64_t history = steps_->history_start();
+  for (std::int64_t b : boundaries_) {
+    if (history > seg_start_ && history <= b) drop_pending(history);  // a prelude
+    close_iteration(b);
+  }
+  if (history > seg_start_) drop_pending(history);
+  start_here_ = !boundaries_.empty() && boundaries_.back() == next_ ? next_ : -1;
+}
+
+void Recorder::resolve_locked(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const at::TensorBase& t = *tensors[i];
     if (!t.defined()) continue;
@@ -140,6 +176,7 @@ void Recorder::commit_locked(std::unique_ptr<OpRecord>& rec,
     drop_pending(next_);  // nothing will ever cut these ops into iterations
     return;
   }
+  if (training_) return;  // cut by the step detector before each op
   mode_ = BoundaryMode::Auto;
   boundaries_.clear();
   detector_->feed(index, key, name_key, boundaries_);
@@ -163,8 +200,26 @@ void Recorder::start_iteration_at(std::int64_t first) {
 
 void Recorder::close_iteration(std::int64_t end) {
   if (end <= seg_start_) return;
-  const std::uint64_t sig = iteration_signature(ops_, base_, seg_start_, end);
-  count(sig, seg_start_, end);
+  last_closed_ = end;
+  if (after_gap_) {
+    after_gap_ = false;
+    drop_pending(end);
+    return;
+  }
+  // A training step's core ends with its last op that ran with grad mode off (the optimizer's);
+  // what follows (host syncs, logging, the next batch's preparation) is its tail: not in the
+  // signature, not in a plan, run eagerly.
+  std::int64_t core_end = end;
+  if (training_ && mode_ == BoundaryMode::Auto) {
+    for (std::int64_t i = end; i-- > seg_start_;) {
+      if (!ops_[static_cast<std::size_t>(i - base_)].grad_enabled) {
+        core_end = i + 1;
+        break;
+      }
+    }
+  }
+  const std::uint64_t sig = iteration_signature(ops_, base_, seg_start_, core_end);
+  count(sig, seg_start_, core_end, end);
   start_iteration_at(end);
 }
 
@@ -192,9 +247,11 @@ void Recorder::sweep() {
   }
 }
 
-void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t end) {
-  const std::int64_t ops = end - first;
+void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t core_end,
+                     std::int64_t end) {
+  const std::int64_t ops = core_end - first;
   ++iterations_;
+  if (last_signature_ != 0) successor_[last_signature_] = signature;
   last_signature_ = signature;
   auto [it, inserted] = index_.try_emplace(signature, signatures_.size());
   bool instant = false;
@@ -204,7 +261,7 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t e
     s.id = signature;
     s.hex = short_hex(signature);
     s.ops_per_iteration = ops;
-    for (std::int64_t i = first; i < end; ++i) {
+    for (std::int64_t i = first; i < core_end; ++i) {
       const OpRecord& op = ops_[static_cast<std::size_t>(i - base_)];
       std::string name(op.name);
       if (!op.overload.empty()) name.append(".").append(op.overload);
@@ -227,14 +284,14 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t e
                       " ops)"));
     }
     const auto t0 = std::chrono::steady_clock::now();
-    hot_traces_.push_back(make_trace(signature, first, end));
+    hot_traces_.push_back(make_trace(signature, first, core_end));
     log_debug(concat(
-        "hotpath: signature ", s.hex, ": trace of ", end - first, " ops copied in ",
+        "hotpath: signature ", s.hex, ": trace of ", core_end - first, " ops copied in ",
         ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count()),
         " (", values_.size(), " values tracked)"));
   }
-  closed_.push_back(IterationEvent{signature, first, end, s.count, s.hot});
+  closed_.push_back(IterationEvent{signature, first, end, core_end, s.count, s.hot});
 }
 
 HotTrace Recorder::make_trace(std::uint64_t signature, std::int64_t first, std::int64_t end) const {
@@ -276,12 +333,37 @@ HotTrace Recorder::make_trace(std::uint64_t signature, std::int64_t first, std::
   return t;
 }
 
+Recorder::Progress Recorder::progress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Progress p;
+  p.training = training_ && mode_ == BoundaryMode::Auto;
+  p.unlocked_anchors = steps_ ? steps_->unlocked_anchors() : 0;
+  p.ops_without_iteration = mode_ == BoundaryMode::Explicit ? 0 : next_ - last_closed_;
+  return p;
+}
+
+void Recorder::gap() {
+  std::lock_guard<std::mutex> lock(mu_);
+  drop_pending(next_);
+  after_gap_ = true;
+  last_closed_ = next_;
+  if (mode_ == BoundaryMode::Auto) {
+    if (training_) steps_ = std::make_unique<StepDetector>();
+    if (detector_) detector_ = std::make_unique<PeriodDetector>(config_.max_period_ops, next_);
+    after_gap_ = false;  // the detectors start again: nothing incomplete will be closed
+  }
+  start_here_ = -1;
+  publish_locked();
+}
+
 StreamPosition Recorder::position() const {
   std::lock_guard<std::mutex> lock(mu_);
   StreamPosition p;
   p.next_op = next_;
   p.iterations = iterations_;
   p.last_signature = last_signature_;
+  const auto next = successor_.find(last_signature_);
+  p.predicted_signature = next != successor_.end() ? next->second : last_signature_;
   p.expected_start = expected_start_locked();
   return p;
 }
@@ -290,7 +372,10 @@ void Recorder::use_explicit_boundaries() {
   if (mode_ == BoundaryMode::Explicit) return;
   // Ops the detector had not cut yet are a partial iteration at an arbitrary phase once it had
   // locked; before that they are the loop's first iteration, which this marker now ends.
-  if (mode_ == BoundaryMode::Auto && detector_ && detector_->locked()) drop_pending(next_);
+  if (mode_ == BoundaryMode::Auto &&
+      ((detector_ && detector_->locked()) || (steps_ && steps_->locked())))
+    drop_pending(next_);
+  steps_.reset();
   mode_ = BoundaryMode::Explicit;
   detector_.reset();
 }
@@ -329,6 +414,7 @@ Stats Recorder::snapshot() const {
   s.threshold = config_.threshold;
   s.boundaries = mode_;
   s.detected_period = detector_ ? detector_->period() : 0;
+  s.passes_per_step = steps_ ? steps_->period() : 0;
   s.iterations = iterations_;
   s.ops_seen = next_;
   s.ops_unassigned = ops_unassigned_;

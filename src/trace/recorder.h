@@ -20,6 +20,7 @@
 #include "trace/op_record.h"
 #include "trace/op_ring.h"
 #include "trace/period_detector.h"
+#include "trace/step_detector.h"
 
 namespace hotpath::detail {
 
@@ -38,13 +39,20 @@ struct StreamPosition {
   std::int64_t expected_start = -1;  // where the next iteration is expected to start, if known
   std::int64_t iterations = 0;       // completed iterations
   std::uint64_t last_signature = 0;
+  // The signature the next iteration is expected to have: the one that followed the last
+  // iteration's signature the last time it occurred (a loop that alternates two paths), else
+  // the last one.
+  std::uint64_t predicted_signature = 0;
 };
 
 // An iteration the recorder closed, for the governor.
 struct IterationEvent {
   std::uint64_t signature = 0;
-  std::int64_t first = 0, end = 0;  // global op indices [first, end)
-  std::int64_t count = 0;           // this signature's iterations so far, this one included
+  // Global op indices: the iteration is [first, end); its signature and plan cover [first,
+  // core_end), the ops after it (a step's tail: host syncs, logging, the next batch's data
+  // preparation) run eagerly.
+  std::int64_t first = 0, end = 0, core_end = 0;
+  std::int64_t count = 0;  // this signature's iterations so far, this one included
   bool hot = false;
 };
 
@@ -73,8 +81,9 @@ class Recorder {
 
   void configure(const Config& config);
 
-  // Before the op runs: fills in where each tensor input came from. `tensors[i]` is the tensor
-  // of rec.inputs[i].
+  // Before the op runs: fills in where each tensor input came from (`tensors[i]` is the tensor
+  // of rec.inputs[i]) and, in an auto-detected training loop, whether an iteration starts with
+  // this op (then the previous one is closed first, and expected_start() is this op).
   void resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors);
   // After the op ran: registers its outputs and appends it to the current iteration. `rec`
   // comes back holding a record to fill for a later op (see OpRing::push_back), or nullptr.
@@ -87,6 +96,18 @@ class Recorder {
   Stats snapshot() const;
   StreamPosition position() const;
 
+  // For deciding whether the loop has a period at all (policy/stand_aside.h).
+  struct Progress {
+    bool training = false;              // cut at forward passes
+    std::int64_t unlocked_anchors = 0;  // forward passes since the step search (re)started
+    std::int64_t ops_without_iteration = 0;
+  };
+  Progress progress() const;
+  // Ops were not seen for a while (the session stood aside): the iteration in progress is
+  // incomplete and is dropped, as is the one the first boundary after the gap closes; the
+  // detectors start again.
+  void gap();
+
  private:
   using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   // A weak reference keeps the TensorImpl's address from being reused while it is mapped.
@@ -96,11 +117,13 @@ class Recorder {
   };
   void commit_locked(std::unique_ptr<OpRecord>& rec, c10::ArrayRef<const at::TensorBase*> outputs);
   HotTrace make_trace(std::uint64_t signature, std::int64_t first, std::int64_t end) const;
-  void close_iteration(std::int64_t end);       // [seg_start_, end) is one iteration
+  void close_iteration(std::int64_t end);  // [seg_start_, end) is one iteration
+  void detect_steps(const OpRecord& rec);  // the step detector, before `rec` runs
+  void resolve_locked(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors);
   void drop_pending(std::int64_t upto);         // ops [seg_start_, upto) belong to no iteration
   void start_iteration_at(std::int64_t first);  // releases the records before `first`
   void use_explicit_boundaries();
-  void count(std::uint64_t signature, std::int64_t first, std::int64_t end);
+  void count(std::uint64_t signature, std::int64_t first, std::int64_t core_end, std::int64_t end);
   void track(const at::TensorBase& t, ValueRef ref);  // maps a tensor not mapped yet
   void sweep();           // unmaps a few tensors that died, each op: no pause, no burst of frees
   void notify_hot();      // hands collected hot traces and closed iterations to the listeners;
@@ -125,8 +148,14 @@ class Recorder {
   std::int64_t base_ = 0;
   std::int64_t next_ = 0;       // global index of the next op
   std::int64_t seg_start_ = 0;  // first op of the current iteration
+  // Auto mode: training loops (an op with grad mode on read a tensor requiring grad) are cut by
+  // the step detector at forward passes; loops that never train by the period detector.
   std::unique_ptr<PeriodDetector> detector_;
-  std::vector<std::int64_t> boundaries_;  // scratch
+  std::unique_ptr<StepDetector> steps_;
+  bool training_ = false;
+  std::int64_t start_here_ = -1;  // the op the step detector found an iteration to start with
+  std::vector<std::int64_t> boundaries_;                        // scratch
+  std::unordered_map<std::uint64_t, std::uint64_t> successor_;  // signature -> the next one
 
   std::vector<SignatureStats> signatures_;
   std::unordered_map<std::uint64_t, std::size_t> index_;
@@ -134,6 +163,8 @@ class Recorder {
   std::int64_t ops_unassigned_ = 0;
   std::uint64_t last_signature_ = 0;
   bool warned_unbounded_ = false;
+  bool after_gap_ = false;        // the next iteration closed is incomplete: dropped
+  std::int64_t last_closed_ = 0;  // where the last iteration closed (or was dropped)
 
   HotListener hot_listener_;
   IterationListener iteration_listener_;

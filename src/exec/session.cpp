@@ -1,0 +1,77 @@
+#include "exec/session.h"
+
+#include "common/error.h"
+#include "common/log.h"
+#include "dispatch/dispatch_hook.h"
+
+namespace hotpath::detail {
+
+void Session::due(std::string why) {
+  std::lock_guard<std::mutex> lock(aside_mu);
+  if (!aside_enabled) return;
+  aside_reason = std::move(why);
+  aside_due_.store(true, std::memory_order_relaxed);
+}
+
+void Session::judge_iteration(const IterationEvent& e) {
+  std::optional<std::string> why;
+  const bool useful = executor.has_useful_plan();
+  {
+    std::lock_guard<std::mutex> lock(aside_mu);
+    if (e.hot) hot_seen.insert(e.signature);
+    why = aside_policy.after_iteration(useful, static_cast<std::int64_t>(hot_seen.size()));
+  }
+  if (why) due(std::move(*why));
+}
+
+void Session::judge_ops() {
+  const Recorder::Progress p = recorder.progress();
+  std::optional<std::string> why;
+  {
+    std::lock_guard<std::mutex> lock(aside_mu);
+    why = aside_policy.after_ops(p.training, p.unlocked_anchors, p.ops_without_iteration);
+  }
+  if (why) due(std::move(*why));
+}
+
+void Session::stand_aside() {
+  executor.flush();  // nothing deferred may stay unwritten
+  governor.note_pause(recorder.next_index());
+  recorder.gap();
+  double seconds = 0;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(aside_mu);
+    seconds = aside_policy.pause_seconds();
+    why = aside_reason;
+    ++aside_times;
+    aside_seconds += seconds;
+  }
+  aside_due_.store(false, std::memory_order_relaxed);
+  aside_now_.store(true, std::memory_order_relaxed);
+  log_info(concat("hotpath: standing aside for ", seconds,
+                  " s (the loop runs plain eager, "
+                  "nothing intercepted): ",
+                  why));
+  stand_aside_current_thread(seconds);
+}
+
+void Session::back_from_aside() {
+  aside_now_.store(false, std::memory_order_relaxed);
+  recorder.gap();
+  {
+    std::lock_guard<std::mutex> lock(aside_mu);
+    aside_policy.look_again();
+  }
+  log_debug("hotpath: looking at the loop again");
+}
+
+void Session::fill_stats(Stats& s) const {
+  std::lock_guard<std::mutex> lock(aside_mu);
+  s.stood_aside = aside_times;
+  s.aside_seconds = aside_seconds;
+  s.aside_reason = aside_times > 0 ? aside_reason : std::string();
+  s.standing_aside = aside_now_.load(std::memory_order_relaxed);
+}
+
+}  // namespace hotpath::detail

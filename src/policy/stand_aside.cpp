@@ -1,0 +1,53 @@
+#include "policy/stand_aside.h"
+
+#include <algorithm>
+
+namespace hotpath::detail {
+
+void StandAside::configure(int threshold) {
+  // Long enough for a signature to turn hot and its plan to be judged by the governor.
+  window_ = std::max<std::int64_t>(30, 3 * static_cast<std::int64_t>(threshold));
+}
+
+std::optional<std::string> StandAside::after_iteration(bool useful_plan, std::int64_t hot) {
+  if (useful_plan) {
+    iterations_ = 0;
+    return std::nullopt;
+  }
+  if (++iterations_ < window_) return std::nullopt;
+  iterations_ = 0;
+  if (hot == 0)
+    return "no iteration signature repeated often enough to turn hot in " +
+           std::to_string(window_) + " iterations (the loop's ops change from step to step)";
+  return "its hot signatures have nothing to fuse, or every plan was reverted";
+}
+
+std::optional<std::string> StandAside::after_ops(bool training, std::int64_t unlocked_anchors,
+                                                 std::int64_t ops_without_iteration) {
+  if (look_begun_) {  // what was seen before this look does not count again
+    look_begun_ = false;
+    anchors_at_look_ = unlocked_anchors;
+    ops_at_look_ = ops_without_iteration;
+  }
+  if (unlocked_anchors < anchors_at_look_) anchors_at_look_ = 0;
+  if (ops_without_iteration < ops_at_look_) ops_at_look_ = 0;
+  unlocked_anchors -= anchors_at_look_;
+  ops_without_iteration -= ops_at_look_;
+  if (training && unlocked_anchors >= kAnchorsWithoutStep)
+    return "no stable step in " + std::to_string(unlocked_anchors) + " forward passes";
+  if (!training && ops_without_iteration >= kOpsWithoutPeriod)
+    return "no stable period in " + std::to_string(ops_without_iteration) + " ops";
+  return std::nullopt;
+}
+
+double StandAside::pause_seconds() {
+  pause_ = std::min(64.0, pause_ * 2);
+  return pause_;
+}
+
+void StandAside::look_again() {
+  iterations_ = 0;
+  look_begun_ = true;
+}
+
+}  // namespace hotpath::detail

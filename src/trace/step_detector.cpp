@@ -1,0 +1,96 @@
+#include "trace/step_detector.h"
+
+#include "common/hash.h"
+
+namespace hotpath::detail {
+namespace {
+constexpr std::uint64_t kTokenSeed = 0x5e97e47ULL;
+// Segments the search keeps: enough to find a step of kMaxSegments segments many times over.
+constexpr std::size_t kMaxHistory = 256;
+}  // namespace
+
+bool StepDetector::feed(std::int64_t pos, std::uint64_t name, bool grad_enabled, bool reads_param,
+                        std::vector<std::int64_t>& boundaries) {
+  if (!any_op_) {
+    any_op_ = true;
+    history_start_ = pos;
+  }
+  const bool anchor = grad_enabled && reads_param && (anchors_ == 0 || grad_off_since_anchor_);
+  if (!grad_enabled) grad_off_since_anchor_ = true;
+  if (anchor) {
+    ++anchors_;
+    grad_off_since_anchor_ = false;
+    if (open_) close_segment();
+    if (locked_) {
+      slot_ = (slot_ + 1) % period_;
+      if (slot_ == 0) boundaries.push_back(pos);
+      if (mismatches_ >= 2) {  // the loop changed: look for its step again from here
+        ++losses_;
+        restart(pos);
+      }
+    }
+    if (!locked_) {
+      if (starts_.size() >= kMaxHistory) {
+        starts_.erase(starts_.begin());
+        tokens_.erase(tokens_.begin());
+      }
+      starts_.push_back(pos);
+      try_lock(boundaries);
+    }
+    open_ = true;
+    open_token_ = kTokenSeed;
+    open_ops_ = 0;
+  }
+  if (open_ && open_ops_ < kTokenOps) {
+    open_token_ = hash_combine(open_token_, name);
+    ++open_ops_;
+  }
+  return anchor;
+}
+
+void StepDetector::close_segment() {
+  open_ = false;
+  if (!locked_) {
+    tokens_.push_back(open_token_);
+    return;
+  }
+  mismatches_ = open_token_ == step_tokens_[static_cast<std::size_t>(slot_)] ? 0 : mismatches_ + 1;
+}
+
+void StepDetector::try_lock(std::vector<std::int64_t>& boundaries) {
+  // tokens_[i] belongs to the segment that started at starts_[i]; starts_.back() just started.
+  const auto n = static_cast<std::int64_t>(tokens_.size());
+  int found = 0;
+  for (int p = 1; p <= kMaxSegments && 2 * p <= n && found == 0; ++p) {
+    bool periodic = true;
+    for (std::int64_t k = n - p; k < n && periodic; ++k) periodic = tokens_[k] == tokens_[k - p];
+    if (periodic) found = p;
+  }
+  if (found == 0) return;
+  // The earliest segment of the periodic run starts the first iteration; what came before it
+  // (a prelude) belongs to none.
+  std::int64_t s = n - 2 * found;
+  while (s > 0 && tokens_[s - 1] == tokens_[s - 1 + found]) --s;
+  locked_ = true;
+  period_ = found;
+  mismatches_ = 0;
+  step_tokens_.assign(tokens_.begin() + s, tokens_.begin() + s + found);
+  history_start_ = starts_[static_cast<std::size_t>(s)];
+  for (std::int64_t b = s + found; b <= n; b += found) boundaries.push_back(starts_[b]);
+  slot_ = static_cast<int>((n - s) % found);
+  starts_.clear();
+  tokens_.clear();
+}
+
+void StepDetector::restart(std::int64_t at) {
+  starts_.clear();
+  tokens_.clear();
+  locked_ = false;
+  period_ = 0;
+  slot_ = 0;
+  mismatches_ = 0;
+  history_start_ = at;
+  open_ = false;
+}
+
+}  // namespace hotpath::detail
