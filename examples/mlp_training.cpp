@@ -12,87 +12,45 @@
 // size on the CPU so that the run stays short.
 #include <hotpath/hotpath.h>
 
-#include <ATen/cuda/CUDAEvent.h>
 #include <torch/torch.h>
-#include "crash_backtrace.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <optional>
-#include <string>
-#include <vector>
 
-namespace {
-
-struct Options {
-  int iterations = 200;
-  int64_t batch = -1, dim = -1, hidden = -1;
-  int threshold = 10;
-  bool force_cpu = false;
-  int cross_check = 100;
-};
-
-[[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr,
-               "mlp_training: %s\nusage: mlp_training [--iterations N] [--batch B] [--dim D] "
-               "[--hidden H] [--threshold T] [--cpu] [--cross-check N]\n",
-               msg);
-  std::exit(2);
-}
-
-long parse_positive(const char* flag, const char* text) {
-  char* end = nullptr;
-  const long v = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || v < 1)
-    usage((std::string(flag) + " needs a positive integer, got '" + text + "'").c_str());
-  return v;
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) usage((a + " needs a value").c_str());
-      return argv[++i];
-    };
-    if (a == "--iterations")
-      o.iterations = static_cast<int>(parse_positive("--iterations", value()));
-    else if (a == "--batch")
-      o.batch = parse_positive("--batch", value());
-    else if (a == "--dim")
-      o.dim = parse_positive("--dim", value());
-    else if (a == "--hidden")
-      o.hidden = parse_positive("--hidden", value());
-    else if (a == "--threshold")
-      o.threshold = static_cast<int>(parse_positive("--threshold", value()));
-    else if (a == "--cpu")
-      o.force_cpu = true;
-    else if (a == "--cross-check") {
-      const std::string v = value();
-      o.cross_check = v == "0" ? 0 : static_cast<int>(parse_positive("--cross-check", v.c_str()));
-    } else if (a == "--help" || a == "-h")
-      usage("help");
-    else
-      usage(("unknown argument '" + a + "'").c_str());
-  }
-  return o;
-}
-
-}  // namespace
+#include "crash_backtrace.h"
+#include "example_support.h"
 
 int main(int argc, char** argv) {
   hotpath_tools::install_crash_backtrace();
-  Options o = parse(argc, argv);
+  struct {
+    int iterations = 200;
+    std::int64_t batch = -1, dim = -1, hidden = -1;
+    int threshold = 10;
+    bool force_cpu = false;
+    int cross_check = 100;
+  } o;
+  hotpath_examples::Args("mlp_training",
+                         "[--iterations N] [--batch B] [--dim D] [--hidden H] [--threshold T] "
+                         "[--cpu] [--cross-check N]")
+      .add("--iterations", o.iterations)
+      .add("--batch", o.batch)
+      .add("--dim", o.dim)
+      .add("--hidden", o.hidden)
+      .add("--threshold", o.threshold)
+      .add("--cpu", o.force_cpu)
+      .add("--cross-check", o.cross_check)
+      .parse(argc, argv);
   const bool cuda = !o.force_cpu && torch::cuda::is_available();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   const int64_t scale = cuda ? 1 : 4;
-  if (o.batch < 0) o.batch = 256 / scale;
-  if (o.dim < 0) o.dim = 1024 / scale;
-  if (o.hidden < 0) o.hidden = 4096 / scale;
+  if (o.iterations < 1 || o.threshold < 1) {
+    std::fprintf(stderr, "mlp_training: --iterations and --threshold must be at least 1\n");
+    return 2;
+  }
+  if (o.batch <= 0) o.batch = 256 / scale;
+  if (o.dim <= 0) o.dim = 1024 / scale;
+  if (o.hidden <= 0) o.hidden = 4096 / scale;
   std::printf(
       "mlp_training: %s, Linear %lld->%lld, GELU, Linear %lld->%lld, batch %lld, MSE, AdamW, %d "
       "iterations\n",
@@ -127,46 +85,11 @@ int main(int argc, char** argv) {
     }
   }
   if (o.cross_check > 0) {
-    // The same loop, plain eager (under hotpath::Pause: not intercepted, unseen) in blocks of 10
-    // iterations alternating with blocks under hotpath; per block the time per iteration, on the
-    // GPU from CUDA events around the block (the GPU's span of the block's work, as the
-    // benchmarks time it), on the CPU from the clock. Training goes on either way.
-    auto block = [&](bool plain) {
-      std::optional<hotpath::Pause> pause;
-      if (plain) pause.emplace();
-      std::optional<at::cuda::CUDAEvent> start, stop;
-      if (cuda) {
-        start.emplace(cudaEventDefault);
-        stop.emplace(cudaEventDefault);
-        start->record();
-      }
-      const auto b0 = std::chrono::steady_clock::now();
-      for (int k = 0; k < 10; ++k) {
-        opt.zero_grad();
-        torch::mse_loss(model->forward(x), y).backward();
-        opt.step();
-      }
-      if (!cuda)
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b0)
-                   .count() /
-               10;
-      stop->record();
-      stop->synchronize();
-      return static_cast<double>(start->elapsed_time(*stop)) / 10;
-    };
-    std::vector<double> plain, hot;
-    for (int done = 0; done < o.cross_check; done += 10) {
-      plain.push_back(block(true));
-      hot.push_back(block(false));
-    }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
-    std::printf(
-        "cross-check against plain eager (hotpath::Pause), interleaved blocks of 10, %zu "
-        "iterations a side: eager %.3f ms, hotpath %.3f ms per iteration: %.2fx\n",
-        plain.size() * 10, median(plain), median(hot), median(plain) / median(hot));
+    hotpath_examples::cross_check(cuda, o.cross_check, [&] {
+      opt.zero_grad();
+      torch::mse_loss(model->forward(x), y).backward();
+      opt.step();
+    });
   }
   hotpath::disable_hot_path_detection();
   std::printf("%s\n", hotpath::format_stats(hotpath::stats()).c_str());

@@ -2,6 +2,10 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "models/dcgan.h"
+#include "models/mnist_net.h"
+#include "models/transformer_lm.h"
+
 #include <stdexcept>
 
 namespace hotpath_diff {
@@ -349,6 +353,141 @@ class LstmTrainer : public Trainer {
   LstmLm model_{nullptr};
 };
 
+// The example programs' models (examples/models), in their programs' loops.
+class MnistTrainer : public Trainer {
+ public:
+  explicit MnistTrainer(const Setup& s) : Trainer(s) {
+    torch::manual_seed(s.seed);
+    model_ = hotpath_examples::MnistNet();
+    model_->to(s.device);
+    make_optimizer(model_->parameters());
+  }
+  std::vector<torch::Tensor> state() override { return model_->parameters(); }
+  Batch batch(int step) override {
+    auto g = step_generator(setup_, step);
+    const std::int64_t n = setup_.small ? 8 : 64;
+    auto y = torch::randint(0, 10, {n}, g, torch::kLong);
+    auto x = (torch::randn({n, 1, 28, 28}, g) + (y.to(torch::kFloat) / 5.0).view({n, 1, 1, 1}) -
+              0.1307) /
+             0.3081;
+    return {x.to(setup_.device), y.to(setup_.device)};
+  }
+  std::vector<std::int64_t> output_shape(const Batch& b) override { return {b.x.size(0), 10}; }
+
+ protected:
+  torch::Tensor forward(int, const Batch& b, const torch::Tensor& perturb) override {
+    auto out = model_->forward(b.x);
+    if (perturb.defined()) out = out.to(torch::kFloat) * perturb;
+    return out;
+  }
+  torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
+    return torch::nll_loss(out, b.y);
+  }
+
+ private:
+  hotpath_examples::MnistNet model_{nullptr};
+};
+
+class LmTrainer : public Trainer {
+ public:
+  explicit LmTrainer(const Setup& s) : Trainer(s) {
+    torch::manual_seed(s.seed);
+    config_ = s.small ? hotpath_examples::LmConfig{128, 32, 2, 4, 64, 32}
+                      : hotpath_examples::LmConfig{512, 128, 2, 4, 512, 64};
+    model_ = hotpath_examples::TransformerLm(config_);
+    model_->to(s.device);
+    make_optimizer(model_->parameters());
+  }
+  std::vector<torch::Tensor> state() override { return model_->parameters(); }
+  Batch batch(int step) override {
+    const std::int64_t B = 4, T = config_.context / 2;
+    auto toks =
+        torch::randint(0, config_.vocab, {B, T + 1}, step_generator(setup_, step), torch::kLong)
+            .to(setup_.device);
+    return {toks.slice(1, 0, T), toks.slice(1, 1, T + 1)};  // views, as the example slices
+  }
+  std::vector<std::int64_t> output_shape(const Batch& b) override {
+    return {b.x.size(0), b.x.size(1), config_.vocab};
+  }
+
+ protected:
+  torch::Tensor forward(int, const Batch& b, const torch::Tensor& perturb) override {
+    auto logits = model_->forward(b.x);
+    if (perturb.defined()) logits = logits.to(torch::kFloat) * perturb;
+    return logits;
+  }
+  torch::Tensor loss(const torch::Tensor& logits, const Batch& b) override {
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, config_.vocab}),
+                                                b.y.reshape({-1}));
+  }
+
+ private:
+  hotpath_examples::LmConfig config_;
+  hotpath_examples::TransformerLm model_{nullptr};
+};
+
+// The DCGAN's step: the discriminator on real images (labels drawn from U(0.8, 1)), on fakes,
+// its Adam step, then the generator through the discriminator and its Adam step (betas 0.5, 0.5,
+// as the example). The perturbation multiplies the discriminator's output on real images.
+class DcganTrainer : public Trainer {
+ public:
+  explicit DcganTrainer(const Setup& s) : Trainer(s) {
+    torch::manual_seed(s.seed);
+    generator_ = hotpath_examples::DcganGenerator();
+    generator_->to(s.device);
+    discriminator_ = hotpath_examples::dcgan_discriminator();
+    discriminator_->to(s.device);
+    auto opts = torch::optim::AdamOptions(2e-4).betas(std::make_tuple(0.5, 0.5));
+    g_opt_ = std::make_unique<torch::optim::Adam>(generator_->parameters(), opts);
+    d_opt_ = std::make_unique<torch::optim::Adam>(discriminator_->parameters(), opts);
+  }
+  std::vector<torch::Tensor> state() override {
+    auto p = generator_->parameters();
+    for (auto& t : discriminator_->parameters()) p.push_back(t);
+    for (auto& t : generator_->buffers())
+      if (t.is_floating_point()) p.push_back(t);
+    return p;
+  }
+  Batch batch(int step) override {
+    auto g = step_generator(setup_, step);
+    const std::int64_t n = setup_.small ? 8 : 64;
+    return {torch::rand({n, 1, 28, 28}, g).mul(2).sub(1).to(setup_.device), {}};
+  }
+  std::vector<std::int64_t> output_shape(const Batch& b) override { return {b.x.size(0)}; }
+  torch::Tensor step(int, const Batch& b, const torch::Tensor& perturb) override {
+    const auto n = b.x.size(0);
+    const auto dev = setup_.device;
+    discriminator_->zero_grad();
+    auto real_labels = torch::empty(n, dev).uniform_(0.8, 1.0);
+    auto real_output = discriminator_->forward(b.x).reshape({n});
+    if (perturb.defined()) real_output = real_output * perturb;
+    auto d_loss_real = torch::binary_cross_entropy(real_output, real_labels);
+    d_loss_real.backward();
+    auto fake_images =
+        generator_->forward(torch::randn({n, hotpath_examples::kNoiseSize, 1, 1}, dev));
+    auto fake_labels = torch::zeros(n, dev);
+    auto fake_output = discriminator_->forward(fake_images.detach()).reshape({n});
+    torch::binary_cross_entropy(fake_output, fake_labels).backward();
+    d_opt_->step();
+    generator_->zero_grad();
+    fake_labels.fill_(1);
+    auto g_loss =
+        torch::binary_cross_entropy(discriminator_->forward(fake_images).reshape({n}), fake_labels);
+    g_loss.backward();
+    g_opt_->step();
+    return (d_loss_real + g_loss).detach();
+  }
+
+ protected:
+  torch::Tensor forward(int, const Batch&, const torch::Tensor&) override { return {}; }
+  torch::Tensor loss(const torch::Tensor&, const Batch&) override { return {}; }
+
+ private:
+  hotpath_examples::DcganGenerator generator_{nullptr};
+  torch::nn::Sequential discriminator_{nullptr};
+  std::unique_ptr<torch::optim::Adam> g_opt_, d_opt_;
+};
+
 }  // namespace
 
 void Trainer::make_optimizer(std::vector<torch::Tensor> params) {
@@ -384,7 +523,11 @@ std::unique_ptr<Trainer> make_trainer(const Setup& s) {
   if (s.model == "mlp") return std::make_unique<MlpTrainer>(s);
   if (s.model == "convnet") return std::make_unique<ConvTrainer>(s);
   if (s.model == "lstm") return std::make_unique<LstmTrainer>(s);
-  throw std::invalid_argument("unknown model '" + s.model + "' (gpt | mlp | convnet | lstm)");
+  if (s.model == "mnist") return std::make_unique<MnistTrainer>(s);
+  if (s.model == "lm") return std::make_unique<LmTrainer>(s);
+  if (s.model == "dcgan") return std::make_unique<DcganTrainer>(s);
+  throw std::invalid_argument("unknown model '" + s.model +
+                              "' (gpt | mlp | convnet | lstm | mnist | dcgan | lm)");
 }
 
 }  // namespace hotpath_diff

@@ -1,6 +1,8 @@
 // Training programs of the kinds users write, for the differential harness (train_diff.cpp): a
 // small GPT (decomposed RMSNorm, rotary embedding through strided slices, causal masked softmax,
-// SwiGLU), an MLP, a convnet (conv, batch norm, pooling, dropout) and an LSTM language model. Each
+// SwiGLU), an MLP, a convnet (conv, batch norm, pooling, dropout), an LSTM language model, and the
+// models of the example programs (examples/models: the MNIST classifier, the DCGAN with its
+// three backward passes and two Adam optimizers per step, the transformer LM). Each
 // `Trainer` owns one model and its optimizer and runs one training step at a time; the harness
 // runs several identical trainers side by side (eager, perturbed eager, hotpath).
 #pragma once
@@ -20,9 +22,9 @@ const std::vector<std::string>& variant_names();
 Variant parse_variant(const std::string& name);
 
 struct Setup {
-  std::string model = "gpt";  // gpt | mlp | convnet | lstm
+  std::string model = "gpt";  // gpt | mlp | convnet | lstm | mnist | dcgan | lm
   Variant variant = Variant::Plain;
-  std::string optimizer = "adamw";  // adamw | sgd (momentum 0.9)
+  std::string optimizer = "adamw";  // adamw | sgd (momentum 0.9); the DCGAN: adam (its own)
   bool bf16 = false;                // forward under bf16 autocast
   torch::Device device = torch::kCPU;
   int steps = 120;
@@ -45,7 +47,7 @@ class Trainer {
   // One training step on `b`: zero_grad, forward (logits multiplied by `perturb` when it is
   // defined, in fp32), loss, backward, gradient clipping, the optimizer's step with this step's
   // learning rate, and what the variant adds. Returns the loss, detached.
-  torch::Tensor step(int step, const Batch& b, const torch::Tensor& perturb);
+  virtual torch::Tensor step(int step, const Batch& b, const torch::Tensor& perturb);
   // The logits' (or output's) shape of step `step`, for the perturbation.
   virtual std::vector<std::int64_t> output_shape(const Batch& b) = 0;
 

@@ -16,7 +16,8 @@
 // the state: 1e-7). Random number generators are reset to the same
 // state before each trainer's step, so dropout draws the same masks for all four.
 //
-//   train_diff [--device cpu|cuda] [--models gpt,mlp,convnet,lstm] [--variants plain,...|all]
+//   train_diff [--device cpu|cuda] [--models gpt,mlp,convnet,lstm,mnist,dcgan,lm] [--variants
+//   plain,...|all]
 //              [--optimizers adamw,sgd] [--dtypes fp32,bf16] [--steps N] [--threshold N]
 //              [--verify] [--explicit-steps] [--exact] [--compile-kernels] [--small]
 //              [--csv FILE] [--trace FILE] [--cache DIR] [--factor F]
@@ -71,7 +72,7 @@ int positive(const std::string& flag, const std::string& v) {
 
 struct Options {
   torch::Device device = torch::kCPU;
-  std::vector<std::string> models{"gpt", "mlp", "convnet", "lstm"};
+  std::vector<std::string> models{"gpt", "mlp", "convnet", "lstm", "mnist", "dcgan", "lm"};
   std::vector<std::string> variants;  // empty: all for gpt, plain for the rest
   std::vector<std::string> optimizers{"adamw", "sgd"};
   std::vector<std::string> dtypes;
@@ -332,10 +333,12 @@ int main(int argc, char** argv) {
         for (const auto& dt : o.dtypes) {
           if (dt != "fp32" && dt != "bf16") usage("--dtypes are fp32 and bf16, got '" + dt + "'");
           for (const auto& opt : o.optimizers) {
+            // The DCGAN trains with its own two Adam optimizers: one run per dtype.
+            if (m == "dcgan" && opt != o.optimizers.front()) continue;
             Setup s;
             s.model = m;
             s.variant = hotpath_diff::parse_variant(v);
-            s.optimizer = opt;
+            s.optimizer = m == "dcgan" ? "adam" : opt;
             s.bf16 = dt == "bf16";
             s.device = o.device;
             s.steps = o.steps;

@@ -1,0 +1,158 @@
+// What the example programs share besides their training loops: argument parsing, the
+// cross-check of hotpath against plain eager in one process, and the summary they print at exit.
+// None of this is needed to use hotpath: a loop needs only the enable line.
+#pragma once
+
+#include <hotpath/hotpath.h>
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hotpath_examples {
+
+// --name value flags; a bad value or an unknown flag ends the program with status 2.
+class Args {
+ public:
+  Args(std::string program, std::string usage)
+      : program_(std::move(program)), usage_(std::move(usage)) {}
+  Args& add(const std::string& name, int& target) {
+    ints_[name] = &target;
+    return *this;
+  }
+  Args& add(const std::string& name, std::int64_t& target) {
+    longs_[name] = &target;
+    return *this;
+  }
+  Args& add(const std::string& name, bool& target) {
+    bools_[name] = &target;
+    return *this;
+  }
+  Args& add(const std::string& name, std::string& target) {
+    strings_[name] = &target;
+    return *this;
+  }
+  void parse(int argc, char** argv) const {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--help" || a == "-h") fail("help");
+      if (const auto b = bools_.find(a); b != bools_.end()) {
+        *b->second = true;
+        continue;
+      }
+      if (i + 1 >= argc) fail(a + " needs a value");
+      const std::string v = argv[++i];
+      if (const auto s = strings_.find(a); s != strings_.end()) {
+        *s->second = v;
+      } else if (ints_.count(a) || longs_.count(a)) {
+        char* end = nullptr;
+        const long long x = std::strtoll(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || x < 0)
+          fail(a + " needs a non-negative integer, got '" + v + "'");
+        if (ints_.count(a))
+          *ints_.at(a) = static_cast<int>(x);
+        else
+          *longs_.at(a) = x;
+      } else {
+        fail("unknown argument '" + a + "'");
+      }
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const {
+    std::fprintf(stderr, "%s: %s\nusage: %s %s\n", program_.c_str(), why.c_str(), program_.c_str(),
+                 usage_.c_str());
+    std::exit(2);
+  }
+  std::string program_, usage_;
+  std::map<std::string, int*> ints_;
+  std::map<std::string, std::int64_t*> longs_;
+  std::map<std::string, bool*> bools_;
+  std::map<std::string, std::string*> strings_;
+};
+
+// Milliseconds per step of `steps` steps: on the GPU from CUDA events around them (the GPU's span
+// of their work, host gaps included), on the CPU from the clock.
+inline double time_steps_ms(bool cuda, int steps, const std::function<void()>& step) {
+  std::optional<at::cuda::CUDAEvent> start, stop;
+  if (cuda) {
+    start.emplace(cudaEventDefault);
+    stop.emplace(cudaEventDefault);
+    start->record();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int k = 0; k < steps; ++k) step();
+  if (!cuda)
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+               .count() /
+           steps;
+  stop->record();
+  stop->synchronize();
+  return static_cast<double>(start->elapsed_time(*stop)) / steps;
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The same loop, plain eager (under hotpath::Pause: not intercepted, unseen) in blocks of 10
+// steps alternating with blocks under hotpath, `steps` a side; prints the medians of the blocks
+// and returns eager's over hotpath's (above 1: hotpath is faster). Training goes on either way.
+inline double cross_check(bool cuda, int steps, const std::function<void()>& step) {
+  std::vector<double> plain, hot;
+  for (int done = 0; done < steps; done += 10) {
+    {
+      hotpath::Pause pause;
+      plain.push_back(time_steps_ms(cuda, 10, step));
+    }
+    hot.push_back(time_steps_ms(cuda, 10, step));
+  }
+  const double ratio = median(plain) / median(hot);
+  std::printf(
+      "cross-check against plain eager (hotpath::Pause), interleaved blocks of 10, %zu "
+      "iterations a side: eager %.3f ms, hotpath %.3f ms per iteration: %.2fx\n",
+      plain.size() * 10, median(plain), median(hot), ratio);
+  return ratio;
+}
+
+// Watches hotpath find the loop's step: how many steps had run when it first cut one (it cuts
+// the steps before it, retroactively, as it finds the step at a forward pass).
+struct LockWatch {
+  int known_after = -1;
+  void after_step(int step) {
+    if (known_after < 0 && hotpath::stats().iterations > 0) known_after = step - 1;
+  }
+};
+
+// hotpath's statistics and verdicts, then one line a person (or a script) can read.
+inline void print_summary(const char* program, int steps, const LockWatch& watch, double ratio) {
+  const hotpath::Stats s = hotpath::stats();
+  std::printf("%s\n", hotpath::format_stats(s).c_str());
+  std::printf("%s", hotpath::format_report(hotpath::report()).c_str());
+  std::int64_t groups = 0, fused = 0;
+  for (const auto& sig : s.signatures) {
+    groups += static_cast<std::int64_t>(sig.fusion.groups.size());
+    fused += sig.fusion.fused_iterations;
+  }
+  std::printf(
+      "%s summary: %d steps, step known after %d steps (%d forward/backward pass(es) per step), "
+      "%lld signature(s) hot, %lld fused group(s), %lld fused iteration(s), stood aside %lld "
+      "time(s), cross-check %.2fx\n",
+      program, steps, watch.known_after, s.passes_per_step,
+      static_cast<long long>(s.hot_signatures()), static_cast<long long>(groups),
+      static_cast<long long>(fused), static_cast<long long>(s.stood_aside), ratio);
+}
+
+}  // namespace hotpath_examples
