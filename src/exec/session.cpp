@@ -29,7 +29,7 @@ void Session::judge_ops() {
   std::optional<std::string> why;
   {
     std::lock_guard<std::mutex> lock(aside_mu);
-    why = aside_policy.after_ops(p.training, p.unlocked_anchors, p.ops_without_iteration);
+    why = aside_policy.after_ops(p.training, p.anchors, p.iterations, p.ops_without_iteration);
   }
   if (why) due(std::move(*why));
 }

@@ -22,21 +22,27 @@ std::optional<std::string> StandAside::after_iteration(bool useful_plan, std::in
   return "its hot signatures have nothing to fuse, or every plan was reverted";
 }
 
-std::optional<std::string> StandAside::after_ops(bool training, std::int64_t unlocked_anchors,
+std::optional<std::string> StandAside::after_ops(bool training, std::int64_t anchors,
+                                                 std::int64_t iterations,
                                                  std::int64_t ops_without_iteration) {
   if (look_begun_) {  // what was seen before this look does not count again
     look_begun_ = false;
-    anchors_at_look_ = unlocked_anchors;
+    anchors_at_look_ = anchors;
+    iterations_at_look_ = iterations;
     ops_at_look_ = ops_without_iteration;
   }
-  if (unlocked_anchors < anchors_at_look_) anchors_at_look_ = 0;
   if (ops_without_iteration < ops_at_look_) ops_at_look_ = 0;
-  unlocked_anchors -= anchors_at_look_;
-  ops_without_iteration -= ops_at_look_;
-  if (training && unlocked_anchors >= kAnchorsWithoutStep)
-    return "no stable step in " + std::to_string(unlocked_anchors) + " forward passes";
-  if (!training && ops_without_iteration >= kOpsWithoutPeriod)
-    return "no stable period in " + std::to_string(ops_without_iteration) + " ops";
+  const std::int64_t passes = anchors - anchors_at_look_, cut = iterations - iterations_at_look_;
+  if (training && passes >= kAnchorsWithoutStep && cut * kMaxPassesPerIteration < passes) {
+    look_begun_ = true;  // judged: the next look starts afresh
+    return "no stable step: " + std::to_string(cut) + " iteration(s) in " + std::to_string(passes) +
+           " forward passes";
+  }
+  if (!training && ops_without_iteration - ops_at_look_ >= kOpsWithoutPeriod) {
+    look_begun_ = true;
+    return "no stable period in " + std::to_string(ops_without_iteration - ops_at_look_) + " ops";
+  }
+  if (training && passes >= kAnchorsWithoutStep) look_begun_ = true;  // a fresh window
   return std::nullopt;
 }
 

@@ -19,10 +19,10 @@ class StandAside {
   // After each iteration the recorder closes. `useful_plan`: a plan that may run (or is being
   // built). `hot`: signatures hot so far. Returns why to stand aside now, if it is time to.
   std::optional<std::string> after_iteration(bool useful_plan, std::int64_t hot);
-  // Every so many ops: whether the loop has shown no period. `training`: the step detector
-  // looks for forward passes (`unlocked_anchors` of them found no step yet); else the period
-  // detector has looked at `ops_without_iteration` ops in vain.
-  std::optional<std::string> after_ops(bool training, std::int64_t unlocked_anchors,
+  // Every so many ops: whether the loop has shown no period. `training`: the step detector cuts
+  // at forward passes (`anchors` of them so far, `iterations` cut); else the period detector has
+  // looked at `ops_without_iteration` ops in vain.
+  std::optional<std::string> after_ops(bool training, std::int64_t anchors, std::int64_t iterations,
                                        std::int64_t ops_without_iteration);
   // The pause before the next look (doubles each time), and the start of that look.
   double pause_seconds();
@@ -30,7 +30,10 @@ class StandAside {
 
   // Iterations a look lasts before it decides; forward passes, and ops, without a period.
   std::int64_t window() const { return window_; }
-  static constexpr std::int64_t kAnchorsWithoutStep = 32;
+  // A look at a training loop that saw this many forward passes and cut fewer than one
+  // iteration in kMaxPassesPerIteration of them found no stable step.
+  static constexpr std::int64_t kAnchorsWithoutStep = 64;
+  static constexpr std::int64_t kMaxPassesPerIteration = 16;
   static constexpr std::int64_t kOpsWithoutPeriod = 200000;
 
  private:
@@ -38,7 +41,7 @@ class StandAside {
   std::int64_t iterations_ = 0;  // in this look
   double pause_ = 1.0;           // doubled before use
   // after_ops's counts when this look began: only what the look itself saw counts.
-  std::int64_t anchors_at_look_ = 0, ops_at_look_ = 0;
+  std::int64_t anchors_at_look_ = 0, iterations_at_look_ = 0, ops_at_look_ = 0;
   bool look_begun_ = false;
 };
 

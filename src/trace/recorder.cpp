@@ -103,7 +103,7 @@ void Recorder::detect_steps(const OpRecord& rec) {
   if (!training_) return;
   mode_ = BoundaryMode::Auto;
   boundaries_.clear();
-  steps_->feed(next_, rec.name_key, rec.grad_enabled, rec.reads_param, boundaries_);
+  if (steps_->feed(next_, rec.name_key, rec.grad_enabled, rec.reads_param, boundaries_)) ++anchors_;
   const std::int64_t history = steps_->history_start();
   for (std::int64_t b : boundaries_) {
     if (history > seg_start_ && history <= b) drop_pending(history);  // a prelude
@@ -111,6 +111,7 @@ void Recorder::detect_steps(const OpRecord& rec) {
   }
   if (history > seg_start_) drop_pending(history);
   start_here_ = !boundaries_.empty() && boundaries_.back() == next_ ? next_ : -1;
+  if (steps_->locked()) passes_per_step_ = steps_->period();
 }
 
 void Recorder::resolve_locked(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors) {
@@ -180,6 +181,13 @@ void Recorder::commit_locked(std::unique_ptr<OpRecord>& rec,
   mode_ = BoundaryMode::Auto;
   boundaries_.clear();
   detector_->feed(index, key, name_key, boundaries_);
+  if (next_ - looking_since_ < kTrainingGrace) {
+    // A training loop's first forward pass may come after many ops of data preparation (a
+    // DataLoader's per-sample transforms), whose period is no step: nothing is counted before
+    // the loop has shown for this long that it does not train.
+    if (!boundaries_.empty()) drop_pending(boundaries_.back());
+    return;
+  }
   for (std::int64_t b : boundaries_) close_iteration(b);
   if (detector_->history_start() > seg_start_) drop_pending(detector_->history_start());
 }
@@ -337,7 +345,8 @@ Recorder::Progress Recorder::progress() const {
   std::lock_guard<std::mutex> lock(mu_);
   Progress p;
   p.training = training_ && mode_ == BoundaryMode::Auto;
-  p.unlocked_anchors = steps_ ? steps_->unlocked_anchors() : 0;
+  p.anchors = anchors_;
+  p.iterations = iterations_;
   p.ops_without_iteration = mode_ == BoundaryMode::Explicit ? 0 : next_ - last_closed_;
   return p;
 }
@@ -345,6 +354,7 @@ Recorder::Progress Recorder::progress() const {
 void Recorder::gap() {
   std::lock_guard<std::mutex> lock(mu_);
   drop_pending(next_);
+  looking_since_ = next_;
   after_gap_ = true;
   last_closed_ = next_;
   if (mode_ == BoundaryMode::Auto) {
@@ -414,7 +424,7 @@ Stats Recorder::snapshot() const {
   s.threshold = config_.threshold;
   s.boundaries = mode_;
   s.detected_period = detector_ ? detector_->period() : 0;
-  s.passes_per_step = steps_ ? steps_->period() : 0;
+  s.passes_per_step = passes_per_step_;
   s.iterations = iterations_;
   s.ops_seen = next_;
   s.ops_unassigned = ops_unassigned_;

@@ -98,8 +98,9 @@ class Recorder {
 
   // For deciding whether the loop has a period at all (policy/stand_aside.h).
   struct Progress {
-    bool training = false;              // cut at forward passes
-    std::int64_t unlocked_anchors = 0;  // forward passes since the step search (re)started
+    bool training = false;        // cut at forward passes
+    std::int64_t anchors = 0;     // forward passes seen
+    std::int64_t iterations = 0;  // iterations cut
     std::int64_t ops_without_iteration = 0;
   };
   Progress progress() const;
@@ -154,6 +155,8 @@ class Recorder {
   std::unique_ptr<StepDetector> steps_;
   bool training_ = false;
   std::int64_t start_here_ = -1;  // the op the step detector found an iteration to start with
+  int passes_per_step_ = 0;       // of the last step found (kept while standing aside)
+  std::int64_t anchors_ = 0;      // forward passes seen, in all
   std::vector<std::int64_t> boundaries_;                        // scratch
   std::unordered_map<std::uint64_t, std::uint64_t> successor_;  // signature -> the next one
 
@@ -163,7 +166,10 @@ class Recorder {
   std::int64_t ops_unassigned_ = 0;
   std::uint64_t last_signature_ = 0;
   bool warned_unbounded_ = false;
-  bool after_gap_ = false;        // the next iteration closed is incomplete: dropped
+  bool after_gap_ = false;  // the next iteration closed is incomplete: dropped
+  // The period detector counts iterations only after this many ops without training.
+  static constexpr std::int64_t kTrainingGrace = 16384;
+  std::int64_t looking_since_ = 0;
   std::int64_t last_closed_ = 0;  // where the last iteration closed (or was dropped)
 
   HotListener hot_listener_;

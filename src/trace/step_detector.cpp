@@ -16,7 +16,10 @@ bool StepDetector::feed(std::int64_t pos, std::uint64_t name, bool grad_enabled,
     history_start_ = pos;
   }
   const bool anchor = grad_enabled && reads_param && (anchors_ == 0 || grad_off_since_anchor_);
-  if (!grad_enabled) grad_off_since_anchor_ = true;
+  if (!grad_enabled) {
+    grad_off_since_anchor_ = true;
+    ++open_off_;
+  }
   if (anchor) {
     ++anchors_;
     grad_off_since_anchor_ = false;
@@ -40,6 +43,7 @@ bool StepDetector::feed(std::int64_t pos, std::uint64_t name, bool grad_enabled,
     open_ = true;
     open_token_ = kTokenSeed;
     open_ops_ = 0;
+    open_off_ = 0;
   }
   if (open_ && open_ops_ < kTokenOps) {
     open_token_ = hash_combine(open_token_, name);
@@ -50,6 +54,7 @@ bool StepDetector::feed(std::int64_t pos, std::uint64_t name, bool grad_enabled,
 
 void StepDetector::close_segment() {
   open_ = false;
+  open_token_ = hash_combine(open_token_, 0x0ff00000ULL + static_cast<std::uint64_t>(open_off_));
   if (!locked_) {
     tokens_.push_back(open_token_);
     return;

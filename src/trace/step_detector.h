@@ -6,7 +6,9 @@
 // An anchor is an op with grad mode on that reads a leaf requiring grad (a parameter), after an
 // op with grad mode off (or the first such op after enabling): the start of a forward pass. The
 // loss's item() or detach() after the step read no leaf and do not anchor. Anchors cut the
-// op stream into segments; a segment's token hashes the names of its first ops. A step is P
+// op stream into segments; a segment's token hashes the names of its first ops and the number of
+// its ops with grad mode off (a GAN's discriminator pass for the generator reads the same first
+// ops as its pass on real images, but its backward goes through the generator too). A step is P
 // segments (one per backward() in a step: a GAN's three), found as the smallest P for which the
 // last 2P tokens repeat; iterations start at the first segment of that periodic run, and then at
 // every P-th anchor. Data preparation, host syncs and logging (grad mode on, nothing requiring
@@ -45,10 +47,6 @@ class StepDetector {
   std::int64_t history_start() const { return history_start_; }
   // Times a locked step was abandoned (the loop changed).
   std::int64_t losses() const { return losses_; }
-  // Anchors since the search last (re)started without finding a step.
-  std::int64_t unlocked_anchors() const {
-    return locked_ ? 0 : static_cast<std::int64_t>(starts_.size());
-  }
 
  private:
   void close_segment();
@@ -64,6 +62,7 @@ class StepDetector {
   std::vector<std::uint64_t> tokens_;
   std::uint64_t open_token_ = 0;
   int open_ops_ = 0;
+  std::int64_t open_off_ = 0;  // ops with grad mode off (its backward and optimizer)
   bool open_ = false;
   // Locked.
   bool locked_ = false;
