@@ -3,7 +3,7 @@
 # benchmarks; results under $OUT (or ./gpu_out). Run through the device tool as:
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
-#   ctest diff example overhead fusion breakdown
+#   ctest diff verify programs example overhead fusion breakdown
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -13,8 +13,8 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/fusion.txt "$RES"/mlp_training.txt "$RES"/ctest.log "$RES"/breakdown.txt "$FINAL"/ 2>/dev/null' EXIT
-PARTS=${HOTPATH_GPU_PARTS:-ctest diff example overhead fusion breakdown}
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fusion.txt "$RES"/ctest.log "$RES"/breakdown.txt "$FINAL"/ 2>/dev/null' EXIT
+PARTS=${HOTPATH_GPU_PARTS:-ctest diff verify programs example overhead fusion breakdown}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 BUILD=${BUILD_DIR:-/tmp/hotpath-build}
 {
@@ -31,7 +31,7 @@ cmake --build "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { grep -m20 -A5 'e
 echo "build: $(( $(date +%s) - t0 )) s"
 
 if want ctest; then
-  ctest --test-dir "$BUILD" --output-on-failure -j4 >"$OUT/ctest.log" 2>&1
+  ctest --test-dir "$BUILD" --output-on-failure -j8 >"$OUT/ctest.log" 2>&1
   echo "ctest: exit $?  $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
   grep -E "^[0-9]+/[0-9]+ Test.*(Failed|Timeout)" "$OUT/ctest.log" | head -20
 fi
@@ -55,9 +55,24 @@ run() {
 # process against the noise floor measured there, every launch verified (HOTPATH_DIFF_ARGS adds
 # or overrides arguments).
 if want diff; then
-  run train_diff "$BUILD"/tests/train_diff --device cuda --verify --csv "$OUT/train_diff.csv" \
+  run train_diff "$BUILD"/tests/train_diff --device cuda --csv "$OUT/train_diff.csv" \
     --trace "$OUT/train_diff_trace.csv" ${HOTPATH_DIFF_ARGS:-}
-  tail -50 "$OUT/train_diff.txt"
+  tail -60 "$OUT/train_diff.txt"
+fi
+# ... and the GPT's variants with every kernel launch checked against eager on its inputs.
+if want verify; then
+  run train_diff_verify "$BUILD"/tests/train_diff --device cuda --models gpt --optimizers adamw \
+    --steps 60 --verify --csv "$OUT/train_diff_verify.csv"
+  tail -20 "$OUT/train_diff_verify.txt"
+fi
+# The example programs, full size, each with its cross-check against plain eager.
+if want programs; then
+  export HOTPATH_CACHE_DIR=/tmp/hotpath-programs-cache
+  for p in mlp_training convnet_classifier dcgan transformer_lm; do
+    run "program_$p" "$BUILD"/examples/$p
+    grep -E "summary|cross-check|standing aside|VERDICT" "$OUT/program_$p.txt" | tail -6
+  done | tee "$OUT/programs.txt"
+  unset HOTPATH_CACHE_DIR
 fi
 
 if want example; then
