@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
     for (auto& b : *train_loader) {
       const float loss = train_step(b);
       watch.after_step(++steps);
-      if (++batch_idx % 10 == 0)
-        std::printf("\rTrain Epoch: %d [%5d/%5zu] Loss: %.4f", epoch, batch_idx * batch, train_size,
+      if (++batch_idx % 100 == 0)
+        std::printf("Train Epoch: %d [%5d/%5zu] Loss: %.4f\n", epoch, batch_idx * batch, train_size,
                     loss);
       if (max_batches > 0 && batch_idx >= max_batches) break;
     }
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
       test_loss += torch::nll_loss(output, targets, {}, torch::Reduction::Sum).item<float>();
       correct += output.argmax(1).eq(targets).sum().item<int32_t>();
     }
-    std::printf("\nTest set: Average loss: %.4f | Accuracy: %.3f\n", test_loss / test_size,
+    std::printf("Test set: Average loss: %.4f | Accuracy: %.3f\n", test_loss / test_size,
                 static_cast<double>(correct) / test_size);
   }
 

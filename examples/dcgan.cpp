@@ -88,9 +88,12 @@ int main(int argc, char** argv) {
     auto g_loss = torch::binary_cross_entropy(fake_output, fake_labels);
     g_loss.backward();
     g_opt.step();
-    if (print)
-      std::printf("\r[%5d] D_loss: %.4f | G_loss: %.4f", steps, d_loss.item<float>(),
-                  g_loss.item<float>());
+    // item() every 10 steps: a host sync; printed every 100.
+    if (print) {
+      const float d = d_loss.item<float>(), g = g_loss.item<float>();
+      if ((steps + 1) % 100 == 0)
+        std::printf("[%5d] D_loss: %.4f | G_loss: %.4f\n", steps + 1, d, g);
+    }
   };
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     std::int64_t batch_index = 0;
@@ -111,7 +114,7 @@ int main(int argc, char** argv) {
                     out + "/dcgan-sample-" + std::to_string(++checkpoints) + ".pt");
       }
     }
-    std::printf("\nepoch %d done\n", epoch);
+    std::printf("epoch %d done\n", epoch);
   }
 
   double ratio = 0;

@@ -89,7 +89,7 @@ Iteration::~Iteration() {
 Pause::Pause() {
   // Nothing deferred or skipped may stay unwritten where the paused code can read it.
   if (detail::current_thread_attached()) {
-    tls_state.session->executor.flush();
+    tls_state.session->executor.flush(/*keep_plan=*/true);
     tls_state.session->governor.note_pause(tls_state.session->recorder.next_index());
   }
   was_excluded_ = detail::pause_current_thread();

@@ -1087,11 +1087,11 @@ void Executor::on_boundary() {
   disarm();  // re-armed at the next op, where the recorder expects an iteration to start
 }
 
-void Executor::flush() {
+void Executor::flush(bool keep_plan) {
   std::lock_guard<std::mutex> lock(mu_);
   materialize_all();
   restore_unwritten(true);
-  disarm();
+  if (!keep_plan) disarm();
 }
 
 void Executor::run_eager(const std::vector<const Deferred*>& members,

@@ -70,8 +70,10 @@ class Executor {
                  OpRecord& rec);
   // An explicit iteration boundary (step(), Iteration scope) is about to be recorded.
   void on_boundary();
-  // Materialises anything pending and disarms (disable).
-  void flush();
+  // Materialises anything pending (and computes skipped values still held) and disarms
+  // (disable, standing aside). `keep_plan` (a Pause): the iteration goes on matching its plan
+  // after the pause, the groups after it fused again; the paused ops are not in it.
+  void flush(bool keep_plan = false);
   void fill_stats(Stats& s) const;
   // Whether a plan may run or is being built (not reverted, with groups): interception can pay.
   bool has_useful_plan() const;

@@ -78,17 +78,14 @@ void Recorder::configure(const Config& config) {
 }
 
 void Recorder::resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors) {
-  bool events = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    resolve_locked(rec, tensors);
-    if (mode_ != BoundaryMode::Explicit && config_.auto_detect_period) {
-      detect_steps(rec);
-      publish_locked();
-      events = !hot_traces_.empty() || !closed_.empty();
-    }
+  std::lock_guard<std::mutex> lock(mu_);
+  resolve_locked(rec, tensors);
+  if (mode_ != BoundaryMode::Explicit && config_.auto_detect_period) {
+    detect_steps(rec);
+    publish_locked();
+    // Iterations closed here reach the listeners after the op (commit): the governor's stamp of
+    // the boundary at this op is taken first.
   }
-  if (events) notify_hot();
 }
 
 void Recorder::detect_steps(const OpRecord& rec) {

@@ -83,7 +83,8 @@ class Recorder {
 
   // Before the op runs: fills in where each tensor input came from (`tensors[i]` is the tensor
   // of rec.inputs[i]) and, in an auto-detected training loop, whether an iteration starts with
-  // this op (then the previous one is closed first, and expected_start() is this op).
+  // this op (then the previous one is closed first, and expected_start() is this op; the
+  // listeners hear of it when the op is committed).
   void resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors);
   // After the op ran: registers its outputs and appends it to the current iteration. `rec`
   // comes back holding a record to fill for a later op (see OpRing::push_back), or nullptr.
