@@ -227,7 +227,10 @@ struct SignatureReport {
   bool cuda_events = false;                 // times from CUDA events (else a steady clock)
   double eager_median_ms = 0;               // baseline
   bool baseline_remembered = false;         // ... from an earlier run (not re-measured yet)
-  double fused_median_ms = 0;               // fused iterations, current plan
+  // ... timed plain: a block of iterations with hotpath's hook out of the dispatch, between
+  // fused ones (else under the hook, before the plan ran: interception's cost included).
+  bool baseline_plain = false;
+  double fused_median_ms = 0;  // fused iterations, current plan
   // Warm-up: the timed iterations before fused kernels first ran; steady: the rest.
   std::int64_t warmup_iterations = 0;
   double warmup_ms = 0;

@@ -89,6 +89,7 @@ Iteration::~Iteration() {
 Pause::Pause() {
   // Nothing deferred or skipped may stay unwritten where the paused code can read it.
   if (detail::current_thread_attached()) {
+    tls_state.session->cancel_plain_block();  // a block's time would include the pause's
     tls_state.session->executor.flush(/*keep_plan=*/true);
     tls_state.session->governor.note_pause(tls_state.session->recorder.next_index());
   }

@@ -68,8 +68,9 @@ std::string format_report(const SignatureReport& r) {
     os << row("TOTAL TIME:", e * static_cast<double>(n), total);
     if (n > 0) os << row("Average per iteration:", e, total / static_cast<double>(n));
     os << "(No Compile: the eager median, " << ms_text(e) << ", times the iterations; "
-       << (r.baseline_remembered ? "remembered from an earlier run"
-                                 : "measured before the plan ran")
+       << (r.baseline_plain        ? "timed plain, with hotpath out of the dispatch"
+           : r.baseline_remembered ? "remembered from an earlier run"
+                                   : "measured before the plan ran")
        << ")\n";
     if (r.first_fused_iteration >= 0) {
       os << "Medians: eager " << ms_text(e) << ", fused " << ms_text(r.fused_median_ms)

@@ -9,11 +9,13 @@
 #include <c10/util/flat_hash_map.h>
 #include <torch/version.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "common/error.h"
 #include "common/hash.h"
@@ -49,6 +51,19 @@ struct Aside {
 thread_local Aside tls_aside;
 // About one op in this many runs the wake-up check while standing aside.
 constexpr double kWakeSampling = 1e-3;
+
+// Plain-eager blocks (start_plain_block): one at a time in the process.
+struct PlainCount {
+  std::atomic<bool> active{false};
+  std::atomic<bool> off_seen{false};
+  std::thread::id owner;
+  int iterations = 0, seen = 0;
+  std::string anchor;
+  std::function<void()> on_end;
+};
+PlainCount plain_count;
+thread_local bool tls_plain_returned = false;
+thread_local std::optional<at::CallbackHandle> tls_plain_callback;
 
 std::mutex registration_mu;
 std::optional<c10::RegistrationHandleRAII> registration;
@@ -219,6 +234,31 @@ std::unique_ptr<at::ObserverContext> wake_check(const at::RecordFunction&) {
   return nullptr;
 }
 
+std::unique_ptr<at::ObserverContext> count_plain(const at::RecordFunction& fn) {
+  PlainCount& p = plain_count;
+  if (!p.active.load(std::memory_order_relaxed)) return nullptr;
+  if (!c10::GradMode::is_enabled()) {  // backward (on autograd's threads too), optimizer
+    p.off_seen.store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+  if (!p.off_seen.load(std::memory_order_relaxed) || std::this_thread::get_id() != p.owner ||
+      std::strcmp(fn.name(), p.anchor.c_str()) != 0)
+    return nullptr;
+  p.off_seen.store(false, std::memory_order_relaxed);
+  if (++p.seen < p.iterations) return nullptr;
+  // The iteration after the block starts with this op: the block is over.
+  p.active.store(false, std::memory_order_relaxed);
+  p.on_end();
+  c10::impl::tls_set_dispatch_key_included(kHookKey, true);
+  tls_plain_returned = true;
+  return nullptr;
+}
+
+void drop_plain_callback() {
+  if (tls_plain_callback) at::removeCallback(*tls_plain_callback);
+  tls_plain_callback.reset();
+}
+
 void drop_wake_callback() {
   if (tls_aside.callback) at::removeCallback(*tls_aside.callback);
   tls_aside.callback.reset();
@@ -235,6 +275,11 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     return;
   }
   if (tls_owner.session) {
+    if (tls_plain_returned) {
+      tls_plain_returned = false;
+      drop_plain_callback();
+      session->back_from_plain_block();
+    }
     if (tls_aside.returned) {
       tls_aside.returned = false;
       drop_wake_callback();
@@ -295,6 +340,14 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const std::int64_t index = session->recorder.next_index();
   if (index == session->recorder.boundary_due()) session->governor.stamp(index);
   if (index % Session::kJudgeOps == 0 && tls_owner.session) session->judge_ops();
+  // The governor wants the loop timed without hotpath: from this iteration start on, the hook is
+  // out of the dispatch for a block of iterations (this op is the block's first).
+  if (tls_owner.session && session->governor.plain_block_wanted() &&
+      index == session->recorder.expected_start() && session->start_plain_block(index)) {
+    op.redispatchBoxed(keys & below, stack);
+    spare = std::move(owned);
+    return;
+  }
 
   // A hot plan may run the op itself (deferred into a fused group); otherwise it runs eagerly.
   if (!session->executor.intercept(op, keys & below, stack, rec)) {
@@ -344,6 +397,11 @@ void detach_locked() {
   c10::impl::tls_set_dispatch_key_included(kHookKey, false);
   drop_wake_callback();
   tls_aside = Aside{};
+  if (tls_plain_callback) {
+    plain_count.active.store(false);
+    drop_plain_callback();
+  }
+  tls_plain_returned = false;
   if (tls_owner.info) {
     // Our entry is on top unless the caller pushed debug info since enabling and is still in
     // that scope; then it stays, inert (it holds a session nobody feeds from this thread).
@@ -406,6 +464,35 @@ void stand_aside_current_thread(double seconds) {
 }
 
 bool standing_aside() { return tls_aside.active; }
+
+bool start_plain_block(const std::string& anchor, int iterations, std::function<void()> on_end) {
+  if (!tls_owner.session || plain_count.active.load() || tls_plain_callback) return false;
+  PlainCount& p = plain_count;
+  p.owner = std::this_thread::get_id();
+  p.iterations = iterations;
+  p.seen = 0;
+  p.anchor = anchor;
+  p.on_end = std::move(on_end);
+  p.off_seen.store(false);
+  p.active.store(true);
+  tls_plain_callback = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(&count_plain).scopes({at::RecordScope::FUNCTION}));
+  c10::impl::tls_set_dispatch_key_included(kHookKey, false);
+  return true;
+}
+
+bool cancel_plain_block() {
+  if (!tls_plain_callback) return false;
+  plain_count.active.store(false);
+  drop_plain_callback();
+  tls_plain_returned = false;
+  c10::impl::tls_set_dispatch_key_included(kHookKey, true);
+  return true;
+}
+
+void hook_current_thread(bool on) {
+  if (tls_owner.session) c10::impl::tls_set_dispatch_key_included(kHookKey, on);
+}
 
 bool pause_current_thread() {
   const bool was = c10::impl::tls_is_dispatch_key_excluded(kHookKey);

@@ -5,7 +5,9 @@
 // op runs.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
 namespace hotpath::detail {
 
@@ -28,5 +30,20 @@ void resume_current_thread(bool was_paused);
 // (Session::back_from_aside) before the next op is recorded.
 void stand_aside_current_thread(double seconds);
 bool standing_aside();
+
+// Plain-eager blocks (the governor's baseline: the loop with no hook at all). In a training loop
+// found at its forward passes: takes the hook out of the owner thread's dispatch while an
+// unsampled thread-local RecordFunction callback, which reads nothing but grad mode and the op's
+// name, counts `iterations` iterations at their first op (named `anchor`, with grad mode on,
+// after ops with grad mode off); as the one after them starts, `on_end` runs (on the owner
+// thread) and the hook is back from the next op, before which Session::back_from_plain_block
+// runs. False when another block is running in the process.
+bool start_plain_block(const std::string& anchor, int iterations, std::function<void()> on_end);
+// In a loop marked with step(): the session counts the block itself; this only takes the hook
+// out of (false) or puts it back into (true) the owner thread's dispatch.
+void hook_current_thread(bool on);
+// Ends a block started by start_plain_block on this thread early, without calling its on_end
+// (a Pause began in it); the hook is back. False when none runs.
+bool cancel_plain_block();
 
 }  // namespace hotpath::detail

@@ -66,6 +66,60 @@ void Session::back_from_aside() {
   log_debug("hotpath: looking at the loop again");
 }
 
+void Session::boundary() {
+  if (plain_steps_left_ > 0) {  // a plain block in a marked loop: step() counts it
+    if (--plain_steps_left_ == 0) {
+      governor.plain_block_end();
+      hook_current_thread(true);               // at a step() boundary: the next iteration is whole
+      governor.resume(recorder.next_index());  // ... and starts now, not where the block did
+    }
+    return;
+  }
+  executor.on_boundary();
+  const std::int64_t index = recorder.next_index();
+  governor.stamp(index);
+  if (governor.plain_block_wanted() && recorder.marked()) {
+    const int n = governor.take_plain_block(recorder.position().predicted_signature);
+    if (n > 0) {
+      executor.flush();
+      governor.plain_block_begin(index);
+      plain_steps_left_ = n;
+      hook_current_thread(false);
+    }
+  }
+}
+
+bool Session::start_plain_block(std::int64_t index) {
+  if (recorder.marked()) return false;  // step() counts the block (boundary)
+  const std::uint64_t sig = recorder.position().predicted_signature;
+  const auto plan = executor.plan(sig);
+  if (!plan || plan->ops.empty()) return false;
+  const int n = governor.take_plain_block(sig);
+  if (n == 0) return false;
+  executor.flush();
+  governor.plain_block_begin(index);
+  if (!::hotpath::detail::start_plain_block(std::string(plan->ops[0].op_name), n,
+                                            [this] { governor.plain_block_end(); })) {
+    governor.plain_block_cancel();
+    return false;
+  }
+  return true;
+}
+
+void Session::back_from_plain_block() { recorder.resume_after_block(); }
+
+void Session::cancel_plain_block() {
+  if (plain_steps_left_ > 0) {  // a marked loop's: the iteration under way was partly unseen
+    plain_steps_left_ = 0;
+    hook_current_thread(true);
+    recorder.gap();
+    governor.plain_block_cancel();
+  } else if (::hotpath::detail::cancel_plain_block()) {
+    recorder.resume_after_block();
+    governor.plain_block_cancel();
+  }
+}
+
 void Session::fill_stats(Stats& s) const {
   std::lock_guard<std::mutex> lock(aside_mu);
   s.stood_aside = aside_times;

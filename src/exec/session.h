@@ -34,6 +34,7 @@ struct Session {
       const auto d = governor.remembered(sig);
       return d.has_value() && d->compile;
     });
+    governor.set_plain_blocks([this] { return recorder.plain_blocks_possible(); });
   }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -47,10 +48,7 @@ struct Session {
     aside_enabled = config.stand_aside;
   }
   // An iteration boundary (step(), Iteration scope) before the next op.
-  void boundary() {
-    executor.on_boundary();
-    governor.stamp(recorder.next_index());
-  }
+  void boundary();
 
   // Standing aside (policy/stand_aside.h). The decision may come from any thread that closes an
   // iteration; the owner thread's hook acts on it at its next op.
@@ -61,6 +59,15 @@ struct Session {
   void stand_aside();      // on the owner thread
   void back_from_aside();  // on the owner thread, before its first op is recorded again
   void fill_stats(Stats& s) const;
+
+  // Plain-eager blocks (Governor::set_plain_blocks): started by the hook at an iteration start
+  // in a training loop (true: the hook is out of the dispatch from this op on), or by a step()
+  // boundary in a marked loop; back_from_plain_block runs before the first op seen again.
+  bool start_plain_block(std::int64_t index);
+  void back_from_plain_block();
+  // A Pause began: a block running is dropped (its time would include the pause's) and the
+  // governor asks for another.
+  void cancel_plain_block();
 
   Recorder recorder;
   Executor executor;
@@ -77,6 +84,8 @@ struct Session {
   double aside_seconds = 0;
   std::atomic<bool> aside_due_{false};
   std::atomic<bool> aside_now_{false};
+  // A plain-eager block in a loop marked with step(): iterations left to count (0: none).
+  int plain_steps_left_ = 0;
 };
 
 // The calling thread's session (kept after disable), or nullptr. For tests and tools.

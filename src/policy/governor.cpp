@@ -20,6 +20,7 @@ constexpr std::size_t kEagerCap = 1024;   // baseline samples kept
 constexpr std::size_t kMinEager = 1;      // baseline samples needed before judging
 constexpr std::size_t kTrustedEager = 5;  // ... to prefer them over a remembered baseline
 constexpr std::size_t kEventPool = 128;   // CUDA events kept for reuse
+constexpr int kPlainTries = 3;            // plain-eager blocks cut short before giving up
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -102,6 +103,65 @@ void Governor::stamp(std::int64_t index) {
   while (stamps_.size() > 64) stamps_.pop_front();
 }
 
+void Governor::set_plain_blocks(std::function<bool()> possible) {
+  std::lock_guard<std::mutex> lock(mu_);
+  plain_possible_ = std::move(possible);
+}
+
+int Governor::take_plain_block(std::uint64_t signature) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = sigs_.find(signature);
+  if (it == sigs_.end() || it->second.phase != Phase::Plain || it->second.plain_started) return 0;
+  it->second.plain_started = true;
+  plain_wanted_.store(std::any_of(sigs_.begin(), sigs_.end(),
+                                  [](const auto& kv) {
+                                    return kv.second.phase == Phase::Plain &&
+                                           !kv.second.plain_started;
+                                  }),
+                      std::memory_order_relaxed);
+  PlainBlock b;
+  b.signature = signature;
+  b.iterations = std::max(10, config_.revert_window / 2);
+  plain_blocks_.push_back(b);
+  return b.iterations;
+}
+
+void Governor::plain_block_begin(std::int64_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!plain_blocks_.empty()) plain_blocks_.back().a = take_stamp(index);
+}
+
+void Governor::plain_block_end() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (plain_blocks_.empty()) return;
+  plain_blocks_.back().b = take_stamp(-1);
+  plain_blocks_.back().ended = true;
+  drain(false);
+}
+
+void Governor::plain_block_cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (plain_blocks_.empty() || plain_blocks_.back().ended) return;
+  const std::uint64_t signature = plain_blocks_.back().signature;
+  plain_blocks_.pop_back();
+  const auto it = sigs_.find(signature);
+  if (it == sigs_.end() || it->second.phase != Phase::Plain) return;
+  Sig& s = it->second;
+  if (++s.plain_cancelled < kPlainTries) {
+    s.plain_started = false;  // asked for again
+    plain_wanted_.store(true, std::memory_order_relaxed);
+    return;
+  }
+  // The loop pauses in every block (a comparison model stepped under Pause each iteration):
+  // the baseline stays the one measured under the hook.
+  s.plain_never = true;
+  s.phase = s.before_plain == Phase::Settled ? Phase::Settled : Phase::Measuring;
+  log_info(concat("hotpath: signature ", short_hex(signature),
+                  ": plain eager cannot be timed (a Pause in every block); judged against eager "
+                  "under the hook"));
+  decide(signature, s, s.pending_median);
+}
+
 void Governor::note_pause(std::int64_t index) {
   std::lock_guard<std::mutex> lock(mu_);
   if (pauses_.empty() || pauses_.back() != index) pauses_.push_back(index);
@@ -138,6 +198,23 @@ void Governor::on_iteration(const IterationEvent& c) {
 }
 
 void Governor::drain(bool block) {
+  while (!plain_blocks_.empty() && plain_blocks_.front().ended) {
+    const PlainBlock& b = plain_blocks_.front();
+    double ms = b.b.cpu_ms - b.a.cpu_ms;
+    if (b.a.event && b.b.event) {
+      try {
+        if (!block && !b.b.event->done()) break;
+        while (!b.b.event->done()) {
+        }
+        ms = CudaEvent::elapsed_ms(*b.a.event, *b.b.event);
+      } catch (const Error& e) {
+        log_warn(concat("hotpath: reading CUDA event times failed: ", e.what()));
+      }
+    }
+    const PlainBlock done = b;
+    plain_blocks_.pop_front();
+    plain_result(done.signature, ms / done.iterations);
+  }
   while (!pending_.empty()) {
     const Pending& p = pending_.front();
     double ms = p.b.cpu_ms - p.a.cpu_ms;
@@ -230,6 +307,7 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
   }
   s.recent.push_back(ms);
   if (s.recent.size() > kRecent) s.recent.pop_front();
+  if (s.phase == Phase::Plain) return;  // the window waits for its plain-eager block
   s.window.push_back(ms);
   if (s.eager_median <= 0) {
     // No baseline (a known winner compiled at once, and nothing remembered): keep the plan.
@@ -289,6 +367,48 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
     return;
   }
 
+  // The baseline is the loop without hotpath, timed in a block of its own, when the loop
+  // allows one; timed again after a while (machines drift), less often while it holds.
+  if (s.baseline_plain && ++s.windows_since_plain >= s.recheck_after) {
+    s.baseline_plain = false;
+    s.recheck_after = std::min(s.recheck_after * 2, 80);
+  }
+  if (!s.baseline_plain && want_plain(signature, s, m)) return;
+  decide(signature, s, m);
+}
+
+bool Governor::want_plain(std::uint64_t signature, Sig& s, double m) {
+  if (s.plain_never || !plain_possible_ || !plain_possible_()) return false;
+  s.baseline_plain = false;
+  s.pending_median = m;
+  s.before_plain = s.phase;
+  s.phase = Phase::Plain;
+  s.plain_started = false;
+  plain_wanted_.store(true, std::memory_order_relaxed);
+  log_debug(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
+                   "; timing plain eager (hook out of the dispatch) to judge it"));
+  return true;
+}
+
+void Governor::plain_result(std::uint64_t signature, double ms) {
+  Sig& s = sigs_[signature];
+  if (s.phase != Phase::Plain) return;
+  s.eager_median = ms;
+  s.baseline_plain = true;
+  s.baseline_remembered = false;
+  s.baseline_fresh = true;
+  s.rebased_warm = true;
+  s.windows_since_plain = 0;
+  s.phase = s.before_plain == Phase::Settled ? Phase::Settled : Phase::Measuring;
+  log_info(concat("hotpath: signature ", short_hex(signature), ": plain eager ", ms_text(ms),
+                  " per iteration (hook out of the dispatch), fused ", ms_text(s.pending_median)));
+  decide(signature, s, s.pending_median);
+}
+
+void Governor::decide(std::uint64_t signature, Sig& s, double m) {
+  const double e = s.eager_median;
+  const auto plan = executor_.plan(signature);
+  const std::size_t groups = plan ? plan->groups.size() : 0;
   auto rebase = [&](const std::string& why) {
     log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
                     " vs ", ms_text(e), why, "; timing eager again"));
@@ -299,6 +419,8 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
     apply(signature, s);
   };
   if (m > e * (1 + config_.revert_margin) && (s.baseline_remembered || !s.baseline_fresh)) {
+    // A regression against an old baseline is checked against a fresh one first.
+    if (want_plain(signature, s, m)) return;
     rebase(s.baseline_remembered ? " remembered from an earlier run" : " measured earlier");
     return;
   }
@@ -309,8 +431,9 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
     return;
   }
   if (m > e * (1 + config_.revert_margin)) {
-    const std::string why = concat("fused median ", ms_text(m), " vs eager ", ms_text(e), " (",
-                                   percent(m, e), ") over ", config_.revert_window, " iterations");
+    const std::string why =
+        concat("fused median ", ms_text(m), " vs ", s.baseline_plain ? "plain " : "", "eager ",
+               ms_text(e), " (", percent(m, e), ") over ", config_.revert_window, " iterations");
     std::vector<int> candidates;
     for (std::size_t g = 0; g < groups; ++g)
       if (s.active[g]) candidates.push_back(static_cast<int>(g));
@@ -333,7 +456,8 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
   if (s.phase != Phase::Settled) {
     s.phase = Phase::Settled;
     log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
-                    " vs eager ", ms_text(e), " (", percent(m, e), "); keeping the fused path"));
+                    " vs ", s.baseline_plain ? "plain " : "", "eager ", ms_text(e), " (",
+                    percent(m, e), "); keeping the fused path"));
     remember(signature, s, true);
   }
 }
@@ -418,6 +542,7 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.first_fused_iteration = s.first_fused;
       r.eager_median_ms = s.eager_median > 0 ? s.eager_median : median(s.eager);
       r.baseline_remembered = s.baseline_remembered;
+      r.baseline_plain = s.baseline_plain;
       r.fused_median_ms = median(std::vector<double>(s.recent.begin(), s.recent.end()));
       r.warmup_iterations = s.warm_n;
       r.warmup_ms = s.warm_ms;

@@ -53,6 +53,21 @@ class Governor {
   // Fills the timing half of each signature's report (the rest comes from stats).
   void fill_report(const Stats& stats, Report& report);
 
+  // Plain-eager blocks: the baseline a plan is judged against is the loop without hotpath at
+  // all, timed in a block of iterations with the hook out of the dispatch (Session runs them;
+  // possible in training loops found at their forward passes and in loops marked with step()).
+  // `possible` says whether the loop can run one now.
+  void set_plain_blocks(std::function<bool()> possible);
+  // Cheap: whether some signature waits for a block.
+  bool plain_block_wanted() const { return plain_wanted_.load(std::memory_order_relaxed); }
+  // Iterations of the block `signature` wants now (0: none); the caller starts it.
+  int take_plain_block(std::uint64_t signature);
+  // The block's first iteration starts before op `index`; its last one ended (the op after
+  // it, or step()).
+  void plain_block_begin(std::int64_t index);
+  void plain_block_end();
+  void plain_block_cancel();  // the block taken could not start
+
  private:
   struct Stamp {
     std::int64_t index = 0;
@@ -68,7 +83,8 @@ class Governor {
   };
   // Rebase: every group off for a while, to measure this run's eager time when the baseline came
   // from an earlier run (another process on another day is not a fair comparison).
-  enum class Phase { Eager, Measuring, Trial, Rebase, Settled, Reverted };
+  // Plain: a window was measured; the plain-eager block to judge it against is awaited.
+  enum class Phase { Eager, Measuring, Trial, Rebase, Plain, Settled, Reverted };
   struct Sample {
     std::int64_t count;
     double ms;
@@ -108,6 +124,21 @@ class Governor {
     double cost_ms = 0;  // what the iterations between hot and the first fused one cost
     std::int64_t break_even = -1;
     std::string reason;
+    // Plain-eager blocks (set_plain_blocks).
+    bool baseline_plain = false;  // eager_median is plain eager, from a block
+    bool plain_started = false;   // the awaited block runs
+    double pending_median = 0;    // the fused window waiting for the block
+    Phase before_plain = Phase::Measuring;
+    int plain_cancelled = 0;      // blocks cut short by a Pause
+    bool plain_never = false;     // ... too often: judged against eager under the hook
+    int windows_since_plain = 0;  // judged against the block's baseline since it ran
+    int recheck_after = 5;        // windows until plain eager is timed again (doubles)
+  };
+  struct PlainBlock {
+    std::uint64_t signature = 0;
+    int iterations = 0;
+    Stamp a, b;
+    bool ended = false;
   };
 
   Stamp take_stamp(std::int64_t index);
@@ -115,6 +146,10 @@ class Governor {
   void process(const Pending& p, double ms, bool cuda);
   void fused_sample(std::uint64_t signature, Sig& s, double ms);
   void judge_window(std::uint64_t signature, Sig& s);
+  void decide(std::uint64_t signature, Sig& s, double m);  // window median m vs the baseline
+  void plain_result(std::uint64_t signature, double ms);
+  // Asks for a plain-eager block to judge window median `m` against, if the loop allows one.
+  bool want_plain(std::uint64_t signature, Sig& s, double m);
   void apply(std::uint64_t signature, Sig& s);
   void revert(std::uint64_t signature, Sig& s, const std::string& why);
   void remember(std::uint64_t signature, const Sig& s, bool compile);
@@ -137,6 +172,9 @@ class Governor {
   std::deque<std::int64_t> pauses_;  // op indices of pauses not yet behind a closed iteration
   std::deque<Pending> pending_;
   std::map<std::uint64_t, Sig> sigs_;
+  std::function<bool()> plain_possible_;
+  std::atomic<bool> plain_wanted_{false};
+  std::deque<PlainBlock> plain_blocks_;  // started, not yet processed
 };
 
 }  // namespace hotpath::detail

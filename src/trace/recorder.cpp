@@ -363,6 +363,28 @@ void Recorder::gap() {
   publish_locked();
 }
 
+void Recorder::resume_after_block() {
+  std::lock_guard<std::mutex> lock(mu_);
+  drop_pending(next_);
+  after_gap_ = true;
+  last_closed_ = next_;
+  if (steps_) steps_->resync();
+  start_here_ = -1;
+  publish_locked();
+}
+
+bool Recorder::plain_blocks_possible() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mode_ == BoundaryMode::Explicit && !uses_scopes_
+             ? true
+             : mode_ == BoundaryMode::Auto && training_ && steps_ && steps_->locked();
+}
+
+bool Recorder::marked() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mode_ == BoundaryMode::Explicit && !uses_scopes_;
+}
+
 StreamPosition Recorder::position() const {
   std::lock_guard<std::mutex> lock(mu_);
   StreamPosition p;

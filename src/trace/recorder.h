@@ -109,6 +109,14 @@ class Recorder {
   // incomplete and is dropped, as is the one the first boundary after the gap closes; the
   // detectors start again.
   void gap();
+  // A plain-eager block ended (dispatch/dispatch_hook.h): the iteration in progress is
+  // incomplete and dropped (as gap), but the step detector keeps its lock: the block ended as
+  // an iteration started, whose first op was not seen.
+  void resume_after_block();
+  // Whether plain-eager blocks can count this loop's iterations: a training loop found at its
+  // forward passes, or a loop marked with step().
+  bool plain_blocks_possible() const;
+  bool marked() const;
 
  private:
   using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;

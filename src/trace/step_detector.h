@@ -39,6 +39,13 @@ class StepDetector {
             std::vector<std::int64_t>& boundaries);
 
   bool locked() const { return locked_; }
+  // Ops were not seen from an iteration's first op (a plain-eager block ended there): the
+  // segment under way is the step's first, its token unknown (not compared).
+  void resync() {
+    slot_ = 0;
+    open_ = false;
+    grad_off_since_anchor_ = false;
+  }
   // Segments per step once locked (0 before).
   int period() const { return locked_ ? period_ : 0; }
   // Anchors seen: 0 for loops that never train (inference): another detector must find them.
