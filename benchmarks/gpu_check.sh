@@ -14,6 +14,9 @@ RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
 trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fusion.txt "$RES"/ctest.log "$RES"/breakdown.txt "$FINAL"/ 2>/dev/null' EXIT
+# What has been written so far goes back even if the call is cut short: the archive is made
+# again after every program.
+save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
 PARTS=${HOTPATH_GPU_PARTS:-ctest diff verify programs example overhead fusion breakdown}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 BUILD=${BUILD_DIR:-/tmp/hotpath-build}
@@ -29,19 +32,25 @@ t0=$(date +%s)
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { grep -m20 -A5 'error' "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
+save
 
 if want ctest; then
-  ctest --test-dir "$BUILD" --output-on-failure -j8 >"$OUT/ctest.log" 2>&1
+  # The CPU-only programs (the harness on CPU plans, the small examples) are CI's; here they
+  # would only compete with the GPU tests for the cores.
+  ctest --test-dir "$BUILD" --output-on-failure -j4 -E "_cpu$" --timeout 300 >"$OUT/ctest.log" 2>&1
   echo "ctest: exit $?  $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
   grep -E "^[0-9]+/[0-9]+ Test.*(Failed|Timeout)" "$OUT/ctest.log" | head -20
+  save
 fi
 
-# run NAME CMD...: output to $OUT/NAME.txt; on a signal, backtraces to $OUT/NAME.crash.txt.
+# run NAME CMD...: output to $OUT/NAME.txt, at most HOTPATH_RUN_LIMIT seconds (default 300); on a
+# signal, backtraces to $OUT/NAME.crash.txt.
 run() {
   local name=$1; shift
-  "$@" >"$OUT/$name.txt" 2>&1
+  timeout "${HOTPATH_RUN_LIMIT:-300}" "$@" >"$OUT/$name.txt" 2>&1
   local rc=$?
   echo "$name: exit $rc"
+  save
   if (( rc > 128 )); then
     tail -5 "$OUT/$name.txt"
     timeout 300 cuda-gdb -q -batch -ex "set pagination off" -ex run -ex "thread apply all bt 25" \
