@@ -58,7 +58,8 @@ struct PlainCount {
   std::atomic<bool> off_seen{false};
   std::thread::id owner;
   int iterations = 0, seen = 0;
-  std::string anchor;
+  std::vector<std::string> passes;  // first op of each forward pass of an iteration
+  std::size_t next_pass = 0;
   std::function<void()> on_end;
 };
 PlainCount plain_count;
@@ -242,10 +243,12 @@ std::unique_ptr<at::ObserverContext> count_plain(const at::RecordFunction& fn) {
     return nullptr;
   }
   if (!p.off_seen.load(std::memory_order_relaxed) || std::this_thread::get_id() != p.owner ||
-      std::strcmp(fn.name(), p.anchor.c_str()) != 0)
+      std::strcmp(fn.name(), p.passes[p.next_pass].c_str()) != 0)
     return nullptr;
   p.off_seen.store(false, std::memory_order_relaxed);
-  if (++p.seen < p.iterations) return nullptr;
+  const bool iteration_starts = p.next_pass == 0;
+  p.next_pass = (p.next_pass + 1) % p.passes.size();
+  if (!iteration_starts || ++p.seen < p.iterations) return nullptr;
   // The iteration after the block starts with this op: the block is over.
   p.active.store(false, std::memory_order_relaxed);
   p.on_end();
@@ -465,13 +468,16 @@ void stand_aside_current_thread(double seconds) {
 
 bool standing_aside() { return tls_aside.active; }
 
-bool start_plain_block(const std::string& anchor, int iterations, std::function<void()> on_end) {
-  if (!tls_owner.session || plain_count.active.load() || tls_plain_callback) return false;
+bool start_plain_block(const std::vector<std::string>& pass_starts, int iterations,
+                       std::function<void()> on_end) {
+  if (!tls_owner.session || plain_count.active.load() || tls_plain_callback || pass_starts.empty())
+    return false;
   PlainCount& p = plain_count;
   p.owner = std::this_thread::get_id();
   p.iterations = iterations;
   p.seen = 0;
-  p.anchor = anchor;
+  p.passes = pass_starts;
+  p.next_pass = 1 % pass_starts.size();  // the first pass's first op has run
   p.on_end = std::move(on_end);
   p.off_seen.store(false);
   p.active.store(true);

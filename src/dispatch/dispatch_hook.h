@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace hotpath::detail {
 
@@ -34,11 +35,13 @@ bool standing_aside();
 // Plain-eager blocks (the governor's baseline: the loop with no hook at all). In a training loop
 // found at its forward passes: takes the hook out of the owner thread's dispatch while an
 // unsampled thread-local RecordFunction callback, which reads nothing but grad mode and the op's
-// name, counts `iterations` iterations at their first op (named `anchor`, with grad mode on,
-// after ops with grad mode off); as the one after them starts, `on_end` runs (on the owner
-// thread) and the hook is back from the next op, before which Session::back_from_plain_block
-// runs. False when another block is running in the process.
-bool start_plain_block(const std::string& anchor, int iterations, std::function<void()> on_end);
+// name, counts `iterations` iterations by their forward passes (an op with grad mode on after
+// ops with grad mode off, named as the pass's first op in `pass_starts`; the block starts at the
+// first pass of an iteration, whose first op has run); as the iteration after them starts,
+// `on_end` runs (on the owner thread) and the hook is back from the next op, before which
+// Session::back_from_plain_block runs. False when another block is running in the process.
+bool start_plain_block(const std::vector<std::string>& pass_starts, int iterations,
+                       std::function<void()> on_end);
 // In a loop marked with step(): the session counts the block itself; this only takes the hook
 // out of (false) or puts it back into (true) the owner thread's dispatch.
 void hook_current_thread(bool on);

@@ -360,6 +360,15 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
     p.slots.resize(r.outputs.size());
     plan->ops.push_back(std::move(p));
   }
+  // Forward passes start where the step detector anchors (trace/step_detector.h).
+  bool grad_off = true;
+  for (const OpRecord& r : trace.ops) {
+    if (r.grad_enabled && r.reads_param && grad_off) {
+      plan->pass_starts.emplace_back(r.name);
+      grad_off = false;
+    }
+    grad_off = grad_off || !r.grad_enabled;
+  }
   int fused_ops = 0;
   std::vector<const FusionGroup*> fused_from;  // per plan group
   for (const FusionGroup& fg : part.groups) {
@@ -1436,13 +1445,11 @@ void Executor::add_stall(const std::vector<std::uint64_t>& signatures, double ms
   }
 }
 
-bool Executor::has_useful_plan() const {
+bool Executor::plan_live(std::uint64_t signature) const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [sig, p] : plans_) {
-    (void)sig;
-    if (!p->reverted && (!p->ready || !p->groups.empty())) return true;
-  }
-  return false;
+  const auto it = plans_.find(signature);
+  return it != plans_.end() && !it->second->reverted &&
+         (!it->second->ready || !it->second->groups.empty());
 }
 
 std::shared_ptr<const Plan> Executor::plan(std::uint64_t signature) const {

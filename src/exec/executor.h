@@ -75,8 +75,9 @@ class Executor {
   // after the pause, the groups after it fused again; the paused ops are not in it.
   void flush(bool keep_plan = false);
   void fill_stats(Stats& s) const;
-  // Whether a plan may run or is being built (not reverted, with groups): interception can pay.
-  bool has_useful_plan() const;
+  // Whether the plan of `signature` may run or is being built (not reverted, with groups):
+  // interception can pay in its iterations.
+  bool plan_live(std::uint64_t signature) const;
   // The plan of a signature (nullptr if none), for tests and tools.
   std::shared_ptr<const Plan> plan(std::uint64_t signature) const;
 

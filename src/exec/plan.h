@@ -78,6 +78,9 @@ struct Plan {
   std::uint64_t signature = 0;
   std::string hex;
   std::vector<PlanOp> ops;
+  // The operator names of the iteration's forward passes' first ops, in order (a GAN's step has
+  // three): how a plain-eager block counts iterations it cannot see (Session::start_plain_block).
+  std::vector<std::string> pass_starts;
   std::vector<PlanGroup> groups;
   // Groups with one kernel that launch together, at the last op of the last one (see
   // plan_batches in executor.cpp).

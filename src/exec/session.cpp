@@ -15,11 +15,11 @@ void Session::due(std::string why) {
 
 void Session::judge_iteration(const IterationEvent& e) {
   std::optional<std::string> why;
-  const bool useful = executor.has_useful_plan();
+  const bool live = executor.plan_live(e.signature);
   {
     std::lock_guard<std::mutex> lock(aside_mu);
     if (e.hot) hot_seen.insert(e.signature);
-    why = aside_policy.after_iteration(useful, static_cast<std::int64_t>(hot_seen.size()));
+    why = aside_policy.after_iteration(live, static_cast<std::int64_t>(hot_seen.size()));
   }
   if (why) due(std::move(*why));
 }
@@ -93,12 +93,12 @@ bool Session::start_plain_block(std::int64_t index) {
   if (recorder.marked()) return false;  // step() counts the block (boundary)
   const std::uint64_t sig = recorder.position().predicted_signature;
   const auto plan = executor.plan(sig);
-  if (!plan || plan->ops.empty()) return false;
+  if (!plan || plan->pass_starts.empty()) return false;
   const int n = governor.take_plain_block(sig);
   if (n == 0) return false;
   executor.flush();
   governor.plain_block_begin(index);
-  if (!::hotpath::detail::start_plain_block(std::string(plan->ops[0].op_name), n,
+  if (!::hotpath::detail::start_plain_block(plan->pass_starts, n,
                                             [this] { governor.plain_block_end(); })) {
     governor.plain_block_cancel();
     return false;

@@ -15,12 +15,13 @@
 namespace hotpath::detail {
 namespace {
 
-constexpr std::size_t kRecent = 256;      // fused samples kept for the steady-state median
-constexpr std::size_t kEagerCap = 1024;   // baseline samples kept
-constexpr std::size_t kMinEager = 1;      // baseline samples needed before judging
-constexpr std::size_t kTrustedEager = 5;  // ... to prefer them over a remembered baseline
-constexpr std::size_t kEventPool = 128;   // CUDA events kept for reuse
-constexpr int kPlainTries = 3;            // plain-eager blocks cut short before giving up
+constexpr std::size_t kRecent = 256;        // fused samples kept for the steady-state median
+constexpr std::size_t kEagerCap = 1024;     // baseline samples kept
+constexpr std::size_t kMinEager = 1;        // baseline samples needed before judging
+constexpr std::size_t kTrustedEager = 5;    // ... to prefer them over a remembered baseline
+constexpr std::size_t kEventPool = 128;     // CUDA events kept for reuse
+constexpr int kPlainTries = 3;              // plain-eager blocks cut short before giving up
+constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tried group by group
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -437,7 +438,9 @@ void Governor::decide(std::uint64_t signature, Sig& s, double m) {
     std::vector<int> candidates;
     for (std::size_t g = 0; g < groups; ++g)
       if (s.active[g]) candidates.push_back(static_cast<int>(g));
-    if (!s.trialed && candidates.size() > 1) {
+    // Each group is left out for half a window: only small plans are worth it (a large plan that
+    // loses is reverted whole; its loss is rarely one group's).
+    if (!s.trialed && candidates.size() > 1 && candidates.size() <= kMaxTrialGroups) {
       log_info(concat("hotpath: signature ", short_hex(signature), ": ", why,
                       "; timing each group left out"));
       s.phase = Phase::Trial;

@@ -9,17 +9,18 @@ void StandAside::configure(int threshold) {
   window_ = std::max<std::int64_t>(30, 3 * static_cast<std::int64_t>(threshold));
 }
 
-std::optional<std::string> StandAside::after_iteration(bool useful_plan, std::int64_t hot) {
-  if (useful_plan) {
-    iterations_ = 0;
-    return std::nullopt;
-  }
+std::optional<std::string> StandAside::after_iteration(bool live, std::int64_t hot) {
+  live_ += live ? 1 : 0;
   if (++iterations_ < window_) return std::nullopt;
-  iterations_ = 0;
+  const std::int64_t ran = live_;
+  iterations_ = live_ = 0;
+  if (2 * ran >= window_) return std::nullopt;
   if (hot == 0)
     return "no iteration signature repeated often enough to turn hot in " +
            std::to_string(window_) + " iterations (the loop's ops change from step to step)";
-  return "its hot signatures have nothing to fuse, or every plan was reverted";
+  if (ran == 0) return "its hot signatures have nothing to fuse, or every plan was reverted";
+  return "a plan could run in only " + std::to_string(ran) + " of " + std::to_string(window_) +
+         " iterations (the others have nothing to fuse, or were reverted)";
 }
 
 std::optional<std::string> StandAside::after_ops(bool training, std::int64_t anchors,
@@ -52,7 +53,7 @@ double StandAside::pause_seconds() {
 }
 
 void StandAside::look_again() {
-  iterations_ = 0;
+  iterations_ = live_ = 0;
   look_begun_ = true;
 }
 

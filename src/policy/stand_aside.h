@@ -16,9 +16,10 @@ class StandAside {
   explicit StandAside(int threshold) { configure(threshold); }
   void configure(int threshold);
 
-  // After each iteration the recorder closes. `useful_plan`: a plan that may run (or is being
-  // built). `hot`: signatures hot so far. Returns why to stand aside now, if it is time to.
-  std::optional<std::string> after_iteration(bool useful_plan, std::int64_t hot);
+  // After each iteration the recorder closes. `live`: its signature has a plan that may run (or
+  // is being built). `hot`: signatures hot so far. Returns why to stand aside now, if it is
+  // time to: fewer than half of a window's iterations had a live plan.
+  std::optional<std::string> after_iteration(bool live, std::int64_t hot);
   // Every so many ops: whether the loop has shown no period. `training`: the step detector cuts
   // at forward passes (`anchors` of them so far, `iterations` cut); else the period detector has
   // looked at `ops_without_iteration` ops in vain.
@@ -38,7 +39,8 @@ class StandAside {
 
  private:
   std::int64_t window_ = 30;
-  std::int64_t iterations_ = 0;  // in this look
+  std::int64_t iterations_ = 0;  // in this look's window
+  std::int64_t live_ = 0;        // ... of them with a live plan
   double pause_ = 1.0;           // doubled before use
   // after_ops's counts when this look began: only what the look itself saw counts.
   std::int64_t anchors_at_look_ = 0, iterations_at_look_ = 0, ops_at_look_ = 0;
