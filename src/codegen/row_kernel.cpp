@@ -456,11 +456,13 @@ KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group) {
       }
       d.expr = pointwise_expression(g, n, *op, t, s);
       // One value per row (a norm's epsilon and rsqrt): computed once per row, from row values.
-      d.row = sizes_of(g.value(out).meta, rank) == row_sizes;
-      for (const std::string& dep : d.deps) {
-        HOTPATH_CHECK(!d.row || defs[def_of.at(dep)].row, n.short_name(),
-                      " makes one value per row from a value per element");
-      }
+      // Rows of one element ([..., 1]) have values of that shape per element too: a value is a
+      // row's only when all it is made of is.
+      d.row = sizes_of(g.value(out).meta, rank) == row_sizes &&
+              std::all_of(d.deps.begin(), d.deps.end(),
+                          [&](const std::string& dep) { return defs[def_of.at(dep)].row; });
+      HOTPATH_CHECK(d.row || sizes_of(g.value(out).meta, rank) == dsizes || cols == 1,
+                    n.short_name(), " makes one value per row from a value per element");
       var[out] = add(d);
       written = op->writes >= 0 ? n.input_at(op->writes) : out;
     }

@@ -402,7 +402,14 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
       }
       pg.cache_key = kernel_cache_key(pg.spec.source, plan->arch);
     } else {
-      pg.spec = generate_kernel(g, fg);  // not run on CPU, but kept for inspection and tests
+      // Not run on CPU, but kept for inspection and tests; a group codegen refuses stays eager
+      // there too.
+      try {
+        pg.spec = generate_kernel(g, fg);
+      } catch (const Error& e) {
+        log_warn(concat("hotpath: group ", fg.name, " stays eager: ", e.what()));
+        continue;
+      }
     }
     plan_speculative(g, trace, fg, pg);
     const int gi = static_cast<int>(plan->groups.size());
