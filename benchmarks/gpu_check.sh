@@ -3,7 +3,7 @@
 # benchmarks; results under $OUT (or ./gpu_out). Run through the device tool as:
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
-#   ctest diff verify programs example overhead fusion breakdown
+#   ctest diff verify fuzz faults programs example overhead fusion breakdown
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -13,11 +13,11 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fusion.txt "$RES"/ctest.log "$RES"/breakdown.txt "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$FINAL"/ 2>/dev/null' EXIT
 # What has been written so far goes back even if the call is cut short: the archive is made
 # again after every program.
 save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
-PARTS=${HOTPATH_GPU_PARTS:-ctest diff verify programs example overhead fusion breakdown}
+PARTS=${HOTPATH_GPU_PARTS:-ctest diff verify fuzz faults programs example overhead fusion breakdown}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 BUILD=${BUILD_DIR:-/tmp/hotpath-build}
 {
@@ -73,6 +73,17 @@ if want verify; then
   run train_diff_verify "$BUILD"/tests/train_diff --device cuda --models gpt --optimizers adamw \
     --steps 60 --verify --csv "$OUT/train_diff_verify.csv"
   tail -20 "$OUT/train_diff_verify.txt"
+fi
+# Random programs against eager (HOTPATH_FUZZ_SECONDS, default 240), the regressions first.
+if want fuzz; then
+  run fuzz "$BUILD"/tests/fuzz_programs --device cuda --programs 100000000 \
+    --seconds "${HOTPATH_FUZZ_SECONDS:-240}" --replay tests/fuzz/regressions.txt --csv "$OUT/fuzz.csv"
+  grep -E "DISAGREES|shrunk|fuzz_programs:" "$OUT/fuzz.txt" | tail -12
+fi
+# Injected faults (NVRTC, launches) and 10,000 steps' memory, with their output.
+if want faults; then
+  run faults "$BUILD"/tests/test_gpu "[faults],[memory]" -s
+  grep -E "memory over steps|test cases|assertions" "$OUT/faults.txt"
 fi
 # The example programs, full size, each with its cross-check against plain eager.
 if want programs; then

@@ -5,6 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include <cstdio>
@@ -12,6 +15,7 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "codegen/interpreter.h"
 #include "codegen/kernel.h"
@@ -1410,4 +1414,119 @@ TEST_CASE("an NVRTC failure names the error and the dumped source", "[fusion][nv
   CHECK(std::ifstream(dumped).good());
   std::remove(dumped.c_str());
   ::rmdir(dir.c_str());
+}
+
+namespace {
+// Host memory the process holds (resident set), in bytes.
+std::int64_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  std::int64_t pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+struct FaultsEnv {
+  explicit FaultsEnv(const char* v) { setenv("HOTPATH_FAULTS", v, 1); }
+  ~FaultsEnv() { unsetenv("HOTPATH_FAULTS"); }
+};
+}  // namespace
+
+TEST_CASE("out of memory for a fused output leaves that iteration to eager", "[fusion][faults]") {
+  const auto eager = train_mlp(false, 14);
+  std::vector<torch::Tensor> fused;
+  {
+    FaultsEnv faults("oom");  // every deferred output's allocation fails
+    fused = train_mlp(true, 14);
+    const auto s = hotpath::stats().last();
+    INFO(hotpath::format_stats(hotpath::stats()));
+    CHECK(s.fusion.fused_iterations == 0);
+    CHECK(s.fusion.divergences >= 10);  // every iteration the plan armed for
+  }
+  hotpath::disable_hot_path_detection();
+  REQUIRE(fused.size() == eager.size());
+  for (std::size_t i = 0; i < eager.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
+}
+
+TEST_CASE("an unknown injected fault is refused by name", "[fusion][faults]") {
+  FaultsEnv faults("nvrtc,disk");
+  hotpath::disable_hot_path_detection();
+  CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(3),
+                    Catch::Contains("HOTPATH_FAULTS='nvrtc,disk': unknown fault 'disk'"));
+}
+
+TEST_CASE("two threads train two models at once, each with its own plans", "[fusion][threads]") {
+  const auto eager = train_mlp(false, 20);
+  std::vector<torch::Tensor> a, b;
+  std::int64_t fused_a = 0, fused_b = 0;
+  auto worker = [](std::vector<torch::Tensor>& out, std::int64_t& fused) {
+    out = train_mlp(true, 20);
+    fused = hotpath::stats().last().fusion.fused_iterations;
+    hotpath::disable_hot_path_detection();
+  };
+  std::thread t1(worker, std::ref(a), std::ref(fused_a));
+  std::thread t2(worker, std::ref(b), std::ref(fused_b));
+  t1.join();
+  t2.join();
+  CHECK(fused_a >= 15);
+  CHECK(fused_b >= 15);
+  for (std::size_t i = 0; i < eager.size(); ++i) {
+    CHECK(torch::equal(a[i], eager[i]));
+    CHECK(torch::equal(b[i], eager[i]));
+  }
+}
+
+TEST_CASE("a long run keeps its host memory", "[fusion][memory]") {
+  torch::manual_seed(7);
+  Mlp mlp;
+  Enabled on(cpu_plans(3));
+  for (int i = 0; i < 300; ++i) {
+    mlp.train_step(i);
+    hotpath::step();
+  }
+  const std::int64_t before = resident_bytes();
+  for (int i = 300; i < 3300; ++i) {
+    mlp.train_step(i);
+    hotpath::step();
+  }
+  const std::int64_t after = resident_bytes();
+  const auto s = hotpath::stats().last();
+  CHECK(s.fusion.fused_iterations >= 3290);
+  CAPTURE(before, after);
+  // 3000 more iterations: nothing kept per iteration (a record, a tensor or a plan each would
+  // be megabytes by now).
+  CHECK(after - before < 4 * 1024 * 1024);
+}
+
+TEST_CASE("the kernel cache: a missing, read-only or truncated directory", "[fusion][cache]") {
+  const hotpath_test::TempDir tmp("hotpath-cache-faults");
+  const std::string key = hotpath::detail::kernel_cache_key("source", 90);
+  // Missing: made on the first store, nested.
+  hotpath::detail::KernelCache missing(tmp.path() + "/a/b/c");
+  CHECK_FALSE(missing.load(key).has_value());
+  missing.store(key, "cubin");
+  CHECK(missing.load(key).value() == "cubin");
+  // Truncated entries (a crash mid-write) are misses, never loaded.
+  {
+    std::ifstream in(missing.path(key), std::ios::binary);
+    std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (std::size_t cut : {std::size_t{0}, std::size_t{3}, whole.size() - 1}) {
+      std::ofstream(missing.path(key), std::ios::binary | std::ios::trunc) << whole.substr(0, cut);
+      CAPTURE(cut);
+      CHECK_FALSE(missing.load(key).has_value());
+    }
+  }
+  // Read-only: storing fails quietly (a recompile next run), loading misses.
+  if (geteuid() != 0) {  // root writes anyway
+    const std::string ro = tmp.path() + "/ro";
+    ::mkdir(ro.c_str(), 0555);
+    hotpath::detail::KernelCache cache(ro);
+    CHECK_NOTHROW(cache.store(key, "cubin"));
+    CHECK_FALSE(cache.load(key).has_value());
+  }
+  // A path that is a file, not a directory: the same.
+  const std::string file = tmp.path() + "/file";
+  std::ofstream(file) << "x";
+  hotpath::detail::KernelCache not_dir(file);
+  CHECK_NOTHROW(not_dir.store(key, "cubin"));
+  CHECK_FALSE(not_dir.load(key).has_value());
 }

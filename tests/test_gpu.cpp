@@ -3,10 +3,15 @@
 // GPU and are skipped without one (the GPU machine runs them through benchmarks/gpu_check.sh).
 // Every launch is verified against eager on the same inputs (outputs poisoned first), and the
 // loop's results are compared with a plain eager run.
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 
 #include "hotpath/hotpath.h"
@@ -97,4 +102,111 @@ TEST_CASE("operands with a storage offset are read at their own elements", "[gpu
     auto rope = torch::stack({x.slice(1, 0, 96, 2) * 0.3 - odd * 0.7, odd.exp() * 0.5}, -1);
     return {pointwise, rows, columns, rope};
   });
+}
+
+namespace {
+struct FaultsEnv {
+  explicit FaultsEnv(const char* v) { setenv("HOTPATH_FAULTS", v, 1); }
+  ~FaultsEnv() { unsetenv("HOTPATH_FAULTS"); }
+};
+
+// An MLP + AdamW trained `steps` steps on the GPU, hotpath on or off (no markers); its
+// parameters at the end.
+std::vector<torch::Tensor> train_gpu_mlp(bool hot, int steps, hotpath::Stats* stats = nullptr,
+                                         const std::function<void(int)>& each = {}) {
+  torch::manual_seed(5);
+  torch::nn::Sequential model(torch::nn::Linear(64, 256), torch::nn::GELU(),
+                              torch::nn::Linear(256, 64));
+  model->to(torch::kCUDA);
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  hotpath::Config c;
+  c.threshold = 3;
+  c.remember = false;
+  c.revert_window = 1000000;
+  c.stand_aside = false;
+  c.log_level = hotpath::LogLevel::Warn;
+  hotpath::disable_hot_path_detection();
+  if (hot) hotpath::enable_hot_path_detection(c);
+  for (int i = 0; i < steps; ++i) {
+    opt.zero_grad();
+    torch::mse_loss(model->forward(x), y).backward();
+    opt.step();
+    if (each) each(i);
+  }
+  if (stats) *stats = hotpath::stats();
+  hotpath::disable_hot_path_detection();
+  std::vector<torch::Tensor> p;
+  for (auto& t : model->parameters()) p.push_back(t.detach().cpu());
+  return p;
+}
+
+void check_equal_to_eager(const std::vector<torch::Tensor>& got, int steps) {
+  const auto eager = train_gpu_mlp(false, steps);
+  REQUIRE(got.size() == eager.size());
+  for (std::size_t i = 0; i < eager.size(); ++i) {
+    const double err = ((got[i] - eager[i]).abs().max() / eager[i].abs().max()).item<double>();
+    CAPTURE(i, err);
+    CHECK(err <= 1e-4);
+  }
+}
+}  // namespace
+
+TEST_CASE("NVRTC failing for every kernel: groups stay on the interpreter or eager",
+          "[gpu][faults]") {
+  if (!have_gpu()) return;
+  FaultsEnv faults("nvrtc");
+  hotpath::Stats s;
+  const auto got = train_gpu_mlp(true, 30, &s);
+  INFO(hotpath::format_stats(s));
+  const auto sig = s.last();
+  REQUIRE_FALSE(sig.fusion.groups.empty());
+  for (const auto& g : sig.fusion.groups) {
+    CAPTURE(g.name);
+    CHECK(g.error.find("injected") != std::string::npos);
+    CHECK(g.launches == g.interpreted);  // never its own kernel
+  }
+  check_equal_to_eager(got, 30);
+}
+
+TEST_CASE("every kernel launch failing: groups run eagerly, training goes on", "[gpu][faults]") {
+  if (!have_gpu()) return;
+  FaultsEnv faults("launch");
+  hotpath::Stats s;
+  const auto got = train_gpu_mlp(true, 30, &s);
+  INFO(hotpath::format_stats(s));
+  for (const auto& g : s.last().fusion.groups) {
+    CAPTURE(g.name);
+    CHECK(g.launches == 0);
+    CHECK(g.eager_runs > 0);
+  }
+  check_equal_to_eager(got, 30);
+}
+
+TEST_CASE("10,000 steps keep their host and GPU memory", "[gpu][memory]") {
+  if (!have_gpu()) return;
+  std::int64_t host0 = 0, host1 = 0, gpu0 = 0, gpu1 = 0;
+  auto resident = [] {
+    std::ifstream f("/proc/self/statm");
+    std::int64_t pages = 0, res = 0;
+    f >> pages >> res;
+    return res * static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
+  };
+  auto gpu_bytes = [] {
+    torch::cuda::synchronize();
+    return static_cast<std::int64_t>(
+        c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current);
+  };
+  hotpath::Stats s;
+  train_gpu_mlp(true, 10000, &s, [&](int i) {
+    if (i == 999) host0 = resident(), gpu0 = gpu_bytes();
+    if (i == 9999) host1 = resident(), gpu1 = gpu_bytes();
+  });
+  INFO(hotpath::format_stats(s));
+  std::printf(
+      "memory over steps 1000..10000: host %.1f -> %.1f MiB, GPU allocated %.1f -> %.1f MiB\n",
+      host0 / 1048576.0, host1 / 1048576.0, gpu0 / 1048576.0, gpu1 / 1048576.0);
+  CHECK(s.last().fusion.fused_iterations >= 9900);
+  CHECK(gpu1 == gpu0);                     // the same tensors, the same temporaries' buffers
+  CHECK(host1 - host0 < 8 * 1024 * 1024);  // nothing kept per step
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/faults.h"
 #include "common/log.h"
 #include "compile/worker.h"
 #include "dispatch/dispatch_hook.h"
@@ -43,6 +44,7 @@ void enable_hot_path_detection(int threshold) {
 
 void enable_hot_path_detection(const Config& requested) {
   const Config config = config_from_env(requested);
+  detail::arm_faults_from_env();
   HOTPATH_CHECK(config.threshold >= 1, "threshold must be >= 1, got ", config.threshold);
   HOTPATH_CHECK(config.max_period_ops >= 1, "max_period_ops must be >= 1, got ",
                 config.max_period_ops);

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "common/faults.h"
 
 namespace hotpath::detail {
 namespace {
@@ -168,6 +169,8 @@ void CudaModule::launch(unsigned grid, unsigned block, void* stream, void** para
                         bool multi) const {
   const Driver& d = checked_driver();
   HOTPATH_CHECK(!multi || multi_ != nullptr, "kernel ", name_, " has no multi entry");
+  HOTPATH_CHECK(!fault_armed(kFaultLaunch), "launch of ", name_,
+                " failed (injected: HOTPATH_FAULTS=launch)");
   HOTPATH_CU_CHECK(d.cuLaunchKernel(static_cast<CUfunction>(multi ? multi_ : function_), grid, 1, 1,
                                     block, 1, 1, 0, static_cast<CUstream>(stream), params,
                                     nullptr));

@@ -34,6 +34,7 @@
 #include "codegen/interpreter.h"
 #include "codegen/kernel.h"
 #include "common/error.h"
+#include "common/faults.h"
 #include "common/fs.h"
 #include "common/hash.h"
 #include "common/log.h"
@@ -498,6 +499,9 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
       Compiled& c = *to_compile[k].second;
       const double c0 = thread_cpu_ms();
       try {
+        if (fault_armed(kFaultNvrtc))
+          HOTPATH_FAIL("NVRTC failed to compile ", g.spec.name,
+                       " (injected: HOTPATH_FAULTS=nvrtc)");
         make_dirs(dump);
         c.cubin =
             nvrtc_compile(g.spec.source, g.spec.name, plan->arch, runtime_headers(), dump).cubin;
@@ -716,7 +720,17 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   const PlanGroup* group =
       p.group >= 0 ? &armed_->groups[static_cast<std::size_t>(p.group)] : nullptr;
   if (group != nullptr && group->active && !group->eager_only) {
-    defer(*as, keys, stack, p, static_cast<int>(index));
+    try {
+      defer(*as, keys, stack, p, static_cast<int>(index));
+    } catch (const c10::OutOfMemoryError& e) {
+      // No memory for a fused group's output: what is pending runs eagerly, the buffers the
+      // plan keeps for its temporaries are let go, and this op and the rest of the iteration
+      // run as eager would (if eager has no memory either, the loop sees eager's error).
+      for (PlanOp& op : armed_->ops) op.slots.assign(op.slots.size(), nullptr);
+      diverge(concat("out of memory for the output of op ", index, " (",
+                     full_name(p.op_name, p.op_overload), ")"));
+      return false;
+    }
     handled = true;
     if (p.launch) run_group(p.group);
   }
@@ -727,6 +741,8 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
 
 void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      torch::jit::Stack* stack, const PlanOp& p, int index) {
+  if (fault_armed(kFaultOom))
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (injected: HOTPATH_FAULTS=oom)");
   // Built where it stays (a Deferred holds its arguments inline: moving it copies them).
   Deferred& d = deferred_.emplace_back(Deferred{op, keys, index, p.group, {}, p.out_alias, {}});
   try {

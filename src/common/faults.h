@@ -1,0 +1,22 @@
+// Faults injected on purpose, to test that hotpath survives them (HOTPATH_FAULTS, read when
+// detection is enabled): a comma-separated list of
+//   nvrtc   every NVRTC compile fails            -> the group runs on the interpreter or eagerly
+//   launch  every kernel launch fails            -> the group runs eagerly from then on
+//   oom     every deferred output's allocation throws CUDA's out-of-memory error
+//                                                -> that iteration finishes eagerly
+// Nothing else reads it: a production run never pays for more than one relaxed load.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+namespace hotpath::detail {
+
+enum Fault : unsigned { kFaultNvrtc = 1, kFaultLaunch = 2, kFaultOom = 4 };
+
+// Parses HOTPATH_FAULTS (throws hotpath::Error naming an unknown fault) and arms the faults.
+void arm_faults_from_env();
+unsigned armed_faults();
+inline bool fault_armed(Fault f) { return (armed_faults() & f) != 0; }
+
+}  // namespace hotpath::detail
