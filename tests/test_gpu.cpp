@@ -114,6 +114,9 @@ struct FaultsEnv {
 // parameters at the end.
 std::vector<torch::Tensor> train_gpu_mlp(bool hot, int steps, hotpath::Stats* stats = nullptr,
                                          const std::function<void(int)>& each = {}) {
+  // A kernel cache of its own: kernels another test (or process) compiled would be loaded from
+  // a shared one, and an injected NVRTC failure would never be reached.
+  const hotpath_test::TempDir cache("hotpath-gpu-mlp");
   torch::manual_seed(5);
   torch::nn::Sequential model(torch::nn::Linear(64, 256), torch::nn::GELU(),
                               torch::nn::Linear(256, 64));
@@ -125,6 +128,7 @@ std::vector<torch::Tensor> train_gpu_mlp(bool hot, int steps, hotpath::Stats* st
   c.remember = false;
   c.revert_window = 1000000;
   c.stand_aside = false;
+  c.cache_dir = cache.path();
   c.log_level = hotpath::LogLevel::Warn;
   hotpath::disable_hot_path_detection();
   if (hot) hotpath::enable_hot_path_detection(c);
