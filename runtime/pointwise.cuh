@@ -58,6 +58,10 @@ __device__ __forceinline__ float softplus_backward(float dy, float x, float beta
   return x * beta > threshold ? dy : dy * z / (z + 1.0f);
 }
 
+// ATen's clamp: a NaN stays NaN (fmaxf and fminf alone would return the bound).
+__device__ __forceinline__ float clamp_min(float x, float lo) { return isnan(x) ? x : fmaxf(x, lo); }
+__device__ __forceinline__ float clamp_max(float x, float hi) { return isnan(x) ? x : fminf(x, hi); }
+
 // ATen's lerp: two formulas, chosen by the weight, for accuracy at both ends.
 __device__ __forceinline__ float lerp(float self, float end, float w) {
   return fabsf(w) < 0.5f ? self + w * (end - self) : end - (end - self) * (1.0f - w);

@@ -169,8 +169,8 @@ struct Table {
         "clamp", "", {0}, {1, 2},
         [](const Strs& t, const Strs& s, const Strs&, const std::string& v) {
           std::string e = t[0];
-          if (v != "max") e = "fmaxf(" + e + ", " + s[0] + ")";
-          if (v != "min") e = "fminf(" + e + ", " + s[1] + ")";
+          if (v != "max") e = "hp::clamp_min(" + e + ", " + s[0] + ")";
+          if (v != "min") e = "hp::clamp_max(" + e + ", " + s[1] + ")";
           return e;
         },
         [](const Node& n) -> std::string {
