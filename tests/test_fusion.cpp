@@ -832,6 +832,43 @@ TEST_CASE("reductions along the last dimension fuse with the ops around them", "
   }
 }
 
+// Found by fuzz_programs on the H100 (seed 289): a sum over the last dimension of a mean kept
+// as [rows, 1] joined the row kernel of the mean, which summed the mean over the whole row (38
+// times the value eager has). A reduction joins a row kernel only over the group's own rows.
+TEST_CASE("a reduction of a per-row value is no reduction of the group's rows", "[fusion][rows]") {
+  auto loop = [](bool hot) {
+    torch::manual_seed(5);
+    auto x = torch::randn({7, 38});
+    std::unique_ptr<Enabled> on;
+    if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+    std::vector<torch::Tensor> out;
+    for (int i = 0; i < 6; ++i) {
+      auto s = (x * (1 + 0.1 * i)).sigmoid();
+      auto m = s.mean(-1, true);             // [7, 1]
+      out.push_back(m.sum(-1, true) * 0.5);  // a sum over a dimension of 1
+      out.push_back(s / (2 + i) + m);
+      hotpath::step();
+    }
+    return out;
+  };
+  const auto plan = check_plan_is_eager(loop, 6);
+  REQUIRE(plan != nullptr);
+  const auto& g = *plan->graph;
+  INFO(plan->partition.to_text(g));
+  for (const auto& grp : plan->partition.groups) {
+    std::set<std::vector<std::int64_t>> reduced;  // the shapes the group's reductions read
+    for (int n : grp.nodes) {
+      const auto& node = g.node(n);
+      if (node.short_name() == "sum.dim_IntList" || node.short_name() == "mean.dim") {
+        const auto& sizes = g.value(node.input_at(0)).meta.sizes;
+        reduced.insert(std::vector<std::int64_t>(sizes.begin(), sizes.end()));
+      }
+    }
+    CHECK(reduced.size() <= 1);
+    check_compiles(g, grp);
+  }
+}
+
 TEST_CASE("rms_norm forward and backward fuse into row kernels", "[fusion][rows]") {
   // ATen decomposes rms_norm (pow, mean over the last dimension, add, rsqrt, mul, mul) and its
   // backward (a sum over the last dimension among pointwise ops).

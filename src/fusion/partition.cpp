@@ -293,10 +293,13 @@ Partition partition_graph(const Graph& g) {
       if (grp < 0 || std::find(cands.begin(), cands.end(), grp) != cands.end()) continue;
       const auto& members = b.groups[static_cast<std::size_t>(grp)];
       const TensorMeta& group_domain = node_domain(g, g.node(members.front()));
-      // Over the same shape; or, in a group that reduces rows, one value per row.
+      // Over the same shape; or, in a group that reduces rows, a pointwise op over one value per
+      // row. A reduction of such a value (a sum over its dimension of 1) is no reduction of the
+      // group's rows: it would sum the value over the whole row.
       const bool rows = std::any_of(members.begin(), members.end(),
                                     [&](int m) { return row_op(g, g.node(m)) != nullptr; });
-      if (!same_domain(group_domain, dom) && !(rows && row_shaped(dom, group_domain))) continue;
+      const bool per_row = rows && find_pointwise(n) != nullptr && row_shaped(dom, group_domain);
+      if (!same_domain(group_domain, dom) && !per_row) continue;
       cands.push_back(grp);
     }
     auto with = [&](const std::vector<int>& gs) {
