@@ -8,7 +8,11 @@
 // printed with its seed.
 //
 //   fuzz_programs [--device cpu|cuda] [--programs N] [--seconds S] [--seed S] [--compile-kernels]
-//                 [--replay FILE] [--csv FILE] [--self-test]
+//                 [--replay FILE] [--csv FILE] [--show] [--self-test]
+//
+// --show prints each program's values (shape, dtype, strides) and, with --compile-kernels, the
+// source of every kernel its plans generate: `--seed S --programs 1 --show --compile-kernels`
+// looks at one.
 //
 // On the CPU, plans run ATen's kernels (Config::fuse_cpu): results must be bitwise equal, and
 // --compile-kernels has NVRTC compile every kernel the plans generate. On a GPU the kernels run,
@@ -94,7 +98,8 @@ struct FOp {
 
 struct Program {
   std::uint64_t seed = 0;
-  int inputs = 0;
+  int inputs = 0;  // random inputs; the mask (and an empty tensor) follow them
+  int values = 0;  // tensors before the first op: its operands index from there
   std::vector<FOp> ops;
   bool backward = false;
   std::string text() const {
@@ -102,7 +107,7 @@ struct Program {
     os << "seed " << seed << ", " << inputs << " inputs" << (backward ? ", backward + SGD" : "")
        << ":";
     for (std::size_t i = 0; i < ops.size(); ++i)
-      os << " v" << inputs + static_cast<int>(i) << "=" << kNames[static_cast<int>(ops[i].kind)]
+      os << " v" << values + static_cast<int>(i) << "=" << kNames[static_cast<int>(ops[i].kind)]
          << "(v" << ops[i].a << ",v" << ops[i].b << ",v" << ops[i].c << ")";
     return os.str();
   }
@@ -297,6 +302,7 @@ Program generate(std::uint64_t seed, torch::Device d) {
   p.inputs = 1 + pick(3);
   p.backward = pick(3) == 0;
   const auto inputs = make_inputs(p, d, false);
+  p.values = static_cast<int>(inputs.size());
   std::vector<torch::Tensor> v = inputs;
   const int want = 2 + pick(9);
   for (int tries = 0; static_cast<int>(p.ops.size()) < want && tries < 60; ++tries) {
@@ -414,7 +420,7 @@ Program shrink(Program p, const std::function<bool(const Program&)>& fails) {
     again = false;
     for (std::size_t i = p.ops.size(); i-- > 0;) {
       Program q = p;
-      const int removed = q.inputs + static_cast<int>(i);
+      const int removed = q.values + static_cast<int>(i);
       q.ops.erase(q.ops.begin() + static_cast<std::ptrdiff_t>(i));
       bool ok = true;
       for (std::size_t k = i; k < q.ops.size(); ++k) {
@@ -432,6 +438,20 @@ Program shrink(Program p, const std::function<bool(const Program&)>& fails) {
   return p;
 }
 
+// The program with each value's shape, dtype and strides (--show).
+void show_program(const Program& p, torch::Device d) {
+  std::vector<torch::Tensor> v = make_inputs(p, d, false);
+  apply(p, v, 0);
+  std::printf("%s\n", p.text().c_str());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::ostringstream os;
+    os << "  v" << i << (static_cast<int>(i) < p.values ? " (input)" : "") << " " << v[i].sizes()
+       << " " << v[i].scalar_type() << " strides " << v[i].strides() << " offset "
+       << v[i].storage_offset();
+    std::printf("%s\n", os.str().c_str());
+  }
+}
+
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "fuzz_programs: %s\n(see tests/fuzz/fuzz_programs.cpp)\n", why.c_str());
   std::exit(2);
@@ -444,7 +464,7 @@ int main(int argc, char** argv) {
   long programs = 200;
   double seconds = 0;
   std::uint64_t seed = 1;
-  bool compile_kernels = false;
+  bool compile_kernels = false, show = false;
   std::string replay, csv;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -465,6 +485,8 @@ int main(int argc, char** argv) {
       seed = std::strtoull(value().c_str(), nullptr, 10);
     } else if (a == "--compile-kernels") {
       compile_kernels = true;
+    } else if (a == "--show") {
+      show = true;
     } else if (a == "--replay") {
       replay = value();
     } else if (a == "--csv") {
@@ -474,12 +496,12 @@ int main(int argc, char** argv) {
       // of an exp is taken to disagree.
       Program p = generate(7, torch::kCPU);
       p.ops.push_back({K::Exp, p.inputs - 1, 0, 0, 1.0});
-      p.ops.push_back({K::MulS, p.inputs + static_cast<int>(p.ops.size()) - 1, 0, 0, 2.0});
-      p.ops.push_back({K::Exp, p.inputs + static_cast<int>(p.ops.size()) - 2, 0, 0, 1.0});
+      p.ops.push_back({K::MulS, p.values + static_cast<int>(p.ops.size()) - 1, 0, 0, 2.0});
+      p.ops.push_back({K::Exp, p.values + static_cast<int>(p.ops.size()) - 2, 0, 0, 1.0});
       auto fails = [](const Program& q) {
         for (const FOp& o : q.ops)
-          if (o.kind == K::Exp && o.a >= q.inputs &&
-              q.ops[static_cast<std::size_t>(o.a - q.inputs)].kind == K::Exp)
+          if (o.kind == K::Exp && o.a >= q.values &&
+              q.ops[static_cast<std::size_t>(o.a - q.values)].kind == K::Exp)
             return true;
         return false;
       };
@@ -526,6 +548,7 @@ int main(int argc, char** argv) {
     const Outcome eager = run(p, d, false, c);
     const Outcome fused = run(p, d, true, c);
     ++ran;
+    if (show) show_program(p, d);
     const hotpath::Stats st = hotpath::stats();
     bool any_group = false;
     for (const auto& sig : st.signatures) any_group = any_group || sig.fusion.fused_iterations > 0;
@@ -547,6 +570,7 @@ int main(int argc, char** argv) {
                           p.text().c_str(), e.what());
             continue;
           }
+          if (show) std::printf("kernel of group %s:\n%s\n", grp.name.c_str(), spec.source.c_str());
           if (!compiled.insert(spec.source).second) continue;
           try {
             hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
