@@ -452,9 +452,11 @@ TEST_CASE("an unmarked training loop is judged against itself without hotpath",
   CHECK(r->eager_median_ms > 0);
   CHECK(hotpath::format_report(*r).find("timed plain, with hotpath out of the dispatch") !=
         std::string::npos);
-  // 60 steps: 3 to find the step, 10 of the block unseen, one dropped after it (its first op
-  // ran unseen).
-  CHECK(st.iterations >= 60 - 3 - 10 - 2);
+  // 60 steps: 3 to find the step, then for each plain block 10 unseen and one dropped after it
+  // (its first op ran unseen). A window that looks slower than the last block (a loaded machine)
+  // is checked against a new block before anything reverts: there may be more than one.
+  CHECK(r->plain_blocks >= 1);
+  CHECK(st.iterations >= 60 - 3 - r->plain_blocks * (10 + 2));
   CHECK(planned(st)->fusion.divergences == 0);
   // The first window at least (on the CPU, where a plan only adds work, what follows the
   // judgement against plain eager is a trial of each group, then a revert).

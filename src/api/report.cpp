@@ -67,11 +67,14 @@ std::string format_report(const SignatureReport& r) {
     const double total = r.warmup_ms + r.steady_ms;
     os << row("TOTAL TIME:", e * static_cast<double>(n), total);
     if (n > 0) os << row("Average per iteration:", e, total / static_cast<double>(n));
-    os << "(No Compile: the eager median, " << ms_text(e) << ", times the iterations; "
-       << (r.baseline_plain        ? "timed plain, with hotpath out of the dispatch"
-           : r.baseline_remembered ? "remembered from an earlier run"
+    os << "(No Compile: the eager median, " << ms_text(e) << ", times the iterations; ";
+    if (r.baseline_plain)
+      os << "timed plain, with hotpath out of the dispatch (" << r.plain_blocks
+         << (r.plain_blocks == 1 ? " block" : " blocks") << " of iterations))\n";
+    else
+      os << (r.baseline_remembered ? "remembered from an earlier run"
                                    : "measured before the plan ran")
-       << ")\n";
+         << ")\n";
     if (r.first_fused_iteration >= 0) {
       os << "Medians: eager " << ms_text(e) << ", fused " << ms_text(r.fused_median_ms)
          << "; break-even ";

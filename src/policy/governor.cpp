@@ -395,6 +395,7 @@ void Governor::plain_result(std::uint64_t signature, double ms) {
   Sig& s = sigs_[signature];
   if (s.phase != Phase::Plain) return;
   s.eager_median = ms;
+  ++s.plain_blocks;
   s.baseline_plain = true;
   s.baseline_remembered = false;
   s.baseline_fresh = true;
@@ -546,6 +547,7 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.eager_median_ms = s.eager_median > 0 ? s.eager_median : median(s.eager);
       r.baseline_remembered = s.baseline_remembered;
       r.baseline_plain = s.baseline_plain;
+      r.plain_blocks = s.plain_blocks;
       r.fused_median_ms = median(std::vector<double>(s.recent.begin(), s.recent.end()));
       r.warmup_iterations = s.warm_n;
       r.warmup_ms = s.warm_ms;
