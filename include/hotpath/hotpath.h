@@ -230,7 +230,7 @@ struct SignatureReport {
   // ... timed plain: a block of iterations with hotpath's hook out of the dispatch, between
   // fused ones (else under the hook, before the plan ran: interception's cost included).
   bool baseline_plain = false;
-  int plain_blocks = 0;        // plain-eager blocks timed for this signature
+  int plain_blocks = 0;        // plain-eager blocks run for it (a Pause may cut one short)
   double fused_median_ms = 0;  // fused iterations, current plan
   // Warm-up: the timed iterations before fused kernels first ran; steady: the rest.
   std::int64_t warmup_iterations = 0;

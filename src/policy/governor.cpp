@@ -114,6 +114,7 @@ int Governor::take_plain_block(std::uint64_t signature) {
   const auto it = sigs_.find(signature);
   if (it == sigs_.end() || it->second.phase != Phase::Plain || it->second.plain_started) return 0;
   it->second.plain_started = true;
+  ++it->second.plain_blocks;
   plain_wanted_.store(std::any_of(sigs_.begin(), sigs_.end(),
                                   [](const auto& kv) {
                                     return kv.second.phase == Phase::Plain &&
@@ -295,6 +296,7 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
     s.eager.push_back(ms);
     if (s.eager.size() >= half) {
       s.eager_median = median(s.eager);
+      s.baseline_plain = false;  // eager under the hook
       s.baseline_remembered = false;
       s.baseline_fresh = true;
       s.rebased_warm = true;
@@ -370,17 +372,18 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
 
   // The baseline is the loop without hotpath, timed in a block of its own, when the loop
   // allows one; timed again after a while (machines drift), less often while it holds.
+  // Until a new block has been timed, the last one stays the baseline (and the report says so).
+  bool recheck = false;
   if (s.baseline_plain && ++s.windows_since_plain >= s.recheck_after) {
-    s.baseline_plain = false;
+    recheck = true;
     s.recheck_after = std::min(s.recheck_after * 2, 80);
   }
-  if (!s.baseline_plain && want_plain(signature, s, m)) return;
+  if ((!s.baseline_plain || recheck) && want_plain(signature, s, m)) return;
   decide(signature, s, m);
 }
 
 bool Governor::want_plain(std::uint64_t signature, Sig& s, double m) {
   if (s.plain_never || !plain_possible_ || !plain_possible_()) return false;
-  s.baseline_plain = false;
   s.pending_median = m;
   s.before_plain = s.phase;
   s.phase = Phase::Plain;
@@ -395,7 +398,6 @@ void Governor::plain_result(std::uint64_t signature, double ms) {
   Sig& s = sigs_[signature];
   if (s.phase != Phase::Plain) return;
   s.eager_median = ms;
-  ++s.plain_blocks;
   s.baseline_plain = true;
   s.baseline_remembered = false;
   s.baseline_fresh = true;

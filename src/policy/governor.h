@@ -130,7 +130,7 @@ class Governor {
     double pending_median = 0;    // the fused window waiting for the block
     Phase before_plain = Phase::Measuring;
     int plain_cancelled = 0;      // blocks cut short by a Pause
-    int plain_blocks = 0;         // blocks timed
+    int plain_blocks = 0;         // blocks begun (a Pause may cut one short)
     bool plain_never = false;     // ... too often: judged against eager under the hook
     int windows_since_plain = 0;  // judged against the block's baseline since it ran
     int recheck_after = 5;        // windows until plain eager is timed again (doubles)
