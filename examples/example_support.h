@@ -44,7 +44,10 @@ class Args {
   void parse(int argc, char** argv) const {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--help" || a == "-h") fail("help");
+      if (a == "--help" || a == "-h") {
+        std::printf("usage: %s %s\n", program_.c_str(), usage_.c_str());
+        std::exit(0);
+      }
       if (const auto b = bools_.find(a); b != bools_.end()) {
         *b->second = true;
         continue;
