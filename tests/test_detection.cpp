@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "dispatch/hook_key.h"
 #include "hotpath/hotpath.h"
 
 namespace {
@@ -238,13 +239,42 @@ TEST_CASE("ops on a helper thread that inherited the caller's state count for th
         std::vector<std::string>{"aten::neg", "aten::abs", "aten::sqrt"});
 }
 
-TEST_CASE("a dispatch key that is already taken is reported, not ignored", "[detect]") {
+TEST_CASE("a dispatch key that is already taken is reported, not ignored", "[detect][key]") {
   hotpath::disable_hot_path_detection();
   auto handle = c10::Dispatcher::singleton().registerFallback(
-      c10::DispatchKey::Fake, c10::KernelFunction::makeFallthrough(), "someone else");
+      hotpath::detail::kHookKey, c10::KernelFunction::makeFallthrough(), "someone else");
   CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(10),
-                    Catch::Contains("dispatch key 'Fake'") && Catch::Contains("2.11"));
+                    Catch::Contains("dispatch key 'Fake'") &&
+                        Catch::Contains("another fallback is registered on it") &&
+                        Catch::Contains("2.11 and 2.15"));
   CHECK_FALSE(hotpath::is_enabled());
+}
+
+TEST_CASE("a dispatch key another mode switched on is not taken over", "[detect][key]") {
+  // As a C++ FakeTensor mode does while it is active: the key in the thread's include set.
+  hotpath::disable_hot_path_detection();
+  {
+    c10::impl::IncludeDispatchKeyGuard someone_elses_mode(hotpath::detail::kHookKey);
+    CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(10),
+                      Catch::Contains("dispatch key 'Fake'") &&
+                          Catch::Contains("already switched on in this thread's dispatch") &&
+                          Catch::Contains("Enable hotpath outside that mode"));
+    CHECK_FALSE(hotpath::is_enabled());
+  }
+  // Outside the mode it enables, and a thread that inherited hotpath's own state is not refused.
+  hotpath::enable_hot_path_detection(10);
+  CHECK(hotpath::is_enabled());
+  const at::ThreadLocalState captured;
+  bool enabled_there = false;
+  std::thread helper([&] {
+    at::ThreadLocalStateGuard g(captured);
+    hotpath::enable_hot_path_detection(10);
+    enabled_there = hotpath::is_enabled();
+    hotpath::disable_hot_path_detection();
+  });
+  helper.join();
+  CHECK(enabled_there);
+  hotpath::disable_hot_path_detection();
 }
 
 TEST_CASE("the threshold comes from the environment when set", "[detect]") {

@@ -20,14 +20,15 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "dispatch/hook_key.h"
 #include "exec/session.h"
 
 namespace hotpath::detail {
 namespace {
 
-constexpr c10::DispatchKey kHookKey = c10::DispatchKey::Fake;
-// Autograd threads inherit the caller's ThreadLocalDebugInfo; this kind carries the owner.
-constexpr c10::DebugInfoKind kOwnerKind = c10::DebugInfoKind::PRODUCER_INFO;
+// Autograd threads inherit the caller's ThreadLocalDebugInfo; this kind carries the owner. (Not
+// constexpr: LibTorch 2.15 declares the kinds as static const members.)
+const c10::DebugInfoKind kOwnerKind = c10::DebugInfoKind::PRODUCER_INFO;
 
 struct OwnerInfo : c10::DebugInfoBase {
   explicit OwnerInfo(std::shared_ptr<Session> s) : session(std::move(s)) {}
@@ -383,18 +384,44 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   spare = std::move(owned);
 }
 
+// Probes the key for the calling thread (not attached yet) and registers the fallback.
 void register_fallback_locked() {
-  if (registration) return;
   auto& dispatcher = c10::Dispatcher::singleton();
-  HOTPATH_CHECK(!dispatcher.hasBackendFallbackForDispatchKey(kHookKey),
-                "hotpath intercepts ATen ops through a boxed fallback on dispatch key '",
-                c10::toString(kHookKey), "', but LibTorch ", TORCH_VERSION,
-                " already has a fallback registered on it (another library, or a LibTorch "
-                "release that uses the key). hotpath supports LibTorch 2.11, where it is free.");
+  const bool foreign = !registration && dispatcher.hasBackendFallbackForDispatchKey(kHookKey);
+  // Switched on by hotpath itself when the thread inherited an attached thread's state.
+  const bool ours = dynamic_cast<OwnerInfo*>(c10::ThreadLocalDebugInfo::get(kOwnerKind)) != nullptr;
+  const bool included = c10::impl::tls_is_dispatch_key_included(kHookKey) && !ours;
+  if (const std::string why = hook_key_conflict(foreign, included); !why.empty()) HOTPATH_FAIL(why);
+  if (registration) return;
   registration.emplace(dispatcher.registerFallback(
       kHookKey, c10::KernelFunction::makeFromBoxedFunction<&hotpath_fallback>(),
       "hotpath op hook"));
 }
+
+}  // namespace
+
+std::string hook_key_conflict(bool foreign_fallback, bool included_by_others) {
+  const std::string key = c10::toString(kHookKey);
+  if (foreign_fallback) {
+    return concat("hotpath intercepts ATen ops through a boxed fallback on dispatch key '", key,
+                  "', but another fallback is registered on it in this process (another library, "
+                  "or LibTorch ",
+                  TORCH_VERSION,
+                  " itself: a C++ FakeTensor mode uses that key). hotpath does not take over "
+                  "someone else's key; it is tested on LibTorch 2.11 and 2.15, where the key is "
+                  "free. Leave the other tool out of this process, or use a LibTorch where the "
+                  "key is free.");
+  }
+  if (included_by_others) {
+    return concat("dispatch key '", key,
+                  "' is already switched on in this thread's dispatch by someone else (a "
+                  "FakeTensor mode, or another tool that uses the key): hotpath would intercept "
+                  "ops meant for it. Enable hotpath outside that mode, or on another thread.");
+  }
+  return {};
+}
+
+namespace {
 
 void detach_locked() {
   c10::impl::tls_set_dispatch_key_included(kHookKey, false);
