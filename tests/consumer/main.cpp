@@ -7,5 +7,5 @@ int main() {
   hotpath::Config c = hotpath::config_from_env();
   std::printf("hotpath consumer: built against LibTorch %s, default threshold %d\n",
               hotpath::libtorch_version().c_str(), c.threshold);
-  return hotpath::libtorch_version().rfind("2.11", 0) == 0 ? 0 : 1;
+  return hotpath::libtorch_version() == EXPECTED_TORCH ? 0 : 1;
 }
