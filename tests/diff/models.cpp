@@ -168,15 +168,13 @@ class GptTrainer : public Trainer {
   }
 
  protected:
-  torch::Tensor forward(int step, const Batch& b, const torch::Tensor& perturb) override {
+  torch::Tensor forward(int step, const Batch& b) override {
     alt_ = setup_.variant == Variant::Alternate && step % 2 == 1;
     torch::Tensor memory;
     if (setup_.variant == Variant::KeepAcross && memory_.defined() &&
         memory_.size(0) == b.x.size(0))
       memory = memory_;
-    auto logits = model_->forward(b.x, memory, alt_);
-    if (perturb.defined()) logits = logits.to(torch::kFloat) * perturb;
-    return logits;
+    return model_->forward(b.x, memory, alt_);
   }
   torch::Tensor loss(const torch::Tensor& logits, const Batch& b) override {
     auto l = torch::nn::functional::cross_entropy(logits.reshape({-1, vocab_}), b.y.reshape({-1}));
@@ -234,11 +232,7 @@ class MlpTrainer : public Trainer {
   std::vector<std::int64_t> output_shape(const Batch& b) override { return b.y.sizes().vec(); }
 
  protected:
-  torch::Tensor forward(int, const Batch& b, const torch::Tensor& perturb) override {
-    auto out = model_->forward(b.x);
-    if (perturb.defined()) out = out.to(torch::kFloat) * perturb;
-    return out;
-  }
+  torch::Tensor forward(int, const Batch& b) override { return model_->forward(b.x); }
   torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
     return torch::mse_loss(out.to(torch::kFloat), b.y);
   }
@@ -293,11 +287,7 @@ class ConvTrainer : public Trainer {
   std::vector<std::int64_t> output_shape(const Batch& b) override { return {b.x.size(0), 10}; }
 
  protected:
-  torch::Tensor forward(int, const Batch& b, const torch::Tensor& perturb) override {
-    auto logits = model_->forward(b.x);
-    if (perturb.defined()) logits = logits.to(torch::kFloat) * perturb;
-    return logits;
-  }
+  torch::Tensor forward(int, const Batch& b) override { return model_->forward(b.x); }
   torch::Tensor loss(const torch::Tensor& logits, const Batch& b) override {
     return torch::nll_loss(torch::log_softmax(logits, 1), b.y);
   }
@@ -339,11 +329,7 @@ class LstmTrainer : public Trainer {
   }
 
  protected:
-  torch::Tensor forward(int, const Batch& b, const torch::Tensor& perturb) override {
-    auto logits = model_->forward(b.x);
-    if (perturb.defined()) logits = logits.to(torch::kFloat) * perturb;
-    return logits;
-  }
+  torch::Tensor forward(int, const Batch& b) override { return model_->forward(b.x); }
   torch::Tensor loss(const torch::Tensor& logits, const Batch& b) override {
     return torch::nn::functional::cross_entropy(logits.reshape({-1, vocab_}), b.y.reshape({-1}));
   }
@@ -375,11 +361,7 @@ class MnistTrainer : public Trainer {
   std::vector<std::int64_t> output_shape(const Batch& b) override { return {b.x.size(0), 10}; }
 
  protected:
-  torch::Tensor forward(int, const Batch& b, const torch::Tensor& perturb) override {
-    auto out = model_->forward(b.x);
-    if (perturb.defined()) out = out.to(torch::kFloat) * perturb;
-    return out;
-  }
+  torch::Tensor forward(int, const Batch& b) override { return model_->forward(b.x); }
   torch::Tensor loss(const torch::Tensor& out, const Batch& b) override {
     return torch::nll_loss(out, b.y);
   }
@@ -411,11 +393,7 @@ class LmTrainer : public Trainer {
   }
 
  protected:
-  torch::Tensor forward(int, const Batch& b, const torch::Tensor& perturb) override {
-    auto logits = model_->forward(b.x);
-    if (perturb.defined()) logits = logits.to(torch::kFloat) * perturb;
-    return logits;
-  }
+  torch::Tensor forward(int, const Batch& b) override { return model_->forward(b.x); }
   torch::Tensor loss(const torch::Tensor& logits, const Batch& b) override {
     return torch::nn::functional::cross_entropy(logits.reshape({-1, config_.vocab}),
                                                 b.y.reshape({-1}));
@@ -479,7 +457,7 @@ class DcganTrainer : public Trainer {
   }
 
  protected:
-  torch::Tensor forward(int, const Batch&, const torch::Tensor&) override { return {}; }
+  torch::Tensor forward(int, const Batch&) override { return {}; }
   torch::Tensor loss(const torch::Tensor&, const Batch&) override { return {}; }
 
  private:
@@ -509,7 +487,9 @@ torch::Tensor Trainer::step(int step, const Batch& b, const torch::Tensor& pertu
   torch::Tensor l;
   {
     Autocast autocast(setup_.bf16, setup_.device.type());
-    l = loss(forward(step, b, perturb), b);
+    auto out = forward(step, b);
+    if (perturb.defined()) out = out.to(torch::kFloat) * perturb;  // in fp32
+    l = loss(out, b);
   }
   l.backward();
   torch::nn::utils::clip_grad_norm_(params_, 1.0);

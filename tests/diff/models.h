@@ -53,7 +53,7 @@ class Trainer {
 
  protected:
   explicit Trainer(const Setup& s) : setup_(s) {}
-  virtual torch::Tensor forward(int step, const Batch& b, const torch::Tensor& perturb) = 0;
+  virtual torch::Tensor forward(int step, const Batch& b) = 0;  // the logits (or output)
   virtual torch::Tensor loss(const torch::Tensor& out, const Batch& b) = 0;
   virtual void after_step(int, const Batch&) {}
   void make_optimizer(std::vector<torch::Tensor> params);
