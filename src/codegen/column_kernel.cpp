@@ -12,8 +12,8 @@
 
 #include "codegen/kernel.h"
 #include "common/error.h"
+#include "common/hash.h"
 #include "fusion/op_table.h"
-#include "trace/signature.h"
 
 namespace hotpath::detail {
 namespace {

@@ -16,7 +16,6 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "fusion/op_table.h"
-#include "trace/signature.h"
 
 namespace hotpath::detail {
 namespace {

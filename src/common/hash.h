@@ -38,4 +38,7 @@ inline std::string full_hex(std::uint64_t v) {
   return buf;
 }
 
+// 8 hex digits (the low half): how signatures and kernels are named in logs and reports.
+inline std::string short_hex(std::uint64_t v) { return full_hex(v).substr(8); }
+
 }  // namespace hotpath::detail

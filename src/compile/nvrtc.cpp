@@ -5,7 +5,6 @@
 #include <fstream>
 #include <mutex>
 
-#include "codegen/kernel.h"
 #include "common/error.h"
 #include "common/hash.h"
 

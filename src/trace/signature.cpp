@@ -36,6 +36,4 @@ std::uint64_t iteration_signature(const OpRing& ops, std::int64_t base, std::int
   return h;
 }
 
-std::string short_hex(std::uint64_t signature) { return full_hex(signature).substr(8); }
-
 }  // namespace hotpath::detail

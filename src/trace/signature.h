@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/hash.h"  // short_hex: the form signatures take in logs
 #include "trace/op_ring.h"
 
 namespace hotpath::detail {
@@ -13,8 +14,5 @@ namespace hotpath::detail {
 // distinct outside tensor", so the same loop gives the same signature every iteration and run.
 std::uint64_t iteration_signature(const OpRing& ops, std::int64_t base, std::int64_t first,
                                   std::int64_t last);
-
-// 8 hex digits: the form used in logs.
-std::string short_hex(std::uint64_t signature);
 
 }  // namespace hotpath::detail
