@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "trace/op_record.h"
-#include "trace/recorder.h"
 
 namespace hotpath::detail {
 
