@@ -263,6 +263,15 @@ void drop_plain_callback() {
   tls_plain_callback.reset();
 }
 
+// Ends the calling thread's plain-eager block, if it runs one; whether it did.
+bool stop_plain_count() {
+  tls_plain_returned = false;
+  if (!tls_plain_callback) return false;
+  plain_count.active.store(false);
+  drop_plain_callback();
+  return true;
+}
+
 void drop_wake_callback() {
   if (tls_aside.callback) at::removeCallback(*tls_aside.callback);
   tls_aside.callback.reset();
@@ -398,40 +407,11 @@ void register_fallback_locked() {
       "hotpath op hook"));
 }
 
-}  // namespace
-
-std::string hook_key_conflict(bool foreign_fallback, bool included_by_others) {
-  const std::string key = c10::toString(kHookKey);
-  if (foreign_fallback) {
-    return concat("hotpath intercepts ATen ops through a boxed fallback on dispatch key '", key,
-                  "', but another fallback is registered on it in this process (another library, "
-                  "or LibTorch ",
-                  TORCH_VERSION,
-                  " itself: a C++ FakeTensor mode uses that key). hotpath does not take over "
-                  "someone else's key; it is tested on LibTorch 2.11 and 2.15, where the key is "
-                  "free. Leave the other tool out of this process, or use a LibTorch where the "
-                  "key is free.");
-  }
-  if (included_by_others) {
-    return concat("dispatch key '", key,
-                  "' is already switched on in this thread's dispatch by someone else (a "
-                  "FakeTensor mode, or another tool that uses the key): hotpath would intercept "
-                  "ops meant for it. Enable hotpath outside that mode, or on another thread.");
-  }
-  return {};
-}
-
-namespace {
-
 void detach_locked() {
   c10::impl::tls_set_dispatch_key_included(kHookKey, false);
   drop_wake_callback();
   tls_aside = Aside{};
-  if (tls_plain_callback) {
-    plain_count.active.store(false);
-    drop_plain_callback();
-  }
-  tls_plain_returned = false;
+  stop_plain_count();
   if (tls_owner.info) {
     // Our entry is on top unless the caller pushed debug info since enabling and is still in
     // that scope; then it stays, inert (it holds a session nobody feeds from this thread).
@@ -455,6 +435,27 @@ ThreadOwner::~ThreadOwner() {
 }
 
 }  // namespace
+
+std::string hook_key_conflict(bool foreign_fallback, bool included_by_others) {
+  const std::string key = c10::toString(kHookKey);
+  if (foreign_fallback) {
+    return concat("hotpath intercepts ATen ops through a boxed fallback on dispatch key '", key,
+                  "', but another fallback is registered on it in this process (another library, "
+                  "or LibTorch ",
+                  TORCH_VERSION,
+                  " itself: a C++ FakeTensor mode uses that key). hotpath does not take over "
+                  "someone else's key; it is tested on LibTorch 2.11 and 2.15, where the key is "
+                  "free. Leave the other tool out of this process, or use a LibTorch where the "
+                  "key is free.");
+  }
+  if (included_by_others) {
+    return concat("dispatch key '", key,
+                  "' is already switched on in this thread's dispatch by someone else (a "
+                  "FakeTensor mode, or another tool that uses the key): hotpath would intercept "
+                  "ops meant for it. Enable hotpath outside that mode, or on another thread.");
+  }
+  return {};
+}
 
 void attach_current_thread(std::shared_ptr<Session> session) {
   std::lock_guard<std::mutex> lock(registration_mu);
@@ -515,10 +516,7 @@ bool start_plain_block(const std::vector<std::string>& pass_starts, int iteratio
 }
 
 bool cancel_plain_block() {
-  if (!tls_plain_callback) return false;
-  plain_count.active.store(false);
-  drop_plain_callback();
-  tls_plain_returned = false;
+  if (!stop_plain_count()) return false;
   c10::impl::tls_set_dispatch_key_included(kHookKey, true);
   return true;
 }
