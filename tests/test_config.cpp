@@ -3,14 +3,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "env_var.h"
 #include "hotpath/hotpath.h"
 
 namespace {
-struct EnvVar {
-  std::string name;
-  EnvVar(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
-  ~EnvVar() { ::unsetenv(name.c_str()); }
-};
+using hotpath_test::EnvVar;
 
 std::string error_of(const hotpath::Config& base) {
   try {

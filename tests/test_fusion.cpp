@@ -21,6 +21,7 @@
 #include "codegen/kernel.h"
 #include "compile/kernel_cache.h"
 #include "compile/nvrtc.h"
+#include "env_var.h"
 #include "exec/executor.h"
 #include "exec/output_slot.h"
 #include "exec/session.h"
@@ -1462,17 +1463,14 @@ std::int64_t resident_bytes() {
   return resident * static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
 }
 
-struct FaultsEnv {
-  explicit FaultsEnv(const char* v) { setenv("HOTPATH_FAULTS", v, 1); }
-  ~FaultsEnv() { unsetenv("HOTPATH_FAULTS"); }
-};
 }  // namespace
 
 TEST_CASE("out of memory for a fused output leaves that iteration to eager", "[fusion][faults]") {
   const auto eager = train_mlp(false, 14);
   std::vector<torch::Tensor> fused;
   {
-    FaultsEnv faults("oom");  // every deferred output's allocation fails
+    hotpath_test::EnvVar faults("HOTPATH_FAULTS",
+                                "oom");  // every deferred output's allocation fails
     fused = train_mlp(true, 14);
     const auto s = hotpath::stats().last();
     INFO(hotpath::format_stats(hotpath::stats()));
@@ -1485,7 +1483,7 @@ TEST_CASE("out of memory for a fused output leaves that iteration to eager", "[f
 }
 
 TEST_CASE("an unknown injected fault is refused by name", "[fusion][faults]") {
-  FaultsEnv faults("nvrtc,disk");
+  hotpath_test::EnvVar faults("HOTPATH_FAULTS", "nvrtc,disk");
   hotpath::disable_hot_path_detection();
   CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(3),
                     Catch::Contains("HOTPATH_FAULTS='nvrtc,disk': unknown fault 'disk'"));

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 
+#include "env_var.h"
 #include "hotpath/hotpath.h"
 #include "temp_dir.h"
 
@@ -105,10 +106,6 @@ TEST_CASE("operands with a storage offset are read at their own elements", "[gpu
 }
 
 namespace {
-struct FaultsEnv {
-  explicit FaultsEnv(const char* v) { setenv("HOTPATH_FAULTS", v, 1); }
-  ~FaultsEnv() { unsetenv("HOTPATH_FAULTS"); }
-};
 
 // An MLP + AdamW trained `steps` steps on the GPU, hotpath on or off (no markers); its
 // parameters at the end.
@@ -160,7 +157,7 @@ void check_equal_to_eager(const std::vector<torch::Tensor>& got, int steps) {
 TEST_CASE("NVRTC failing for every kernel: groups stay on the interpreter or eager",
           "[gpu][faults]") {
   if (!have_gpu()) return;
-  FaultsEnv faults("nvrtc");
+  hotpath_test::EnvVar faults("HOTPATH_FAULTS", "nvrtc");
   hotpath::Stats s;
   const auto got = train_gpu_mlp(true, 30, &s);
   INFO(hotpath::format_stats(s));
@@ -176,7 +173,7 @@ TEST_CASE("NVRTC failing for every kernel: groups stay on the interpreter or eag
 
 TEST_CASE("every kernel launch failing: groups run eagerly, training goes on", "[gpu][faults]") {
   if (!have_gpu()) return;
-  FaultsEnv faults("launch");
+  hotpath_test::EnvVar faults("HOTPATH_FAULTS", "launch");
   hotpath::Stats s;
   const auto got = train_gpu_mlp(true, 30, &s);
   INFO(hotpath::format_stats(s));
