@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -587,13 +588,21 @@ void check_program(const hotpath::detail::Graph& g, const hotpath::detail::Fusio
   using hotpath::detail::op_form_index;
   const hp::Program& p = spec.program;
   INFO(spec.source);
-  REQUIRE(p.code == static_cast<int>(grp.nodes.size()));
-  for (std::size_t k = 0; k < grp.nodes.size(); ++k) {
-    const auto& n = g.node(grp.nodes[k]);
-    CAPTURE(n.short_name());
-    CHECK(p.instr[k].op == op_form_index(n));
+  // One instruction per node, in order, each after the casts of its operands that eager casts.
+  std::size_t node = 0;
+  for (int k = 0; k < p.code; ++k) {
     CHECK(p.instr[k].dst < hp::kProgramRegs);
+    REQUIRE(node < grp.nodes.size());
+    const auto& n = g.node(grp.nodes[node]);
+    CAPTURE(k, n.short_name());
+    if (p.instr[k].op == op_form_index(n)) {
+      ++node;
+      continue;
+    }
+    CHECK(hotpath::detail::op_forms()[static_cast<std::size_t>(p.instr[k].op)].key == "_to_copy");
+    CHECK(p.instr[k].round != hp::kF32);
   }
+  CHECK(node == grp.nodes.size());
   int loads = 0, stores = 0;
   for (const auto& a : spec.args) {
     if (a.kind != hotpath::detail::KernelArg::Kind::Tensor) continue;
@@ -692,6 +701,51 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
     CHECK(interpretable >= 2);
     CHECK(broadcast >= 1);  // x * w + row, xt.t()
     CHECK(rounds_bf16);
+  }
+  SECTION("an operand of another dtype is cast to the op's dtype first, as eager casts it") {
+    using hotpath::detail::operand_rounding;
+    torch::manual_seed(6);
+    auto a = torch::randn({4, 8}).to(torch::kBFloat16);
+    auto h = torch::randn({}).to(torch::kHalf);  // zero-dim: the bf16 tensor decides
+    auto f = torch::randn({});
+    auto w = torch::randn({4, 8});
+    std::shared_ptr<const hotpath::detail::Plan> plan;
+    {
+      Enabled on(cpu_plans(2));
+      for (int i = 0; i < 3; ++i) {
+        auto y = (a * h + f).sigmoid();
+        y.add_(w, 0.5);  // in place into bf16, computed in fp32: w is not rounded
+        hotpath::step();
+      }
+      plan = last_plan();
+    }
+    REQUIRE(plan != nullptr);
+    const auto& g = *plan->graph;
+    REQUIRE(plan->partition.groups.size() == 1);
+    const auto& grp = plan->partition.groups[0];
+    std::map<std::string, std::vector<c10::ScalarType>> rounding;
+    for (int n : grp.nodes) {
+      const auto& node = g.node(n);
+      rounding[node.short_name()] =
+          operand_rounding(g, node, *hotpath::detail::find_pointwise(node));
+    }
+    using c10::ScalarType;
+    CHECK(rounding["mul.Tensor"] ==
+          std::vector<ScalarType>{ScalarType::Float, ScalarType::BFloat16});
+    CHECK(rounding["add.Tensor"] ==
+          std::vector<ScalarType>{ScalarType::Float, ScalarType::BFloat16});
+    CHECK(rounding["sigmoid"] == std::vector<ScalarType>{ScalarType::Float});
+    CHECK(rounding["add_.Tensor"] == std::vector<ScalarType>{ScalarType::Float, ScalarType::Float});
+    const auto spec = hotpath::detail::generate_kernel(g, grp);
+    INFO(spec.source);
+    REQUIRE(spec.interpretable());
+    check_program(g, grp, spec);
+    CHECK(spec.program.code == static_cast<int>(grp.nodes.size()) + 2);  // h and f cast
+    std::size_t casts = 0;
+    for (std::size_t at = 0;
+         (at = spec.source.find("hp::round_to<hp::bfloat16>(x", at)) != std::string::npos; ++at)
+      ++casts;
+    CHECK(casts == 2);
   }
 }
 

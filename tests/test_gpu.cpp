@@ -105,6 +105,25 @@ TEST_CASE("operands with a storage offset are read at their own elements", "[gpu
   });
 }
 
+// Cause: a fused kernel read every operand as fp32 and rounded only the op's result, while
+// eager first casts each operand to the dtype the op computes in: a half or fp32 zero-dim tensor
+// times a bf16 tensor is multiplied as bf16, after the zero-dim value is rounded to bf16. Found
+// by the fuzzer on the H100 (seeds 100000601, 50000141 in tests/fuzz/regressions.txt).
+TEST_CASE("an operand of another dtype is cast to the op's dtype first", "[gpu][dtype]") {
+  if (!have_gpu()) return;
+  auto a = torch::randn({64, 96}, torch::kCUDA).to(torch::kBFloat16);
+  auto w = torch::randn({64, 96}, torch::kCUDA);
+  eager_and_fused([&](int i) -> std::vector<torch::Tensor> {
+    // Zero-dim operands with more mantissa than bf16: rounded to bf16 before the op.
+    auto h = (torch::full({}, 1.0 + 1.0 / 512, torch::kCUDA) * (1 + i)).to(torch::kHalf);
+    auto f = torch::full({}, 0.3 + 1.0 / 4096, torch::kCUDA) * (1 + i);
+    auto y = (a * h + f).sigmoid();
+    auto z = a * 3;
+    z.add_(w, 0.5);  // in place into bf16, computed in fp32: w is not rounded
+    return {y, z, (a.to(torch::kHalf) * f).to(torch::kFloat)};
+  });
+}
+
 namespace {
 
 // An MLP + AdamW trained `steps` steps on the GPU, hotpath on or off (no markers); its

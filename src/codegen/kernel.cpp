@@ -122,13 +122,36 @@ std::string pointwise_expression(const Graph& g, const Node& n, const PointwiseO
   std::vector<std::string> imm;
   if (op.immediates)
     for (double v : op.immediates(n, g)) imm.push_back(float_literal(v));
-  return round_to_dtype(op.emit(t, s, imm, op.variant ? op.variant(n) : std::string()),
+  std::vector<std::string> operands = t;
+  const auto round = operand_rounding(g, n, op);
+  for (std::size_t k = 0; k < operands.size() && k < round.size(); ++k)
+    operands[k] = round_to_dtype(operands[k], round[k]);
+  return round_to_dtype(op.emit(operands, s, imm, op.variant ? op.variant(n) : std::string()),
                         g.value(n.outputs[0]).meta.dtype);
 }
 
 namespace {
 
 std::size_t elem_size(c10::ScalarType t) { return c10::elementSize(t); }
+
+// The rounding of an interpreter instruction's result to `t`.
+unsigned char program_type(c10::ScalarType t) {
+  return t == c10::ScalarType::Half       ? hp::kF16
+         : t == c10::ScalarType::BFloat16 ? hp::kBF16
+                                          : hp::kF32;
+}
+
+// The interpreter's opcode of a plain cast: _to_copy passes its operand, the instruction rounds.
+short cast_form() {
+  static const short form = [] {
+    const auto& forms = op_forms();
+    for (std::size_t i = 0; i < forms.size(); ++i)
+      if (forms[i].key == "_to_copy") return static_cast<short>(i);
+    HOTPATH_CHECK(false, "the op table has no _to_copy");
+    return short{-1};
+  }();
+  return form;
+}
 
 // The declaration of a kernel argument, without qualifiers for a struct field.
 std::string arg_declaration(const KernelArg& a, bool field) {
@@ -306,8 +329,21 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi)
       in.op = static_cast<short>(op_form_index(n));
       unsigned char* operands[] = {&in.a, &in.b, &in.c};
       if (t.size() > 3 || imm.size() > 1) why_not(n.short_name() + " has too many operands");
-      for (std::size_t k = 0; k < t.size() && k < 3; ++k)
+      // An operand eager casts to the op's dtype first: a cast into a register of its own.
+      const auto round = operand_rounding(g, n, *op);
+      for (std::size_t k = 0; k < t.size() && k < 3; ++k) {
         *operands[k] = static_cast<unsigned char>(reg.at(t[k]));
+        if (round[k] == c10::ScalarType::Float) continue;
+        hp::ProgramInstr cast{};
+        cast.op = cast_form();
+        cast.a = *operands[k];
+        cast.round = program_type(round[k]);
+        const std::string cast_name = name + "_operand" + std::to_string(k);
+        reg[cast_name] = static_cast<int>(reg.size());
+        cast.dst = static_cast<unsigned char>(reg.at(cast_name) % 256);
+        code.push_back(cast);
+        *operands[k] = cast.dst;
+      }
       // Scalar slots are kernel argument positions; a None operand reads slot 0 unused.
       std::vector<int> slots;
       for (const std::string& sn : s) slots.push_back(sn.empty() ? 0 : scalar_slot.at(sn));
@@ -315,9 +351,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi)
       in.s0 = static_cast<unsigned char>(slots.size() > 0 ? slots[0] : 0);
       in.s1 = static_cast<unsigned char>(slots.size() > 1 ? slots[1] : 0);
       in.imm = imm.empty() ? 0.0f : static_cast<float>(imm[0]);
-      in.round = dt == c10::ScalarType::Half       ? hp::kF16
-                 : dt == c10::ScalarType::BFloat16 ? hp::kBF16
-                                                   : hp::kF32;
+      in.round = program_type(dt);
       if (dt != c10::ScalarType::Float && dt != c10::ScalarType::Half &&
           dt != c10::ScalarType::BFloat16)
         why_not(n.short_name() + " makes " + c10::toString(dt));

@@ -1,7 +1,10 @@
 #include "fusion/op_table.h"
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 namespace hotpath::detail {
@@ -209,10 +212,11 @@ struct Table {
     }
     add("_to_copy", {0}, {}, [](const Strs& t, const Strs&, const Strs&, const std::string&) {
       return t[0];  // the cast happens at the store
-    });
+    }).casts = true;
     add(
         "copy_", {1}, {},
-        [](const Strs& t, const Strs&, const Strs&, const std::string&) { return t[0]; }, 0);
+        [](const Strs& t, const Strs&, const Strs&, const std::string&) { return t[0]; }, 0)
+        .casts = true;
     add(
         "fill_.Scalar", {}, {1},
         [](const Strs&, const Strs& s, const Strs&, const std::string&) { return s[0]; }, 0);
@@ -235,6 +239,30 @@ const Table& table() {
 bool float_type(c10::ScalarType t) {
   return t == c10::ScalarType::Float || t == c10::ScalarType::Half ||
          t == c10::ScalarType::BFloat16;
+}
+
+std::vector<c10::ScalarType> operand_rounding(const Graph& g, const Node& n,
+                                              const PointwiseOp& op) {
+  std::vector<c10::ScalarType> round(op.tensors.size(), c10::ScalarType::Float);
+  if (op.casts) return round;
+  std::optional<c10::ScalarType> dims, zero_dims;  // promoted floating dtypes of each kind
+  for (int a : op.tensors) {
+    const int v = n.input_at(a);
+    if (v < 0) continue;
+    const TensorMeta& m = g.value(v).meta;
+    if (!float_type(m.dtype)) continue;  // a bool mask or condition takes no part
+    auto& slot = m.sizes.empty() ? zero_dims : dims;
+    slot = slot ? c10::promoteTypes(*slot, m.dtype) : m.dtype;
+  }
+  const auto common = dims ? dims : zero_dims;
+  if (!common || *common == c10::ScalarType::Float) return round;  // fp16/bf16 are exact in fp32
+  for (std::size_t k = 0; k < op.tensors.size(); ++k) {
+    const int v = n.input_at(op.tensors[k]);
+    if (v < 0) continue;
+    const auto dt = g.value(v).meta.dtype;
+    if (float_type(dt) && dt != *common) round[k] = *common;
+  }
+  return round;
 }
 
 const PointwiseOp* find_pointwise(const Node& n) {

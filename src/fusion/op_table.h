@@ -34,6 +34,9 @@ struct PointwiseOp {
   // Eager runs more than one kernel for it (mse_loss_backward: zeros_like's fill, then its own):
   // its kernel alone saves a launch, so it is a group even with nothing to fuse with.
   bool alone_pays = false;
+  // A cast (_to_copy, copy_): its operand becomes the output's dtype at the store, with no
+  // dtype of its own to compute in.
+  bool casts = false;
 };
 
 // nullptr when the op is not fusable.
@@ -41,6 +44,12 @@ const PointwiseOp* find_pointwise(const Node& n);
 
 // The dtypes fused kernels store (math is fp32): fp32, fp16, bf16.
 bool float_type(c10::ScalarType t);
+
+// Per tensor operand of `n` (emitter order): the dtype eager rounds it to before the op, or
+// Float for none. ATen computes an op in the result type of its operands (dimensioned tensors
+// decide; zero-dim ones only when no dimensioned operand is floating) and casts each operand to
+// it first: a half or fp32 zero-dim tensor times a bf16 tensor is multiplied as bf16.
+std::vector<c10::ScalarType> operand_rounding(const Graph& g, const Node& n, const PointwiseOp& op);
 
 // Reductions along the last dimension, fused with the pointwise ops around them (codegen/
 // kernel.h, row kernels): one row per block, a block-wide sum or max per reduction.
