@@ -894,6 +894,7 @@ TEST_CASE("a reduction of a per-row value is no reduction of the group's rows", 
   auto loop = [](bool hot) {
     torch::manual_seed(5);
     auto x = torch::randn({7, 38});
+    auto r = torch::randn({7, 1});
     std::unique_ptr<Enabled> on;
     if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
     std::vector<torch::Tensor> out;
@@ -902,6 +903,12 @@ TEST_CASE("a reduction of a per-row value is no reduction of the group's rows", 
       auto m = s.mean(-1, true);             // [7, 1]
       out.push_back(m.sum(-1, true) * 0.5);  // a sum over a dimension of 1
       out.push_back(s / (2 + i) + m);
+      // Groups merged by an op that reads both: a reduction over [7, 1] rows (of an input, of
+      // a per-row value of the row group) and the row group over [7, 38] (fuzzer seeds
+      // 100000051 and 20000661 on the H100).
+      out.push_back((r * (1 + i)).sum(-1, true) / s.tanh().mean(-1, true));
+      auto k = s.sum(-1, true);
+      out.push_back((-k).mean(-1, true).sum(-1, true) - k.sigmoid());
       hotpath::step();
     }
     return out;

@@ -33,6 +33,27 @@ bool broadcastable(const TensorMeta& in, const TensorMeta& domain) {
   return true;
 }
 
+bool same_domain(const TensorMeta& a, const TensorMeta& b) {
+  return a.sizes == b.sizes && a.device == b.device;
+}
+
+// A node over one value per row of `rows` ([..., 1]: the epsilon and rsqrt of a norm).
+bool row_shaped(const TensorMeta& node, const TensorMeta& rows) {
+  if (node.device != rows.device || node.sizes.size() != rows.sizes.size() || rows.sizes.empty())
+    return false;
+  for (std::size_t d = 0; d + 1 < rows.sizes.size(); ++d)
+    if (node.sizes[d] != rows.sizes[d]) return false;
+  return node.sizes.back() == 1 && rows.sizes.back() != 1;
+}
+
+// The shape a group iterates over: its reductions' rows, else its first node's domain (a
+// group's members share it, but for pointwise ops over one value per row of a row group).
+const TensorMeta& group_domain(const Graph& g, const std::vector<int>& members) {
+  for (int m : members)
+    if (row_op(g, g.node(m)) != nullptr) return node_domain(g, g.node(m));
+  return node_domain(g, g.node(members.front()));
+}
+
 struct Builder {
   const Graph& g;
   std::vector<std::vector<int>> groups;  // node lists, ascending
@@ -164,10 +185,25 @@ struct Builder {
     return true;
   }
 
+  // Every member iterates over the group's domain, but for pointwise ops over one value per row
+  // in a group that reduces rows. Merging groups may not break it: a reduction over one value
+  // per row ([rows, 1], its own rows of one element) in a group over [rows, n] would sum the
+  // value over the whole row.
+  bool one_domain(const std::vector<int>& members) const {
+    const TensorMeta& dom = group_domain(g, members);
+    bool rows = false;
+    for (int m : members) rows = rows || row_op(g, g.node(m)) != nullptr;
+    return std::all_of(members.begin(), members.end(), [&](int m) {
+      const Node& n = g.node(m);
+      const TensorMeta& d = node_domain(g, n);
+      return same_domain(d, dom) || (rows && find_pointwise(n) != nullptr && row_shaped(d, dom));
+    });
+  }
+
   bool legal(const std::vector<int>& members) const {
     if (members.size() > kMaxGroupNodes) return false;
-    if (!rows_kept(members) || !columns_apart(members) || !total_alone(members) ||
-        !all_rows_plain(members))
+    if (!one_domain(members) || !rows_kept(members) || !columns_apart(members) ||
+        !total_alone(members) || !all_rows_plain(members))
       return false;
     const std::set<int> mine(members.begin(), members.end());
     const std::set<int> values = produced(members);
@@ -184,19 +220,6 @@ struct Builder {
     return true;
   }
 };
-
-bool same_domain(const TensorMeta& a, const TensorMeta& b) {
-  return a.sizes == b.sizes && a.device == b.device;
-}
-
-// A node over one value per row of `rows` ([..., 1]: the epsilon and rsqrt of a norm).
-bool row_shaped(const TensorMeta& node, const TensorMeta& rows) {
-  if (node.device != rows.device || node.sizes.size() != rows.sizes.size() || rows.sizes.empty())
-    return false;
-  for (std::size_t d = 0; d + 1 < rows.sizes.size(); ++d)
-    if (node.sizes[d] != rows.sizes[d]) return false;
-  return node.sizes.back() == 1 && rows.sizes.back() != 1;
-}
 
 }  // namespace
 
@@ -292,14 +315,14 @@ Partition partition_graph(const Graph& g) {
       const int grp = b.group_of[static_cast<std::size_t>(producer)];
       if (grp < 0 || std::find(cands.begin(), cands.end(), grp) != cands.end()) continue;
       const auto& members = b.groups[static_cast<std::size_t>(grp)];
-      const TensorMeta& group_domain = node_domain(g, g.node(members.front()));
+      const TensorMeta& domain = group_domain(g, members);
       // Over the same shape; or, in a group that reduces rows, a pointwise op over one value per
       // row. A reduction of such a value (a sum over its dimension of 1) is no reduction of the
       // group's rows: it would sum the value over the whole row.
       const bool rows = std::any_of(members.begin(), members.end(),
                                     [&](int m) { return row_op(g, g.node(m)) != nullptr; });
-      const bool per_row = rows && find_pointwise(n) != nullptr && row_shaped(dom, group_domain);
-      if (!same_domain(group_domain, dom) && !per_row) continue;
+      const bool per_row = rows && find_pointwise(n) != nullptr && row_shaped(dom, domain);
+      if (!same_domain(domain, dom) && !per_row) continue;
       cands.push_back(grp);
     }
     auto with = [&](const std::vector<int>& gs) {
@@ -360,7 +383,7 @@ Partition partition_graph(const Graph& g) {
     }
     FusionGroup fg;
     fg.nodes = nodes;
-    fg.domain = node_domain(g, g.node(nodes.front()));
+    fg.domain = group_domain(g, nodes);
     for (int m : nodes) {
       fg.rows = fg.rows || row_op(g, g.node(m)) != nullptr;
       fg.columns = fg.columns || is_column_sum(g, g.node(m));
