@@ -95,17 +95,17 @@ if want fuzz; then
   {
     cat "$OUT"/fuzz_[0-9]*.txt | grep -vE "^fuzz_programs:"
     awk -F, 'FNR == 1 { header = $0; next }
-             { n++; for (i = 2; i <= 8; i++) t[i] += $i; d = $1 }
-             END { printf "fuzz_programs: %d shard(s) on %s: %d program(s) (%d replayed), %d with fused iterations, %d disagreement(s), %d group(s) codegen refused, %.1f s each\n", n, d, t[2], t[3], t[4], t[5], t[6], t[8] / (n ? n : 1) }' \
+             { n++; for (i = 2; i <= 9; i++) t[i] += $i; d = $1 }
+             END { printf "fuzz_programs: %d shard(s) on %s: %d program(s) (%d replayed), %d with fused iterations, %d disagreement(s), %d within their noise floor only, %d group(s) codegen refused, %.1f s each\n", n, d, t[2], t[3], t[4], t[5], t[9], t[6], t[8] / (n ? n : 1) }' \
       "$OUT"/fuzz_[0-9]*.csv
   } >"$OUT/fuzz.txt"
   awk -F, 'FNR == 1 { if (NR == 1) print; next }
-           { for (i = 2; i <= 8; i++) t[i] += $i; d = $1; n++ }
-           END { printf "%s,%d,%d,%d,%d,%d,%d,%.1f\n", d, t[2], t[3], t[4], t[5], t[6], t[7], t[8] / (n ? n : 1) }' \
+           { for (i = 2; i <= 9; i++) t[i] += $i; d = $1; n++ }
+           END { printf "%s,%d,%d,%d,%d,%d,%d,%.1f,%d\n", d, t[2], t[3], t[4], t[5], t[6], t[7], t[8] / (n ? n : 1), t[9] }' \
     "$OUT"/fuzz_[0-9]*.csv >"$OUT/fuzz.csv"
   echo "fuzz: exit $rc"
   save
-  grep -E "DISAGREES|shrunk|fuzz_programs:" "$OUT/fuzz.txt" | tail -12
+  grep -E "DISAGREES|shrunk|within its noise|fuzz_programs:" "$OUT/fuzz.txt" | tail -16
 fi
 # Injected faults (NVRTC, launches) and 10,000 steps' memory, with their output.
 if want faults; then
