@@ -589,7 +589,22 @@ int main(int argc, char** argv) {
       const Program small = shrink(p, fails);
       std::printf("self-test: %zu ops shrunk to %zu: %s\n", p.ops.size(), small.ops.size(),
                   small.text().c_str());
-      return small.ops.size() == 2 && fails(small) ? 0 : 1;
+      // The noise floor widens the tolerance to 10x eager's own movement, no further, and a
+      // NaN that moves with eager's inputs is not held against hotpath.
+      auto outcome = [](std::vector<double> v) {
+        Outcome o;
+        o.values.push_back(torch::tensor(v, torch::kFloat));
+        return o;
+      };
+      const Outcome e = outcome({1.0, 2.0}), moved = outcome({1.0, 2.001});
+      const auto floor = noise_floor(e, moved);
+      const bool noise_ok = floor.size() == 1 && std::abs(floor[0] - 0.001) < 1e-6 &&
+                            !compare(e, outcome({1.0, 2.005}), false).empty() &&
+                            compare(e, outcome({1.0, 2.005}), false, floor).empty() &&
+                            !compare(e, outcome({1.0, 2.02}), false, floor).empty() &&
+                            std::isinf(noise_floor(e, outcome({1.0, NAN}))[0]);
+      std::printf("self-test: noise floor %s\n", noise_ok ? "ok" : "WRONG");
+      return small.ops.size() == 2 && fails(small) && noise_ok ? 0 : 1;
     } else {
       usage("unknown argument '" + a + "'");
     }
