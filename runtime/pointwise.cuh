@@ -20,10 +20,13 @@ __device__ __forceinline__ float gelu_erf(float x) {
   return x * 0.5f * (1.0f + erff(x * kAlpha));
 }
 
+// The tanh forms keep ATen's order of operations ((x * x) * x, then kKappa times it): another
+// order rounds differently in fp32, and a bf16 result then lands a unit apart now and then.
 __device__ __forceinline__ float gelu_tanh(float x) {
   constexpr float kBeta = 0.79788456080286535588f;  // sqrt(2/pi)
   constexpr float kKappa = 0.044715f;
-  const float inner = kBeta * (x + kKappa * x * x * x);
+  const float x_cube = x * x * x;
+  const float inner = kBeta * (x + kKappa * x_cube);
   return 0.5f * x * (1.0f + tanhf(inner));
 }
 
@@ -39,12 +42,15 @@ __device__ __forceinline__ float gelu_tanh_backward(float dy, float x) {
   constexpr float kBeta = 0.79788456080286535588f;
   constexpr float kKappa = 0.044715f;
   const float x_sq = x * x;
-  const float inner = kBeta * (x + kKappa * x_sq * x);
+  const float x_cube = x_sq * x;
+  const float inner = kBeta * (x + kKappa * x_cube);
   const float t = tanhf(inner);
   const float left = 0.5f * x;
   const float right = 1.0f + t;
   const float left_derivative = 0.5f * right;
-  const float right_derivative = left * (1.0f - t * t) * kBeta * (1.0f + 3.0f * kKappa * x_sq);
+  const float tanh_derivative = 1.0f - t * t;
+  const float inner_derivative = kBeta * (1.0f + 3.0f * kKappa * x_sq);
+  const float right_derivative = left * tanh_derivative * inner_derivative;
   return dy * (left_derivative + right_derivative);
 }
 

@@ -475,7 +475,8 @@ Verdict judge(const Program& p, torch::Device d, const hotpath::Config& c, bool 
   hotpath::Config verify = c;
   verify.verify = true;
   run(p, d, true, verify);
-  for (const auto& sig : hotpath::stats().signatures) {
+  const hotpath::Stats verified = hotpath::stats();
+  for (const auto& sig : verified.signatures) {
     for (const auto& g : sig.fusion.groups) {
       if (g.verify_failures == 0) continue;
       std::ostringstream os;
@@ -489,7 +490,14 @@ Verdict judge(const Program& p, torch::Device d, const hotpath::Config& c, bool 
   const std::string within =
       compare(eager, fused, exact, noise_floor(eager, run(p, d, false, c, kPerturbation)));
   if (within.empty()) return Verdict{{}, true};
-  v.why = within;
+  // Every launch within tolerance, yet the result beyond the noise: the groups that differed
+  // from eager at all, to look at first.
+  std::ostringstream os;
+  os << within << "; every launch within tolerance, largest relative errors:";
+  for (const auto& sig : verified.signatures)
+    for (const auto& g : sig.fusion.groups)
+      if (g.max_rel_error > 0) os << " " << g.name << " " << g.max_rel_error;
+  v.why = os.str();
   return v;
 }
 
