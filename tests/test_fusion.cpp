@@ -595,7 +595,7 @@ void check_program(const hotpath::detail::Graph& g, const hotpath::detail::Fusio
     REQUIRE(node < grp.nodes.size());
     const auto& n = g.node(grp.nodes[node]);
     CAPTURE(k, n.short_name());
-    if (p.instr[k].op == op_form_index(n)) {
+    if (p.instr[k].op == op_form_index(g, n)) {
       ++node;
       continue;
     }

@@ -126,7 +126,7 @@ std::string pointwise_expression(const Graph& g, const Node& n, const PointwiseO
   const auto round = operand_rounding(g, n, op);
   for (std::size_t k = 0; k < operands.size() && k < round.size(); ++k)
     operands[k] = round_to_dtype(operands[k], round[k]);
-  return round_to_dtype(op.emit(operands, s, imm, op.variant ? op.variant(n) : std::string()),
+  return round_to_dtype(op.emit(operands, s, imm, op.variant ? op.variant(n, g) : std::string()),
                         g.value(n.outputs[0]).meta.dtype);
 }
 
@@ -326,7 +326,7 @@ KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi)
     const std::string expr = pointwise_expression(g, n, *op, t, s);
     {
       hp::ProgramInstr in{};
-      in.op = static_cast<short>(op_form_index(n));
+      in.op = static_cast<short>(op_form_index(g, n));
       unsigned char* operands[] = {&in.a, &in.b, &in.c};
       if (t.size() > 3 || imm.size() > 1) why_not(n.short_name() + " has too many operands");
       // An operand eager casts to the op's dtype first: a cast into a register of its own.

@@ -27,6 +27,17 @@ std::function<std::string(const Node&)> check_gelu(int arg) {
   };
 }
 
+// Forms of an op that ATen computes in the tensor's own dtype: the output's dtype picks one, and
+// its emitter passes hp::round_as's code for it.
+const std::vector<std::string> kDtypeForms = {"f32", "f16", "bf16"};
+std::string dtype_form(const Node& n, const Graph& g) {
+  const auto dt = g.value(n.outputs[0]).meta.dtype;
+  return dt == c10::ScalarType::Half ? "f16" : dt == c10::ScalarType::BFloat16 ? "bf16" : "f32";
+}
+std::string rounding_code(const std::string& form) {
+  return form == "f16" ? "1.0f" : form == "bf16" ? "2.0f" : "0.0f";
+}
+
 struct Table {
   std::unordered_map<std::string, PointwiseOp> ops;
 
@@ -46,7 +57,7 @@ struct Table {
             std::vector<int> scalars, const Emit& emit,
             std::function<std::string(const Node&)> check = ok,
             const std::vector<std::string>& variants = {""},
-            const std::function<std::string(const Node&)>& variant = {}) {
+            const std::function<std::string(const Node&, const Graph&)>& variant = {}) {
     const std::string suffix = overload.empty() ? "" : "." + overload;
     for (int w : {-1, 0}) {
       PointwiseOp& op = add(name + (w < 0 ? "" : "_") + suffix, tensors, scalars, emit, w, check);
@@ -105,7 +116,9 @@ struct Table {
     unary("silu", "hp::silu");
     unary("square", "hp::square");
     auto gelu_variant = [](int arg) {
-      return [arg](const Node& n) { return gelu_mode(n, arg) == "tanh" ? "tanh" : "erf"; };
+      return [arg](const Node& n, const Graph&) {
+        return gelu_mode(n, arg) == "tanh" ? "tanh" : "erf";
+      };
     };
     both(
         "gelu", "", {0}, {},
@@ -127,14 +140,18 @@ struct Table {
         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
           return "(" + t[1] + " <= " + s[0] + " ? 0.0f : " + t[0] + ")";
         });
+    // ATen computes these in the tensor's dtype (scalar_t arithmetic): an fp16 or bf16 tensor's
+    // intermediate results are rounded to it (hp::round_as): a form per dtype.
     add("sigmoid_backward", {0, 1}, {},
-        [](const Strs& t, const Strs&, const Strs&, const std::string&) {
-          return "(" + t[0] + " * (1.0f - " + t[1] + ") * " + t[1] + ")";
-        });
+        [](const Strs& t, const Strs&, const Strs&, const std::string& v) {
+          return "hp::sigmoid_backward(" + t[0] + ", " + t[1] + ", " + rounding_code(v) + ")";
+        })
+        .per_dtype();
     add("tanh_backward", {0, 1}, {},
-        [](const Strs& t, const Strs&, const Strs&, const std::string&) {
-          return "(" + t[0] + " * (1.0f - " + t[1] + " * " + t[1] + "))";
-        });
+        [](const Strs& t, const Strs&, const Strs&, const std::string& v) {
+          return "hp::tanh_backward(" + t[0] + ", " + t[1] + ", " + rounding_code(v) + ")";
+        })
+        .per_dtype();
     add("silu_backward", {0, 1}, {},
         [](const Strs& t, const Strs&, const Strs&, const std::string&) {
           return "hp::silu_backward(" + t[0] + ", " + t[1] + ")";
@@ -148,11 +165,11 @@ struct Table {
         });
     both("addcmul", "", {0, 1, 2}, {3},
          [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
-           return "(" + t[0] + " + " + s[0] + " * " + t[1] + " * " + t[2] + ")";
+           return "hp::addcmul(" + t[0] + ", " + t[1] + ", " + t[2] + ", " + s[0] + ")";
          });
     both("addcdiv", "", {0, 1, 2}, {3},
          [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
-           return "(" + t[0] + " + " + s[0] + " * (" + t[1] + " / " + t[2] + "))";
+           return "hp::addcdiv(" + t[0] + ", " + t[1] + ", " + t[2] + ", " + s[0] + ")";
          });
     both("lerp", "Scalar", {0, 1}, {2},
          [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
@@ -162,10 +179,13 @@ struct Table {
          [](const Strs& t, const Strs&, const Strs&, const std::string&) {
            return "hp::lerp(" + t[0] + ", " + t[1] + ", " + t[2] + ")";
          });
-    both("pow", "Tensor_Scalar", {0}, {1},
-         [](const Strs& t, const Strs& s, const Strs&, const std::string&) {
-           return "hp::pow(" + t[0] + ", " + s[0] + ")";
-         });
+    // x^3 and x^-2 square in the tensor's dtype: a form per dtype.
+    both(
+        "pow", "Tensor_Scalar", {0}, {1},
+        [](const Strs& t, const Strs& s, const Strs&, const std::string& v) {
+          return "hp::pow(" + t[0] + ", " + s[0] + ", " + rounding_code(v) + ")";
+        },
+        ok, kDtypeForms, dtype_form);
     // clamp(self, Scalar? min, Scalar? max): a None bound is structural (part of the signature).
     // A None scalar operand reaches the emitter as an empty name.
     both(
@@ -180,7 +200,7 @@ struct Table {
           return n.args[1].isNone() && n.args[2].isNone() ? "clamp without bounds" : "";
         },
         {"min", "max", "minmax"},
-        [](const Node& n) {
+        [](const Node& n, const Graph&) {
           return n.args[2].isNone() ? "min" : n.args[1].isNone() ? "max" : "minmax";
         });
     // masked_fill(self, mask, value): the value where the mask (bool) is set.
@@ -195,14 +215,16 @@ struct Table {
     {
       PointwiseOp& op = add(
           "mse_loss_backward", {0, 1, 2}, {},
-          [](const Strs& t, const Strs&, const Strs& imm, const std::string&) {
-            return "((" + t[1] + " - " + t[2] + ") * " + imm[0] + " * " + t[0] + ")";
+          [](const Strs& t, const Strs&, const Strs& imm, const std::string& v) {
+            return "hp::mse_backward(" + t[0] + ", " + t[1] + ", " + t[2] + ", " + imm[0] + ", " +
+                   rounding_code(v) + ")";
           },
           -1,
           [](const Node& n) -> std::string {
             const auto r = n.args[3].isInt() ? n.args[3].toInt() : -1;
             return r >= 0 && r <= 2 ? "" : "mse_loss reduction " + std::to_string(r);
           });
+      op.per_dtype();        // in scalar_t, as sigmoid_backward
       op.alone_pays = true;  // ATen: zeros_like(input), then mse_loss_backward_out into it
       // reduction: 0 none, 1 mean, 2 sum; ATen scales by 2/numel for mean.
       op.immediates = [](const Node& n, const Graph& g) {
@@ -263,6 +285,12 @@ std::vector<c10::ScalarType> operand_rounding(const Graph& g, const Node& n,
     if (float_type(dt) && dt != *common) round[k] = *common;
   }
   return round;
+}
+
+PointwiseOp& PointwiseOp::per_dtype() {
+  variants = kDtypeForms;
+  variant = dtype_form;
+  return *this;
 }
 
 const PointwiseOp* find_pointwise(const Node& n) {
@@ -476,11 +504,11 @@ const std::vector<OpForm>& op_forms() {
   return forms;
 }
 
-int op_form_index(const Node& n) {
+int op_form_index(const Graph& g, const Node& n) {
   const PointwiseOp* op = find_pointwise(n);
   if (op == nullptr) return -1;
   const std::string key = n.short_name();
-  const std::string v = op->variant ? op->variant(n) : std::string();
+  const std::string v = op->variant ? op->variant(n, g) : std::string();
   const auto& forms = op_forms();
   for (std::size_t i = 0; i < forms.size(); ++i) {
     if (forms[i].key == key && forms[i].variant == v) return static_cast<int>(i);

@@ -28,7 +28,7 @@ struct PointwiseOp {
   // Forms of the op chosen by non-tensor arguments (gelu's approximation, clamp's bounds):
   // every one it can take, and the one a node takes (unset: the only form, "").
   std::vector<std::string> variants{""};
-  std::function<std::string(const Node&)> variant;
+  std::function<std::string(const Node&, const Graph&)> variant;
   // Constants that follow from the node's shapes (mse's 2/numel); unset: none.
   std::function<std::vector<double>(const Node&, const Graph&)> immediates;
   // Eager runs more than one kernel for it (mse_loss_backward: zeros_like's fill, then its own):
@@ -37,6 +37,8 @@ struct PointwiseOp {
   // A cast (_to_copy, copy_): its operand becomes the output's dtype at the store, with no
   // dtype of its own to compute in.
   bool casts = false;
+  // Forms per output dtype (f32, f16, bf16) for an op ATen computes in the tensor's own dtype.
+  PointwiseOp& per_dtype();
 };
 
 // nullptr when the op is not fusable.
@@ -135,7 +137,7 @@ struct OpForm {
 };
 const std::vector<OpForm>& op_forms();
 // The position of a node's form in op_forms(), or -1 when the node is not fusable.
-int op_form_index(const Node& n);
+int op_form_index(const Graph& g, const Node& n);
 
 // An fp32 literal that reads back as exactly `v` in float ("1.000000000e+00f").
 std::string float_literal(double v);
