@@ -20,6 +20,7 @@
 
 #include "codegen/interpreter.h"
 #include "codegen/kernel.h"
+#include "compile/kernel_builder.h"
 #include "compile/kernel_cache.h"
 #include "compile/nvrtc.h"
 #include "env_var.h"
@@ -1494,6 +1495,41 @@ TEST_CASE("the kernel cache: miss, hit, corrupt entry", "[fusion][cache]") {
   CHECK_FALSE(cache.load(key).has_value());
   cache.store(key, "recompiled");
   CHECK(cache.load(key).value() == "recompiled");
+}
+
+TEST_CASE("a plan's kernels build in parallel, from the cache the second time", "[fusion][nvrtc]") {
+  using namespace hotpath::detail;
+  const hotpath_test::TempDir tmp("hotpath-builder-test");
+  const KernelCache cache(tmp.path());
+  auto job = [](const std::string& name, const std::string& body) {
+    const std::string source =
+        "extern \"C\" __global__ void " + name + "(float* x) { " + body + " }\n";
+    return KernelJob{source, name, kernel_cache_key(source, 90)};
+  };
+  const std::vector<KernelJob> jobs = {job("k_double", "x[threadIdx.x] *= 2.0f;"),
+                                       job("k_broken", "x[threadIdx.x] = undeclared;"),
+                                       job("k_half", "x[threadIdx.x] *= 0.5f;")};
+  {
+    KernelBuilder b(jobs, 90, runtime_headers(), cache);
+    CHECK(b.compiled() == 3);
+    b.compile_here();
+    for (std::size_t k : {0, 2}) {
+      CAPTURE(k);
+      CHECK(b.wait(k).error.empty());
+      CHECK_FALSE(b.wait(k).from_cache);
+      CHECK(b.wait(k).cubin.size() > 100);
+    }
+    CHECK(b.wait(1).error.find("undeclared") != std::string::npos);  // the others built anyway
+  }
+  KernelBuilder again(jobs, 90, runtime_headers(), cache);
+  CHECK(again.compiled() == 1);  // only the broken one is not in the cache
+  again.compile_here();
+  CHECK(again.wait(0).from_cache);
+  CHECK(again.wait(2).from_cache);
+  CHECK_FALSE(again.wait(1).error.empty());
+  const BuiltKernel one = load_or_compile(jobs[0], 90, runtime_headers(), cache);
+  CHECK(one.from_cache);
+  CHECK(one.cubin == again.wait(0).cubin);
 }
 
 TEST_CASE("an NVRTC failure names the error and the dumped source", "[fusion][nvrtc]") {

@@ -24,12 +24,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <ctime>
 #include <limits>
 #include <set>
-#include <thread>
 
 #include "codegen/interpreter.h"
 #include "codegen/kernel.h"
@@ -38,6 +35,7 @@
 #include "common/fs.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "compile/kernel_builder.h"
 #include "compile/nvrtc.h"
 #include "compile/worker.h"
 #include "fusion/partition.h"
@@ -246,19 +244,11 @@ std::shared_ptr<CudaModule> Executor::interpreter_for(int device, const KernelCa
   try {
     const int arch = device_info(device).arch;
     const std::string& source = interpreter_source();
-    const std::string key = kernel_cache_key(source, arch);
-    bool hit = false;
-    std::string cubin;
-    if (auto c = cache.load(key)) {
-      cubin = std::move(*c);
-      hit = true;
-    } else {
-      const std::string dump = cache.dir().empty() ? temp_dir() : cache.dir();
-      make_dirs(dump);
-      cubin = nvrtc_compile(source, kInterpreterFunction, arch, runtime_headers(), dump).cubin;
-      cache.store(key, cubin);
-    }
-    auto module = std::make_shared<CudaModule>(cubin, kInterpreterFunction, device);
+    const BuiltKernel built =
+        load_or_compile(KernelJob{source, kInterpreterFunction, kernel_cache_key(source, arch)},
+                        arch, runtime_headers(), cache);
+    const bool hit = built.from_cache;
+    auto module = std::make_shared<CudaModule>(built.cubin, kInterpreterFunction, device);
     // One launch with nothing to do, here on the worker: the driver grows the context's local
     // memory for the interpreter's registers at a kernel's first launch (milliseconds), which
     // would otherwise stall the first fused iteration.
@@ -453,75 +443,22 @@ void Executor::build(Plan& out, const HotTrace& trace, const std::optional<Decis
       ")", plan->device_index >= 0 ? "; compiling in the background" : ""));
 }
 
-namespace {
-double thread_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
-}  // namespace
-
 void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   Plan* plan = &out;
   const auto t0 = std::chrono::steady_clock::now();
   double cpu_ms = 0;  // of the NVRTC compiles, on whichever threads ran them
-  const std::string dump = cache.dir().empty() ? temp_dir() : cache.dir();
-  std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
-  // The plan's distinct kernels that are not in the cache compile in parallel (NVRTC programs
-  // are independent; its first compile in the process already ran, see start_nvrtc): the plan
-  // is ready when its slowest kernel is, not after the sum of them.
-  struct Compiled {
-    std::string cubin, error;
-    double cpu_ms = 0;
-    bool from_cache = false;
-    bool ready = false;  // under ready_mu
-  };
-  std::map<std::string, std::unique_ptr<Compiled>> compiled;
-  std::vector<std::pair<const PlanGroup*, Compiled*>> to_compile;
+  // The plan's distinct kernels: the plan is ready when its slowest kernel is, not after the sum
+  // of them (compile/kernel_builder.h).
+  std::vector<KernelJob> jobs;
+  std::map<std::string, std::size_t> job_of;  // cache key -> job
   for (const PlanGroup& g : plan->groups) {
-    if (!kernels || !g.gpu || !g.active_default || compiled.count(g.cache_key)) continue;
-    auto& slot = compiled[g.cache_key];
-    slot = std::make_unique<Compiled>();
-    if (auto hit = cache.load(g.cache_key)) {
-      slot->cubin = std::move(*hit);
-      slot->from_cache = true;
-      slot->ready = true;
-    } else {
-      to_compile.emplace_back(&g, slot.get());
-    }
+    if (!kernels || !g.gpu || !g.active_default || job_of.count(g.cache_key)) continue;
+    job_of.emplace(g.cache_key, jobs.size());
+    jobs.push_back(KernelJob{g.spec.source, g.spec.name, g.cache_key});
   }
-  std::atomic<std::size_t> next{0};
-  std::mutex ready_mu;
-  std::condition_variable ready_cv;
-  auto compile_some = [&] {
-    for (std::size_t k = next++; k < to_compile.size(); k = next++) {
-      const PlanGroup& g = *to_compile[k].first;
-      Compiled& c = *to_compile[k].second;
-      const double c0 = thread_cpu_ms();
-      try {
-        if (fault_armed(kFaultNvrtc))
-          HOTPATH_FAIL("NVRTC failed to compile ", g.spec.name,
-                       " (injected: HOTPATH_FAULTS=nvrtc)");
-        make_dirs(dump);
-        c.cubin =
-            nvrtc_compile(g.spec.source, g.spec.name, plan->arch, runtime_headers(), dump).cubin;
-        cache.store(g.cache_key, c.cubin);
-      } catch (const Error& e) {
-        c.error = e.what();
-      }
-      c.cpu_ms = thread_cpu_ms() - c0;
-      {
-        std::lock_guard<std::mutex> lock(ready_mu);
-        c.ready = true;
-      }
-      ready_cv.notify_all();
-    }
-  };
-  const std::size_t threads = std::min<std::size_t>(
-      to_compile.size(), std::max(1u, std::thread::hardware_concurrency() / 2));
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(compile_some);
-  compile_some();  // this thread too
+  KernelBuilder builder(std::move(jobs), plan->arch, runtime_headers(), cache);
+  builder.compile_here();                        // this thread too
+  std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
   auto failed = [](PlanGroup& g, const Error& e) {
     g.error = e.what();
     log_warn(concat("hotpath: group ", g.name, " stays ",
@@ -547,16 +484,12 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
       g.from_cache = true;
       ++plan->from_cache;
     } else {
-      Compiled& c = *compiled.at(g.cache_key);
-      {
-        std::unique_lock<std::mutex> lock(ready_mu);
-        ready_cv.wait(lock, [&] { return c.ready; });
-      }
-      g.from_cache = c.from_cache;
-      plan->from_cache += c.from_cache ? 1 : 0;
-      cpu_ms += c.cpu_ms;
-      g.cubin = c.cubin;
-      if (!c.error.empty()) failed(g, Error(c.error));
+      const BuiltKernel& b = builder.wait(job_of.at(g.cache_key));
+      g.from_cache = b.from_cache;
+      plan->from_cache += b.from_cache ? 1 : 0;
+      cpu_ms += b.cpu_ms;
+      g.cubin = b.cubin;
+      if (!b.error.empty()) failed(g, Error(b.error));
     }
     // Loaded here too: cuModuleLoadData on the training thread would be a stall.
     if (g.error.empty() && g.module == nullptr) {
@@ -572,7 +505,6 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
     done.emplace(g.cache_key, &g);
     g.state->store(g.error.empty() ? kLoaded : kFailed, std::memory_order_release);
   }
-  for (std::thread& t : pool) t.join();
   plan->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!kernels) return;
@@ -580,7 +512,7 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   // worker that waits for a core, less.
   log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
                   " kernel(s) ready in ", static_cast<long long>(plan->compile_ms + 0.5), " ms (",
-                  to_compile.size(), " compiled on ", threads, " thread(s), ",
+                  builder.compiled(), " compiled on ", builder.threads(), " thread(s), ",
                   static_cast<long long>(cpu_ms + 0.5), " ms CPU; ", plan->from_cache,
                   " from the cache)"));
 }
