@@ -26,6 +26,7 @@
 #include "env_var.h"
 #include "exec/executor.h"
 #include "exec/output_slot.h"
+#include "exec/planner.h"
 #include "exec/session.h"
 #include "fusion/op_table.h"
 #include "fusion/partition.h"

@@ -4,6 +4,11 @@
 // the first mismatch the pending groups are materialised by running their ops eagerly and the
 // rest of the iteration runs eagerly: never a wrong result. On CPU tensors (Config::fuse_cpu)
 // materialisation is the executor: the same path, with ATen's kernels.
+//
+// Its files: executor.cpp (arming, guards, deferred ops, divergence, materialisation, the
+// governor's calls), kernels.cpp (NVRTC's start, the interpreter kernel, a plan's kernels through
+// compile/), launch.cpp (a group's or a batch's launch), verify.cpp (Config::verify). Plans are
+// made by exec/planner.h.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -23,12 +28,6 @@
 #include "trace/recorder.h"
 
 namespace hotpath::detail {
-
-// Marks the plan's batches (Plan::batches): groups that share one pointwise kernel and follow
-// each other with no other op between them (an optimizer's update of each parameter) launch
-// together, at the last one's last op, in one launch of the kernel's multi entry. Only GPU
-// groups; none of a batch may touch what another writes (their order is then the GPU's).
-void plan_batches(const Graph& g, Plan& plan);
 
 // The largest error (see Executor::verify) a fused output of `dtype` may have against
 // eager on the same inputs: 1e-5 for fp32, 1e-2 for fp16/bf16.
@@ -180,10 +179,8 @@ class Executor {
   void materialize(const std::vector<Deferred*>& members);
   void materialize_all();
   void complete_iteration();
-  // Graph, partition, kernels' source; then NVRTC (or the cache) and module loads. Both touch
-  // nothing but the plan (they run on the compile worker).
-  static void build(Plan& plan, const HotTrace& trace, const std::optional<Decision>& remembered,
-                    const Config& config);
+  // NVRTC (or the cache) and module loads for a plan that build_plan (exec/planner.h) made:
+  // touches nothing but the plan (it runs on the compile worker).
   static void compile(Plan& plan, const KernelCache& cache, bool kernels);
 
   Recorder& recorder_;

@@ -83,7 +83,7 @@ struct Plan {
   std::vector<std::string> pass_starts;
   std::vector<PlanGroup> groups;
   // Groups with one kernel that launch together, at the last op of the last one (see
-  // plan_batches in executor.cpp).
+  // plan_batches in exec/planner.cpp).
   std::vector<std::vector<int>> batches;
   int device_index = -1;
   int arch = 0;

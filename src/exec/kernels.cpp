@@ -1,0 +1,166 @@
+// The executor's kernels: NVRTC's first compile, the interpreter kernel per device, and a built
+// plan's kernels through compile/ (cache, else NVRTC in parallel), loaded as modules on the
+// compile worker.
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "codegen/interpreter.h"
+#include "codegen/kernel.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "compile/kernel_builder.h"
+#include "compile/nvrtc.h"
+#include "compile/worker.h"
+#include "exec/executor.h"
+
+namespace hotpath::detail {
+
+void Executor::start_nvrtc(const KernelCache& cache) {
+  static std::once_flag once;
+  std::call_once(once, [cache] {
+    // NVRTC's first compile, here on the enabling thread and before the compile worker exists:
+    // NVRTC crashed (inside nvrtcCompileProgram) when its first use was on another thread, and
+    // the static state it creates then must be destroyed after the worker at exit (the worker
+    // finishes a running job first).
+    runtime_headers();
+    log_enabled(LogLevel::Debug);
+    // Without a CUDA driver no plan is ever compiled on the worker: nothing to start.
+    if (!cuda_driver_available()) return;
+    int arch = 90;
+    try {
+      arch = device_info(0).arch;
+    } catch (const Error& e) {
+      log_warn(concat("hotpath: no usable CUDA device (", e.what(), "); kernels for sm_90"));
+    }
+    try {
+      nvrtc_start(arch);
+    } catch (const Error& e) {
+      log_warn(concat("hotpath: NVRTC does not work here; hot paths stay eager: ", e.what()));
+      return;
+    }
+    // The interpreter kernel (from the cache, or compiled) and the driver's first module load,
+    // in the background while the loop is profiled: the first hot signature runs on it at once.
+    CompileWorker::instance().submit([cache] { interpreter_for(0, cache); });
+  });
+}
+
+std::shared_ptr<CudaModule> Executor::interpreter_for(int device, const KernelCache& cache) {
+  // Never destroyed: a compile job may still run while static destructors do at exit.
+  struct Loaded {
+    std::mutex mu;
+    std::map<int, std::shared_ptr<CudaModule>> modules;
+    std::set<int> failed;
+  };
+  static Loaded* const state = new Loaded;
+  std::lock_guard<std::mutex> lock(state->mu);
+  auto& loaded = state->modules;
+  auto& failed = state->failed;
+  if (const auto it = loaded.find(device); it != loaded.end()) return it->second;
+  if (failed.count(device)) return nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    const int arch = device_info(device).arch;
+    const std::string& source = interpreter_source();
+    const BuiltKernel built =
+        load_or_compile(KernelJob{source, kInterpreterFunction, kernel_cache_key(source, arch)},
+                        arch, runtime_headers(), cache);
+    const bool hit = built.from_cache;
+    auto module = std::make_shared<CudaModule>(built.cubin, kInterpreterFunction, device);
+    // One launch with nothing to do, here on the worker: the driver grows the context's local
+    // memory for the interpreter's registers at a kernel's first launch (milliseconds), which
+    // would otherwise stall the first fused iteration.
+    hp::Program empty{};
+    void* params[] = {&empty};
+    module->launch(1, kInterpreterBlock, nullptr, params);
+    log_info(concat(
+        "hotpath: interpreter kernel for device ", device, " ready in ",
+        ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count()),
+        hit ? " (prebuilt or cached: nothing compiled)" : ""));
+    loaded[device] = module;
+    return module;
+  } catch (const Error& e) {
+    failed.insert(device);
+    log_warn(concat("hotpath: no interpreter kernel for device ", device,
+                    " (fused groups wait for their own kernels): ", e.what()));
+    return nullptr;
+  }
+}
+
+void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
+  Plan* plan = &out;
+  const auto t0 = std::chrono::steady_clock::now();
+  double cpu_ms = 0;  // of the NVRTC compiles, on whichever threads ran them
+  // The plan's distinct kernels: the plan is ready when its slowest kernel is, not after the sum
+  // of them (compile/kernel_builder.h).
+  std::vector<KernelJob> jobs;
+  std::map<std::string, std::size_t> job_of;  // cache key -> job
+  for (const PlanGroup& g : plan->groups) {
+    if (!kernels || !g.gpu || !g.active_default || job_of.count(g.cache_key)) continue;
+    job_of.emplace(g.cache_key, jobs.size());
+    jobs.push_back(KernelJob{g.spec.source, g.spec.name, g.cache_key});
+  }
+  KernelBuilder builder(std::move(jobs), plan->arch, runtime_headers(), cache);
+  builder.compile_here();                        // this thread too
+  std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
+  auto failed = [](PlanGroup& g, const Error& e) {
+    g.error = e.what();
+    log_warn(concat("hotpath: group ", g.name, " stays ",
+                    g.spec.interpretable() ? "on the interpreter: " : "eager: ", e.what()));
+  };
+  for (PlanGroup& g : plan->groups) {
+    if (!g.gpu) continue;
+    if (!g.active_default) {
+      g.error = "not compiled: it lost in an earlier run";
+      g.state->store(kFailed, std::memory_order_release);
+      continue;
+    }
+    if (!kernels) {
+      g.error = "kernels are not compiled (Config::compile_kernels)";
+      g.state->store(kFailed, std::memory_order_release);
+      continue;
+    }
+    const auto g0 = std::chrono::steady_clock::now();
+    if (const auto same = done.find(g.cache_key); same != done.end()) {
+      g.cubin = same->second->cubin;
+      g.error = same->second->error;
+      g.module = same->second->module;
+      g.from_cache = true;
+      ++plan->from_cache;
+    } else {
+      const BuiltKernel& b = builder.wait(job_of.at(g.cache_key));
+      g.from_cache = b.from_cache;
+      plan->from_cache += b.from_cache ? 1 : 0;
+      cpu_ms += b.cpu_ms;
+      g.cubin = b.cubin;
+      if (!b.error.empty()) failed(g, Error(b.error));
+    }
+    // Loaded here too: cuModuleLoadData on the training thread would be a stall.
+    if (g.error.empty() && g.module == nullptr) {
+      try {
+        g.module = std::make_shared<CudaModule>(g.cubin, g.spec.name, plan->device_index,
+                                                g.spec.multi_name);
+      } catch (const Error& e) {
+        failed(g, e);
+      }
+    }
+    g.compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - g0).count();
+    done.emplace(g.cache_key, &g);
+    g.state->store(g.error.empty() ? kLoaded : kFailed, std::memory_order_release);
+  }
+  plan->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!kernels) return;
+  // NVRTC's CPU time next to wall time: compiles in parallel show more CPU than wall time; a
+  // worker that waits for a core, less.
+  log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
+                  " kernel(s) ready in ", static_cast<long long>(plan->compile_ms + 0.5), " ms (",
+                  builder.compiled(), " compiled on ", builder.threads(), " thread(s), ",
+                  static_cast<long long>(cpu_ms + 0.5), " ms CPU; ", plan->from_cache,
+                  " from the cache)"));
+}
+
+}  // namespace hotpath::detail

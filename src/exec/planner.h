@@ -1,0 +1,27 @@
+// Planning: a hot trace becomes a plan (graph, partition, each group's kernel source, which of
+// its tensors may be skipped, batches of groups launched together). Free functions that touch
+// nothing but the plan: they run on the compile worker; the executor (exec/executor.h) runs
+// the result.
+#pragma once
+
+#include <optional>
+
+#include "exec/plan.h"
+#include "hotpath/hotpath.h"
+#include "policy/decisions.h"
+#include "trace/op_record.h"
+
+namespace hotpath::detail {
+
+// Graph, partition and kernel sources of `trace` into `plan` (whose signature and hex are set).
+// `remembered`: an earlier run's verdict (groups that lost then are not compiled).
+void build_plan(Plan& plan, const HotTrace& trace, const std::optional<Decision>& remembered,
+                const Config& config);
+
+// Marks the plan's batches (Plan::batches): groups that share one pointwise kernel and follow
+// each other with no other op between them (an optimizer's update of each parameter) launch
+// together, at the last one's last op, in one launch of the kernel's multi entry. Only GPU
+// groups; none of a batch may touch what another writes (their order is then the GPU's).
+void plan_batches(const Graph& g, Plan& plan);
+
+}  // namespace hotpath::detail
