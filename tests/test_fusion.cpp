@@ -658,11 +658,11 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
     for (std::size_t k = 0; k < plan->partition.groups.size(); ++k) {
       const auto& spec = plan->groups[k].spec;
       INFO(plan->groups[k].name << ": " << spec.not_interpretable);
-      if (plan->partition.groups[k].columns) {  // the bias gradients: column kernels only
+      if (plan->partition.groups[k].columns()) {  // the bias gradients: column kernels only
         CHECK(spec.not_interpretable == "a sum over columns");
         continue;
       }
-      if (plan->partition.groups[k].total) {  // the loss: a total kernel only
+      if (plan->partition.groups[k].total()) {  // the loss: a total kernel only
         CHECK(spec.not_interpretable == "a reduction to one value");
         CHECK(spec.fixed_blocks >= 1);
         continue;
@@ -876,9 +876,9 @@ TEST_CASE("reductions along the last dimension fuse with the ops around them", "
   std::set<std::string> fused_ops;
   int row_groups = 0;
   for (const auto& grp : plan->partition.groups) {
-    row_groups += grp.rows ? 1 : 0;
+    row_groups += grp.rows() ? 1 : 0;
     for (int n : grp.nodes) fused_ops.insert(g.node(n).short_name());
-    CHECK(check_compiles(g, grp).rows == (grp.rows ? 8 : 0));
+    CHECK(check_compiles(g, grp).rows == (grp.rows() ? 8 : 0));
   }
   CHECK(row_groups >= 2);
   CHECK(text.find("over f32[] cpu") != std::string::npos);  // its kernel compiled above
@@ -969,7 +969,7 @@ TEST_CASE("rms_norm forward and backward fuse into row kernels", "[fusion][rows]
   INFO(plan->partition.to_text(g));
   std::set<std::string> in_rows;
   for (const auto& grp : plan->partition.groups) {
-    if (!grp.rows) continue;
+    if (!grp.rows()) continue;
     for (int n : grp.nodes) in_rows.insert(g.node(n).short_name());
     check_compiles(g, grp);
   }
@@ -1031,7 +1031,7 @@ TEST_CASE("layer_norm forward and backward fuse with the ops around them", "[fus
         const std::set<std::string> ops = op_names(g, grp);
         if (ops.count("native_layer_norm_backward")) {
           backward_fused = true;
-          CHECK(grp.rows);
+          CHECK(grp.rows());
           CHECK(ops.count("gelu_backward") == 1);
           const auto spec = check_compiles(g, grp);
           // 8 rows: one block of rows, then one chunk of rows for the one tile of 32 columns.
@@ -1044,7 +1044,7 @@ TEST_CASE("layer_norm forward and backward fuse with the ops around them", "[fus
         }
         if (!ops.count("native_layer_norm")) continue;
         ln_fused = true;
-        CHECK(grp.rows);
+        CHECK(grp.rows());
         CHECK(ops.count("gelu") == 1);
         check_compiles(g, grp);
       }
@@ -1081,7 +1081,7 @@ TEST_CASE("ATen's fused rms_norm (two outputs, as CUDA records it) becomes a row
   const Partition part = partition_graph(g);
   INFO(part.to_text(g));
   REQUIRE(part.groups.size() == 1);
-  CHECK(part.groups[0].rows);
+  CHECK(part.groups[0].rows());
   CHECK(part.groups[0].nodes.size() == 2);
   const KernelSpec spec = check_compiles(g, part.groups[0]);
   INFO(spec.source);
@@ -1145,7 +1145,7 @@ TEST_CASE("ATen's fused rms_norm backward (as CUDA records it) fuses with the op
       const int grp = part.group_of[static_cast<std::size_t>(norm_node)];
       REQUIRE(grp >= 0);  // alone, it still saves eager's second kernel
       const FusionGroup& fg = part.groups[static_cast<std::size_t>(grp)];
-      CHECK(fg.rows);
+      CHECK(fg.rows());
       CHECK(fg.nodes.size() == (in_place ? 1u : 2u));
       const KernelSpec spec = check_compiles(g, fg);
       INFO(spec.source);
@@ -1234,7 +1234,7 @@ TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][
         const std::set<std::string> ops = op_names(g, grp);
         if (ops.count("nll_loss_forward")) {
           forward = true;
-          CHECK(grp.rows);
+          CHECK(grp.rows());
           CHECK(ops.count("_log_softmax") == 1);
           const auto spec = check_compiles(g, grp);
           INFO(spec.source);
@@ -1253,7 +1253,7 @@ TEST_CASE("cross-entropy forward and backward fuse into row kernels", "[fusion][
         }
         if (!ops.count("nll_loss_backward")) continue;
         fused = true;
-        CHECK(grp.rows);
+        CHECK(grp.rows());
         CHECK(ops.count("_log_softmax_backward_data") == 1);
         const auto spec = check_compiles(g, grp);
         INFO(spec.source);
@@ -1292,7 +1292,7 @@ TEST_CASE("masked softmax over heads fuses with a mask broadcast over batch and 
     const std::set<std::string> ops = op_names(g, grp);
     if (!ops.count("_softmax")) continue;
     forward = true;
-    CHECK(grp.rows);
+    CHECK(grp.rows());
     CHECK((ops.count("masked_fill.Scalar") + ops.count("masked_fill_.Scalar")) == 1);
     const auto spec = check_compiles(g, grp);
     INFO(spec.source);
@@ -1363,7 +1363,7 @@ TEST_CASE("sums over the first dimension become column kernels", "[fusion][colum
   INFO(text);
   int column_groups = 0, tall_groups = 0;
   for (const auto& grp : plan->partition.groups) {
-    if (!grp.columns) continue;
+    if (!grp.columns()) continue;
     ++column_groups;
     const auto spec = check_compiles(g, grp);
     CHECK_FALSE(spec.interpretable());
@@ -1446,7 +1446,7 @@ TEST_CASE("mse_loss reduced to one value becomes a total kernel", "[fusion][tota
     INFO(text);
     int totals = 0;
     for (const auto& grp : plan->partition.groups) {
-      if (!grp.total) continue;
+      if (!grp.total()) continue;
       ++totals;
       CHECK(grp.nodes.size() == 1);
       const auto spec = check_compiles(*plan->graph, grp);

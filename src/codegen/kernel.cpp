@@ -265,9 +265,16 @@ std::size_t GroupParams::scalar(int member, int argument, const std::string& nam
 }
 
 KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi) {
-  if (group.rows) return generate_row_kernel(g, group);
-  if (group.columns) return generate_column_kernel(g, group);
-  if (group.total) return generate_total_kernel(g, group);
+  switch (group.kind) {
+    case GroupKind::Rows:
+      return generate_row_kernel(g, group);
+    case GroupKind::Columns:
+      return generate_column_kernel(g, group);
+    case GroupKind::Total:
+      return generate_total_kernel(g, group);
+    case GroupKind::Pointwise:
+      break;
+  }
   KernelSpec spec;
   const TensorMeta& dom = group.domain;
   const std::vector<std::int64_t> dsizes(dom.sizes.begin(), dom.sizes.end());

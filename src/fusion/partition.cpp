@@ -384,10 +384,11 @@ Partition partition_graph(const Graph& g) {
     FusionGroup fg;
     fg.nodes = nodes;
     fg.domain = group_domain(g, nodes);
+    // One kind per group: legal() keeps column sums apart from rows, a total reduction alone.
     for (int m : nodes) {
-      fg.rows = fg.rows || row_op(g, g.node(m)) != nullptr;
-      fg.columns = fg.columns || is_column_sum(g, g.node(m));
-      fg.total = fg.total || is_total_reduction(g.node(m));
+      if (row_op(g, g.node(m)) != nullptr) fg.kind = GroupKind::Rows;
+      if (is_column_sum(g, g.node(m))) fg.kind = GroupKind::Columns;
+      if (is_total_reduction(g.node(m))) fg.kind = GroupKind::Total;
     }
     std::string name, previous;
     for (int m : nodes) {
@@ -410,8 +411,8 @@ std::string Partition::to_text(const Graph& g) const {
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const auto& grp = groups[i];
     os << "group " << i << " " << grp.name << " over " << format_meta(grp.domain)
-       << (grp.rows ? " by rows" : "") << (grp.columns ? " by columns" : "")
-       << (grp.total ? " to one value" : "") << ":";
+       << (grp.rows() ? " by rows" : "") << (grp.columns() ? " by columns" : "")
+       << (grp.total() ? " to one value" : "") << ":";
     for (int m : grp.nodes) os << " " << m << ":" << g.node(m).short_name();
     os << "\n";
   }

@@ -19,13 +19,22 @@
 
 namespace hotpath::detail {
 
+// What kind of kernel a group becomes (codegen/kernel.h).
+enum class GroupKind {
+  Pointwise,  // element by element over the domain
+  Rows,       // it reduces along the last dimension: a row kernel
+  Columns,    // it sums 2-D values over their first dimension: a column kernel
+  Total,      // mse_loss reduced to one value, alone: a total kernel
+};
+
 struct FusionGroup {
   std::vector<int> nodes;  // ascending node indices
   TensorMeta domain;       // the shape the members iterate over (a row op's operand), device
-  bool rows = false;       // it reduces along the last dimension: a row kernel
-  bool columns = false;    // it sums 2-D values over their first dimension: a column kernel
-  bool total = false;      // mse_loss reduced to one value, alone: a total kernel
-  std::string name;        // what it fuses, e.g. "mul_add_addcmul_sqrt_div_addcdiv"
+  GroupKind kind = GroupKind::Pointwise;
+  std::string name;  // what it fuses, e.g. "mul_add_addcmul_sqrt_div_addcdiv"
+  bool rows() const { return kind == GroupKind::Rows; }
+  bool columns() const { return kind == GroupKind::Columns; }
+  bool total() const { return kind == GroupKind::Total; }
 };
 
 struct Partition {
