@@ -1,0 +1,274 @@
+// From source to kernel without a GPU: NVRTC compiles every generated kernel and the interpreter,
+// the kernel cache and the kernel builder, the interpreter's programs.
+#include "fusion_support.h"
+
+using namespace fusion_test;
+
+TEST_CASE("every generated kernel compiles with NVRTC", "[fusion][nvrtc]") {
+  const auto plan = op_zoo_plan();
+  REQUIRE(plan != nullptr);
+  REQUIRE(plan->partition.groups.size() >= 2);
+  const auto& g = *plan->graph;
+  std::set<std::string> ops;
+  int compiled = 0;
+  for (const auto& grp : plan->partition.groups) {
+    for (int n : grp.nodes) ops.insert(g.node(n).short_name());
+    const auto spec = hotpath::detail::generate_kernel(g, grp);
+    INFO(spec.source);
+    const auto out = hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
+                                                    hotpath::detail::runtime_headers(), "");
+    CHECK(out.cubin.size() > 0);
+    ++compiled;
+  }
+  INFO(plan->partition.to_text(g));
+  CHECK(compiled >= 2);
+  for (const char* op :
+       {"gelu", "gelu_backward", "silu", "silu_backward", "sigmoid_backward", "softplus_backward",
+        "addcmul", "where.self", "lerp.Scalar", "_to_copy", "mul.Tensor", "add.Tensor"}) {
+    CAPTURE(op);
+    CHECK(ops.count(op) == 1);
+  }
+}
+
+TEST_CASE("the interpreter kernel holds every op form and compiles with NVRTC", "[fusion][nvrtc]") {
+  const std::string& src = hotpath::detail::interpreter_source();
+  const auto& forms = hotpath::detail::op_forms();
+  REQUIRE(forms.size() > 40);
+  for (std::size_t i = 0; i < forms.size(); ++i) {
+    CAPTURE(forms[i].key, forms[i].variant);
+    CHECK(src.find("case " + std::to_string(i) + ":  // " + forms[i].key) != std::string::npos);
+  }
+  const auto out = hotpath::detail::nvrtc_compile(src, hotpath::detail::kInterpreterFunction, 90,
+                                                  hotpath::detail::runtime_headers(), "");
+  CHECK(out.cubin.size() > 0);
+}
+
+TEST_CASE("the build compiled the interpreter kernel into the prebuilt kernel directory",
+          "[fusion][cache]") {
+  using namespace hotpath::detail;
+  REQUIRE_FALSE(prebuilt_kernel_dirs().empty());
+  const std::string key = kernel_cache_key(interpreter_source(), 90);
+  INFO("prebuilt: " << prebuilt_kernel_dirs().front() << "/" << key << ".cubin");
+  // Found with no cache directory of its own: from the build tree's kernels.
+  const auto cubin = KernelCache("").load(key);
+  REQUIRE(cubin.has_value());
+  CHECK(cubin->size() > 1000);
+  // A user's cache directory does not hide it.
+  hotpath_test::TempDir dir("hotpath-prebuilt-test");
+  CHECK(KernelCache(dir.path()).load(key).has_value());
+}
+
+TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
+  SECTION("the optimizer groups of an MLP + AdamW step") {
+    const auto plan = mlp_plan(5);
+    REQUIRE(plan != nullptr);
+    REQUIRE(plan->groups.size() >= 4);
+    int optimizer_groups = 0;
+    for (std::size_t k = 0; k < plan->partition.groups.size(); ++k) {
+      const auto& spec = plan->groups[k].spec;
+      INFO(plan->groups[k].name << ": " << spec.not_interpretable);
+      if (plan->partition.groups[k].columns()) {  // the bias gradients: column kernels only
+        CHECK(spec.not_interpretable == "a sum over columns");
+        continue;
+      }
+      if (plan->partition.groups[k].total()) {  // the loss: a total kernel only
+        CHECK(spec.not_interpretable == "a reduction to one value");
+        CHECK(spec.fixed_blocks >= 1);
+        continue;
+      }
+      if (plan->groups[k].name == "mse_loss_backward") {
+        REQUIRE(spec.interpretable());
+        check_program(*plan->graph, plan->partition.groups[k], spec);
+        continue;
+      }
+      ++optimizer_groups;
+      REQUIRE(spec.interpretable());
+      check_program(*plan->graph, plan->partition.groups[k], spec);
+      // AdamW: param, exp_avg, exp_avg_sq read with the gradient; those three and two values
+      // nobody but hotpath may hold written.
+      CHECK(spec.program.loads == 4);
+      CHECK(spec.program.stores == 5);
+    }
+    CHECK(optimizer_groups == 4);
+  }
+  SECTION("the op zoo: gelu variants, clamp bounds, bf16 rounding; broadcasts are not") {
+    const auto plan = op_zoo_plan();
+    REQUIRE(plan != nullptr);
+    const auto& g = *plan->graph;
+    int interpretable = 0, broadcast = 0;
+    bool rounds_bf16 = false;
+    for (const auto& grp : plan->partition.groups) {
+      const auto spec = hotpath::detail::generate_kernel(g, grp);
+      if (!spec.interpretable()) {
+        CHECK(spec.not_interpretable == "a strided or broadcast operand");
+        ++broadcast;
+        continue;
+      }
+      ++interpretable;
+      check_program(g, grp, spec);
+      for (int k = 0; k < spec.program.code; ++k)
+        rounds_bf16 = rounds_bf16 || spec.program.instr[k].round == hp::kBF16;
+    }
+    CHECK(interpretable >= 2);
+    CHECK(broadcast >= 1);  // x * w + row, xt.t()
+    CHECK(rounds_bf16);
+  }
+  SECTION("an operand of another dtype is cast to the op's dtype first, as eager casts it") {
+    using hotpath::detail::operand_rounding;
+    torch::manual_seed(6);
+    auto a = torch::randn({4, 8}).to(torch::kBFloat16);
+    auto h = torch::randn({}).to(torch::kHalf);  // zero-dim: the bf16 tensor decides
+    auto f = torch::randn({});
+    auto w = torch::randn({4, 8});
+    std::shared_ptr<const hotpath::detail::Plan> plan;
+    {
+      Enabled on(cpu_plans(2));
+      for (int i = 0; i < 3; ++i) {
+        auto y = (a * h + f).sigmoid();
+        y.add_(w, 0.5);  // in place into bf16, computed in fp32: w is not rounded
+        hotpath::step();
+      }
+      plan = last_plan();
+    }
+    REQUIRE(plan != nullptr);
+    const auto& g = *plan->graph;
+    REQUIRE(plan->partition.groups.size() == 1);
+    const auto& grp = plan->partition.groups[0];
+    std::map<std::string, std::vector<c10::ScalarType>> rounding;
+    for (int n : grp.nodes) {
+      const auto& node = g.node(n);
+      rounding[node.short_name()] =
+          operand_rounding(g, node, *hotpath::detail::find_pointwise(node));
+    }
+    using c10::ScalarType;
+    CHECK(rounding["mul.Tensor"] ==
+          std::vector<ScalarType>{ScalarType::Float, ScalarType::BFloat16});
+    CHECK(rounding["add.Tensor"] ==
+          std::vector<ScalarType>{ScalarType::Float, ScalarType::BFloat16});
+    CHECK(rounding["sigmoid"] == std::vector<ScalarType>{ScalarType::Float});
+    CHECK(rounding["add_.Tensor"] == std::vector<ScalarType>{ScalarType::Float, ScalarType::Float});
+    const auto spec = hotpath::detail::generate_kernel(g, grp);
+    INFO(spec.source);
+    REQUIRE(spec.interpretable());
+    check_program(g, grp, spec);
+    CHECK(spec.program.code == static_cast<int>(grp.nodes.size()) + 2);  // h and f cast
+    std::size_t casts = 0;
+    for (std::size_t at = 0;
+         (at = spec.source.find("hp::round_to<hp::bfloat16>(x", at)) != std::string::npos; ++at)
+      ++casts;
+    CHECK(casts == 2);
+  }
+}
+
+TEST_CASE("the kernel cache: miss, hit, corrupt entry", "[fusion][cache]") {
+  const hotpath_test::TempDir tmp("hotpath-cache-test");
+  const std::string dir = tmp.path() + "/nested";
+  hotpath::detail::KernelCache cache(dir);
+  const std::string key = hotpath::detail::kernel_cache_key("source", 90);
+  CHECK(key != hotpath::detail::kernel_cache_key("source", 80));
+  CHECK(key != hotpath::detail::kernel_cache_key("source2", 90));
+  CHECK_FALSE(cache.load(key).has_value());
+  cache.store(key, std::string("\x7f"
+                               "ELF cubin bytes",
+                               16));
+  REQUIRE(cache.load(key).has_value());
+  CHECK(*cache.load(key) == std::string("\x7f"
+                                        "ELF cubin bytes",
+                                        16));
+  {
+    std::fstream f(cache.path(key), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f << "XYZ";  // damage the payload
+  }
+  CHECK_FALSE(cache.load(key).has_value());
+  cache.store(key, "recompiled");
+  CHECK(cache.load(key).value() == "recompiled");
+}
+
+TEST_CASE("a plan's kernels build in parallel, from the cache the second time", "[fusion][nvrtc]") {
+  using namespace hotpath::detail;
+  const hotpath_test::TempDir tmp("hotpath-builder-test");
+  const KernelCache cache(tmp.path());
+  auto job = [](const std::string& name, const std::string& body) {
+    const std::string source =
+        "extern \"C\" __global__ void " + name + "(float* x) { " + body + " }\n";
+    return KernelJob{source, name, kernel_cache_key(source, 90)};
+  };
+  const std::vector<KernelJob> jobs = {job("k_double", "x[threadIdx.x] *= 2.0f;"),
+                                       job("k_broken", "x[threadIdx.x] = undeclared;"),
+                                       job("k_half", "x[threadIdx.x] *= 0.5f;")};
+  {
+    KernelBuilder b(jobs, 90, runtime_headers(), cache);
+    CHECK(b.compiled() == 3);
+    b.compile_here();
+    for (std::size_t k : {0, 2}) {
+      CAPTURE(k);
+      CHECK(b.wait(k).error.empty());
+      CHECK_FALSE(b.wait(k).from_cache);
+      CHECK(b.wait(k).cubin.size() > 100);
+    }
+    CHECK(b.wait(1).error.find("undeclared") != std::string::npos);  // the others built anyway
+  }
+  KernelBuilder again(jobs, 90, runtime_headers(), cache);
+  CHECK(again.compiled() == 1);  // only the broken one is not in the cache
+  again.compile_here();
+  CHECK(again.wait(0).from_cache);
+  CHECK(again.wait(2).from_cache);
+  CHECK_FALSE(again.wait(1).error.empty());
+  const BuiltKernel one = load_or_compile(jobs[0], 90, runtime_headers(), cache);
+  CHECK(one.from_cache);
+  CHECK(one.cubin == again.wait(0).cubin);
+}
+
+TEST_CASE("an NVRTC failure names the error and the dumped source", "[fusion][nvrtc]") {
+  const hotpath_test::TempDir tmp("hotpath-dump-test");
+  const std::string dir = tmp.path();
+  const std::string dumped = dir + "/broken.cu";
+  try {
+    hotpath::detail::nvrtc_compile("extern \"C\" __global__ void k() { undefined_thing(); }",
+                                   "broken", 90, {}, dir);
+    FAIL("no error");
+  } catch (const hotpath::Error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("undefined_thing") != std::string::npos);
+    CHECK(msg.find(dumped) != std::string::npos);
+    CHECK(msg.find("nvrtc.cpp:") != std::string::npos);
+  }
+  CHECK(std::ifstream(dumped).good());
+  std::remove(dumped.c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("the kernel cache: a missing, read-only or truncated directory", "[fusion][cache]") {
+  const hotpath_test::TempDir tmp("hotpath-cache-faults");
+  const std::string key = hotpath::detail::kernel_cache_key("source", 90);
+  // Missing: made on the first store, nested.
+  hotpath::detail::KernelCache missing(tmp.path() + "/a/b/c");
+  CHECK_FALSE(missing.load(key).has_value());
+  missing.store(key, "cubin");
+  CHECK(missing.load(key).value() == "cubin");
+  // Truncated entries (a crash mid-write) are misses, never loaded.
+  {
+    std::ifstream in(missing.path(key), std::ios::binary);
+    std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (std::size_t cut : {std::size_t{0}, std::size_t{3}, whole.size() - 1}) {
+      std::ofstream(missing.path(key), std::ios::binary | std::ios::trunc) << whole.substr(0, cut);
+      CAPTURE(cut);
+      CHECK_FALSE(missing.load(key).has_value());
+    }
+  }
+  // Read-only: storing fails quietly (a recompile next run), loading misses.
+  if (geteuid() != 0) {  // root writes anyway
+    const std::string ro = tmp.path() + "/ro";
+    ::mkdir(ro.c_str(), 0555);
+    hotpath::detail::KernelCache cache(ro);
+    CHECK_NOTHROW(cache.store(key, "cubin"));
+    CHECK_FALSE(cache.load(key).has_value());
+  }
+  // A path that is a file, not a directory: the same.
+  const std::string file = tmp.path() + "/file";
+  std::ofstream(file) << "x";
+  hotpath::detail::KernelCache not_dir(file);
+  CHECK_NOTHROW(not_dir.store(key, "cubin"));
+  CHECK_FALSE(not_dir.load(key).has_value());
+}
