@@ -1,7 +1,7 @@
 // Everything a generated kernel includes.
 #pragma once
 
-#include "types.cuh"
-#include "vector.cuh"
 #include "pointwise.cuh"
 #include "reduce.cuh"
+#include "types.cuh"
+#include "vector.cuh"

@@ -33,8 +33,7 @@ __device__ __forceinline__ void store_tile(void* ptr, long long base, long long 
 
 // The program's loads into their registers, for the tile at `base`.
 template <int kE>
-__device__ __forceinline__ void load_registers(const Program& p, long long base,
-                                               float (*r)[kE]) {
+__device__ __forceinline__ void load_registers(const Program& p, long long base, float (*r)[kE]) {
   for (int k = 0; k < p.loads; ++k) {
     const int slot = p.load_slot[k];
     float* d = r[p.load_reg[k]];
@@ -66,8 +65,7 @@ __device__ __forceinline__ void round_result(unsigned char type, float* d) {
 
 // The program's stores from their registers (a slot nobody reads has no pointer).
 template <int kE>
-__device__ __forceinline__ void store_registers(const Program& p, long long base,
-                                                float (*r)[kE]) {
+__device__ __forceinline__ void store_registers(const Program& p, long long base, float (*r)[kE]) {
   for (int k = 0; k < p.stores; ++k) {
     const int slot = p.store_slot[k];
     if (p.ptr[slot] == nullptr) continue;

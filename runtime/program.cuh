@@ -15,12 +15,12 @@ constexpr int kProgramRegs = kProgramIo + kProgramCode;
 enum ProgramType : unsigned char { kF32 = 0, kF16 = 1, kBF16 = 2, kBool = 3 };
 
 struct ProgramInstr {
-  short op;                // the form's index in the op table (fusion/op_table.h)
-  unsigned char dst;       // register written
-  unsigned char a, b, c;   // registers read (tensor operands, in emitter order)
-  unsigned char s0, s1;    // scalar slots read
-  unsigned char round;     // ProgramType the result is rounded to (kF32: none)
-  float imm;               // the form's immediate constant, if it has one
+  short op;               // the form's index in the op table (fusion/op_table.h)
+  unsigned char dst;      // register written
+  unsigned char a, b, c;  // registers read (tensor operands, in emitter order)
+  unsigned char s0, s1;   // scalar slots read
+  unsigned char round;    // ProgramType the result is rounded to (kF32: none)
+  float imm;              // the form's immediate constant, if it has one
 };
 
 struct Program {

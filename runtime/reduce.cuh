@@ -36,7 +36,11 @@ __device__ __forceinline__ float block_reduce(float v, float* smem) {
   return smem[0];
 }
 
-__device__ __forceinline__ float block_sum(float v, float* smem) { return block_reduce<false>(v, smem); }
-__device__ __forceinline__ float block_max(float v, float* smem) { return block_reduce<true>(v, smem); }
+__device__ __forceinline__ float block_sum(float v, float* smem) {
+  return block_reduce<false>(v, smem);
+}
+__device__ __forceinline__ float block_max(float v, float* smem) {
+  return block_reduce<true>(v, smem);
+}
 
 }  // namespace hp

@@ -4,8 +4,12 @@
 
 namespace hp {
 
-struct __align__(2) half { unsigned short x; };
-struct __align__(2) bfloat16 { unsigned short x; };
+struct __align__(2) half {
+  unsigned short x;
+};
+struct __align__(2) bfloat16 {
+  unsigned short x;
+};
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(bool v) { return v ? 1.0f : 0.0f; }
