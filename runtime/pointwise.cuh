@@ -1,6 +1,8 @@
 // fp32 element functions of fused kernels, written to match ATen's CUDA kernels.
 #pragma once
 
+#include "types.cuh"
+
 namespace hp {
 
 // `x` rounded as a tensor of the dtype `rounding` names is: 0 fp32, 1 fp16, 2 bf16.

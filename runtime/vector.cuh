@@ -1,6 +1,8 @@
 // 16-byte vector loads and stores for contiguous, aligned tensors.
 #pragma once
 
+#include "types.cuh"
+
 namespace hp {
 
 template <typename T, int N>
