@@ -101,6 +101,7 @@ void KernelBuilder::compile_some() {
 }
 
 const BuiltKernel& KernelBuilder::wait(std::size_t k) {
+  compile_some();  // what no thread has taken yet, here: one thread alone never waits in vain
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return ready_[k]; });
   return built_[k];

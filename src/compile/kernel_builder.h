@@ -37,8 +37,8 @@ BuiltKernel load_or_compile(const KernelJob& job, int arch, const KernelHeaders&
 
 // Distinct kernels of a plan: cache hits at once, the misses compiled by up to half the cores'
 // threads (NVRTC programs are independent; its first compile in the process must have run, see
-// nvrtc_start). compile_here() lends the calling thread to the work; wait(k) blocks until
-// kernel k is built or has failed. The injected fault "nvrtc" (common/faults.h) fails every
+// nvrtc_start). compile_here() lends the calling thread to the work; wait(k) does too, then
+// blocks until kernel k is built or has failed. The injected fault "nvrtc" (common/faults.h) fails every
 // compile here. The destructor joins the threads.
 class KernelBuilder {
  public:
