@@ -53,7 +53,7 @@ KernelBuilder::KernelBuilder(std::vector<KernelJob> jobs, int arch, const Kernel
       cache_(cache),
       dump_(dump_dir(cache)),
       built_(jobs_.size()),
-      ready_(new bool[jobs_.size()]()) {
+      ready_(jobs_.size(), 0) {
   for (std::size_t k = 0; k < jobs_.size(); ++k) {
     if (auto hit = cache_.load(jobs_[k].key)) {
       built_[k].cubin = std::move(*hit);
@@ -71,8 +71,6 @@ KernelBuilder::KernelBuilder(std::vector<KernelJob> jobs, int arch, const Kernel
 KernelBuilder::~KernelBuilder() {
   for (std::thread& t : pool_) t.join();
 }
-
-void KernelBuilder::compile_here() { compile_some(); }
 
 void KernelBuilder::compile_some() {
   for (;;) {

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <condition_variable>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -37,8 +36,8 @@ BuiltKernel load_or_compile(const KernelJob& job, int arch, const KernelHeaders&
 
 // Distinct kernels of a plan: cache hits at once, the misses compiled by up to half the cores'
 // threads (NVRTC programs are independent; its first compile in the process must have run, see
-// nvrtc_start). compile_here() lends the calling thread to the work; wait(k) does too, then
-// blocks until kernel k is built or has failed. The injected fault "nvrtc" (common/faults.h) fails every
+// nvrtc_start). wait(k) lends the calling thread to what no thread has taken yet, then blocks
+// until kernel k is built or has failed. The injected fault "nvrtc" (common/faults.h) fails every
 // compile here. The destructor joins the threads.
 class KernelBuilder {
  public:
@@ -48,7 +47,6 @@ class KernelBuilder {
   KernelBuilder(const KernelBuilder&) = delete;
   KernelBuilder& operator=(const KernelBuilder&) = delete;
 
-  void compile_here();
   const BuiltKernel& wait(std::size_t k);
   std::size_t compiled() const { return misses_.size(); }  // not found in the cache
   std::size_t threads() const { return threads_; }
@@ -62,7 +60,7 @@ class KernelBuilder {
   KernelCache cache_;
   std::string dump_;  // where NVRTC's failures leave their source
   std::vector<BuiltKernel> built_;
-  std::unique_ptr<bool[]> ready_;  // under mu_
+  std::vector<char> ready_;  // per job, under mu_
   std::vector<std::size_t> misses_;
   std::size_t next_ = 0;  // under mu_: the next miss to compile
   std::size_t threads_ = 0;

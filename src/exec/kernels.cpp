@@ -103,7 +103,6 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
     jobs.push_back(KernelJob{g.spec.source, g.spec.name, g.cache_key});
   }
   KernelBuilder builder(std::move(jobs), plan->arch, runtime_headers(), cache);
-  builder.compile_here();                        // this thread too
   std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
   auto failed = [](PlanGroup& g, const Error& e) {
     g.error = e.what();
