@@ -54,6 +54,19 @@ const TensorMeta& group_domain(const Graph& g, const std::vector<int>& members) 
   return node_domain(g, g.node(members.front()));
 }
 
+bool reduces_rows(const Graph& g, const std::vector<int>& members) {
+  return std::any_of(members.begin(), members.end(),
+                     [&](int m) { return row_op(g, g.node(m)) != nullptr; });
+}
+
+// Node `n` may belong to a group over `domain`: over the same shape; or, in a group that reduces
+// rows, a pointwise op over one value per row. A reduction of such a value (a sum over its
+// dimension of 1) is no reduction of the group's rows: it would sum the value over the row.
+bool fits(const Graph& g, const Node& n, const TensorMeta& domain, bool rows) {
+  const TensorMeta& d = node_domain(g, n);
+  return same_domain(d, domain) || (rows && find_pointwise(n) != nullptr && row_shaped(d, domain));
+}
+
 struct Builder {
   const Graph& g;
   std::vector<std::vector<int>> groups;  // node lists, ascending
@@ -191,13 +204,9 @@ struct Builder {
   // value over the whole row.
   bool one_domain(const std::vector<int>& members) const {
     const TensorMeta& dom = group_domain(g, members);
-    bool rows = false;
-    for (int m : members) rows = rows || row_op(g, g.node(m)) != nullptr;
-    return std::all_of(members.begin(), members.end(), [&](int m) {
-      const Node& n = g.node(m);
-      const TensorMeta& d = node_domain(g, n);
-      return same_domain(d, dom) || (rows && find_pointwise(n) != nullptr && row_shaped(d, dom));
-    });
+    const bool rows = reduces_rows(g, members);
+    return std::all_of(members.begin(), members.end(),
+                       [&](int m) { return fits(g, g.node(m), dom, rows); });
   }
 
   bool legal(const std::vector<int>& members) const {
@@ -305,7 +314,6 @@ Partition partition_graph(const Graph& g) {
       p.eager_why[static_cast<std::size_t>(n.index)] = why;
       continue;
     }
-    const TensorMeta& dom = node_domain(g, n);
     // Groups that produced one of this node's operands, over the same domain.
     std::vector<int> cands;
     for (const auto& in : n.inputs) {
@@ -315,14 +323,7 @@ Partition partition_graph(const Graph& g) {
       const int grp = b.group_of[static_cast<std::size_t>(producer)];
       if (grp < 0 || std::find(cands.begin(), cands.end(), grp) != cands.end()) continue;
       const auto& members = b.groups[static_cast<std::size_t>(grp)];
-      const TensorMeta& domain = group_domain(g, members);
-      // Over the same shape; or, in a group that reduces rows, a pointwise op over one value per
-      // row. A reduction of such a value (a sum over its dimension of 1) is no reduction of the
-      // group's rows: it would sum the value over the whole row.
-      const bool rows = std::any_of(members.begin(), members.end(),
-                                    [&](int m) { return row_op(g, g.node(m)) != nullptr; });
-      const bool per_row = rows && find_pointwise(n) != nullptr && row_shaped(dom, domain);
-      if (!same_domain(domain, dom) && !per_row) continue;
+      if (!fits(g, n, group_domain(g, members), reduces_rows(g, members))) continue;
       cands.push_back(grp);
     }
     auto with = [&](const std::vector<int>& gs) {
