@@ -7,19 +7,12 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "hotpath/error.h"  // Error, LogLevel
+
 namespace hotpath {
-
-// Every error hotpath raises (bad configuration, a dispatch key that is already taken, ...).
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-enum class LogLevel { Trace, Debug, Info, Warn, Error, Off };
 
 struct Config {
   // A signature becomes hot once this many iterations have produced it. Must be >= 1.

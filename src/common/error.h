@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "hotpath/hotpath.h"
+#include "hotpath/error.h"
 
 namespace hotpath::detail {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "hotpath/hotpath.h"
+#include "hotpath/error.h"
 
 namespace hotpath::detail {
 
