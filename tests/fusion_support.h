@@ -27,11 +27,11 @@
 #include "exec/executor.h"
 #include "exec/output_slot.h"
 #include "exec/planner.h"
-#include "exec/session.h"
 #include "fusion/op_table.h"
 #include "fusion/partition.h"
 #include "hotpath/hotpath.h"
 #include "ir/graph.h"
+#include "session/session.h"
 #include "temp_dir.h"
 
 namespace fusion_test {

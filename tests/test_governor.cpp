@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "exec/session.h"
 #include "hotpath/hotpath.h"
+#include "session/session.h"
 #include "temp_dir.h"
 
 namespace {

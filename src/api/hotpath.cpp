@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "compile/worker.h"
 #include "dispatch/dispatch_hook.h"
-#include "exec/session.h"
+#include "session/session.h"
 
 namespace hotpath {
 namespace detail {

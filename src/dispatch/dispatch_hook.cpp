@@ -21,7 +21,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "dispatch/hook_key.h"
-#include "exec/session.h"
+#include "dispatch/op_call.h"
 
 namespace hotpath::detail {
 namespace {
@@ -31,12 +31,12 @@ namespace {
 const c10::DebugInfoKind kOwnerKind = c10::DebugInfoKind::PRODUCER_INFO;
 
 struct OwnerInfo : c10::DebugInfoBase {
-  explicit OwnerInfo(std::shared_ptr<Session> s) : session(std::move(s)) {}
-  std::shared_ptr<Session> session;
+  explicit OwnerInfo(std::shared_ptr<OpSink> s) : session(std::move(s)) {}
+  std::shared_ptr<OpSink> session;
 };
 
 struct ThreadOwner {
-  std::shared_ptr<Session> session;
+  std::shared_ptr<OpSink> session;
   std::shared_ptr<OwnerInfo> info;
   ~ThreadOwner();
 };
@@ -76,7 +76,9 @@ void release_thread_locked() {
   if (--attached_threads == 0) registration.reset();
 }
 
-// Per-operator facts that do not change between calls.
+}  // namespace
+
+// Per-operator facts that do not change between calls (OpCall::finish reads them too).
 struct OpInfo {
   std::uint64_t name_hash = 0;
   std::vector<bool> scalar_argument;  // Scalar/float arguments: values are run-time parameters
@@ -88,6 +90,8 @@ struct OpInfo {
   std::vector<std::int32_t> return_alias;  // per return: the argument it writes and returns, or -1
   std::uint64_t scalar_mask = 0;
 };
+
+namespace {
 
 bool is_position_argument(const c10::FunctionSchema& schema, const c10::Argument& a) {
   static const char* const kViews[] = {
@@ -164,8 +168,6 @@ std::uint64_t hash_meta(std::uint64_t h, TensorMeta& m, const at::TensorBase& t)
   return h;
 }
 
-using TensorPtrs = c10::SmallVector<const at::TensorBase*, 8>;
-
 std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg, bool scalar,
                          bool position, bool written, OpRecord& rec, TensorPtrs& tensors) {
   if (v.isTensor()) {
@@ -216,7 +218,7 @@ std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg
   return hash_combine(h, 0x7a90 + static_cast<std::uint64_t>(v.tagKind().size()));
 }
 
-Session* current_session() {
+OpSink* current_session() {
   if (tls_owner.session) return tls_owner.session.get();
   // An autograd (or other) thread running work for an owner thread.
   if (auto* info = dynamic_cast<OwnerInfo*>(c10::ThreadLocalDebugInfo::get(kOwnerKind))) {
@@ -277,31 +279,51 @@ void drop_wake_callback() {
   tls_aside.callback.reset();
 }
 
+std::uint64_t hash_outputs(std::uint64_t h, const OpInfo& info, const torch::jit::Stack& stack,
+                           std::size_t nret, OpRecord& rec, TensorPtrs& outputs) {
+  const auto rets = torch::jit::last(stack, nret);
+  for (std::size_t i = 0; i < nret; ++i) {
+    const c10::IValue& r = rets[i];
+    if (r.isTensor()) {
+      rec.outputs.emplace_back();
+      rec.output_alias.push_back(info.return_alias[i]);
+      h = hash_meta(h, rec.outputs.back(), r.toTensor());
+      outputs.push_back(&r.toTensor());
+    } else if (r.isList()) {
+      for (const c10::IValue& e : r.toListRef()) {
+        if (!e.isTensor()) continue;
+        rec.outputs.emplace_back();
+        rec.output_alias.push_back(-1);
+        h = hash_meta(h, rec.outputs.back(), e.toTensor());
+        outputs.push_back(&e.toTensor());
+      }
+    }
+  }
+  return h;
+}
+
 void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                       torch::jit::Stack* stack) {
   const c10::DispatchKeySet below(c10::DispatchKeySet::FULL_AFTER, kHookKey);
   // Kernels call other ops; the trace wants only the op the loop asked for.
   c10::impl::ExcludeDispatchKeyGuard no_nesting(kHookKey);
-  Session* session = current_session();
+  OpSink* session = current_session();
   if (session == nullptr) {
     op.redispatchBoxed(keys & below, stack);
     return;
   }
-  if (tls_owner.session) {
+  const bool owner = static_cast<bool>(tls_owner.session);
+  bool back_from_plain = false, back_from_aside = false;
+  if (owner) {
     if (tls_plain_returned) {
       tls_plain_returned = false;
       drop_plain_callback();
-      session->back_from_plain_block();
+      back_from_plain = true;
     }
     if (tls_aside.returned) {
       tls_aside.returned = false;
       drop_wake_callback();
-      session->back_from_aside();
-    }
-    if (session->aside_due() && !tls_aside.active) {
-      session->stand_aside();  // calls stand_aside_current_thread
-      op.redispatchBoxed(keys & below, stack);
-      return;
+      back_from_aside = true;
     }
   }
   const OpInfo& info = op_info(op);
@@ -338,58 +360,12 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   rec.input_key = h;
   rec.scalar_mask = info.scalar_mask;
   rec.grad_enabled = c10::GradMode::is_enabled();
-  session->recorder.resolve_inputs(rec, inputs);
 
-  // The governor times iterations between boundaries; in an auto-detected loop the boundary is
-  // the op where the detector expects the next iteration to start.
-  if (!session->governor.cuda_noted()) {
-    for (const TensorInput& in : rec.inputs) {
-      if (in.meta.defined && in.meta.device.is_cuda()) {
-        session->governor.note_cuda(in.meta.device.index());
-        break;
-      }
-    }
-  }
-  const std::int64_t index = session->recorder.next_index();
-  if (index == session->recorder.boundary_due()) session->governor.stamp(index);
-  if (index % Session::kJudgeOps == 0 && tls_owner.session) session->judge_ops();
-  // The governor wants the loop timed without hotpath: from this iteration start on, the hook is
-  // out of the dispatch for a block of iterations (this op is the block's first).
-  if (tls_owner.session && session->governor.plain_block_wanted() &&
-      index == session->recorder.expected_start() && session->start_plain_block(index)) {
-    op.redispatchBoxed(keys & below, stack);
-    spare = std::move(owned);
-    return;
-  }
-
-  // A hot plan may run the op itself (deferred into a fused group); otherwise it runs eagerly.
-  if (!session->executor.intercept(op, keys & below, stack, rec)) {
-    op.redispatchBoxed(keys & below, stack);
-  }
-
-  const std::size_t nret = schema.returns().size();
-  TensorPtrs outputs;
-  const auto rets = torch::jit::last(*stack, nret);
-  for (std::size_t i = 0; i < nret; ++i) {
-    const c10::IValue& r = rets[i];
-    if (r.isTensor()) {
-      rec.outputs.emplace_back();
-      rec.output_alias.push_back(info.return_alias[i]);
-      h = hash_meta(h, rec.outputs.back(), r.toTensor());
-      outputs.push_back(&r.toTensor());
-    } else if (r.isList()) {
-      for (const c10::IValue& e : r.toListRef()) {
-        if (!e.isTensor()) continue;
-        rec.outputs.emplace_back();
-        rec.output_alias.push_back(-1);
-        h = hash_meta(h, rec.outputs.back(), e.toTensor());
-        outputs.push_back(&e.toTensor());
-      }
-    }
-  }
-  rec.key = rec.planned_key != 0 ? rec.planned_key : h;
-  if (rec.planned_key != 0 && !rec.output_alias.empty()) rec.output_alias[0] = rec.planned_alias;
-  session->recorder.commit(owned, outputs);
+  OpCall call(op, keys & below, stack, info, owned, inputs);
+  call.owner = owner;
+  call.back_from_plain = back_from_plain;
+  call.back_from_aside = back_from_aside;
+  session->on_op(call);
   spare = std::move(owned);
 }
 
@@ -436,6 +412,16 @@ ThreadOwner::~ThreadOwner() {
 
 }  // namespace
 
+const TensorPtrs& OpCall::finish() {
+  OpRecord& rec = *record_;
+  outputs_.clear();
+  const std::uint64_t h =
+      hash_outputs(rec.input_key, info_, *stack, op.schema().returns().size(), rec, outputs_);
+  rec.key = rec.planned_key != 0 ? rec.planned_key : h;
+  if (rec.planned_key != 0 && !rec.output_alias.empty()) rec.output_alias[0] = rec.planned_alias;
+  return outputs_;
+}
+
 std::string hook_key_conflict(bool foreign_fallback, bool included_by_others) {
   const std::string key = c10::toString(kHookKey);
   if (foreign_fallback) {
@@ -457,7 +443,7 @@ std::string hook_key_conflict(bool foreign_fallback, bool included_by_others) {
   return {};
 }
 
-void attach_current_thread(std::shared_ptr<Session> session) {
+void attach_current_thread(std::shared_ptr<OpSink> session) {
   std::lock_guard<std::mutex> lock(registration_mu);
   if (tls_owner.session) {
     if (tls_owner.session == session) return;

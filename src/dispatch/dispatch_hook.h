@@ -12,12 +12,12 @@
 
 namespace hotpath::detail {
 
-struct Session;
+class OpSink;  // dispatch/op_call.h
 
 // Registers the fallback (once, process-wide) and routes the calling thread's ops, and those of
-// autograd threads working for it, to `session` (its recorder sees every op; its executor may run
-// an op itself when a hot plan covers it). Throws hotpath::Error if the key is taken.
-void attach_current_thread(std::shared_ptr<Session> session);
+// autograd threads working for it, to `session`: one OpSink::on_op call per op. Throws
+// hotpath::Error if the key is taken.
+void attach_current_thread(std::shared_ptr<OpSink> session);
 // Stops intercepting on the calling thread; the fallback is removed with the last thread.
 void detach_current_thread();
 bool current_thread_attached();
@@ -28,7 +28,7 @@ void resume_current_thread(bool was_paused);
 // Takes the hook out of the calling (owner) thread's dispatch for `seconds`: its ops, and the
 // autograd work they start, run plain eager and cost nothing, until a sampled RecordFunction
 // callback sees the time is up and puts the hook back; the session is then told
-// (Session::back_from_aside) before the next op is recorded.
+// (OpCall::back_from_aside) with the next op.
 void stand_aside_current_thread(double seconds);
 bool standing_aside();
 
@@ -39,7 +39,8 @@ bool standing_aside();
 // ops with grad mode off, named as the pass's first op in `pass_starts`; the block starts at the
 // first pass of an iteration, whose first op has run); as the iteration after them starts,
 // `on_end` runs (on the owner thread) and the hook is back from the next op, before which
-// Session::back_from_plain_block runs. False when another block is running in the process.
+// the sink hears of it (OpCall::back_from_plain). False when another block is running in the
+// process.
 bool start_plain_block(const std::vector<std::string>& pass_starts, int iterations,
                        std::function<void()> on_end);
 // In a loop marked with step(): the session counts the block itself; this only takes the hook

@@ -5,7 +5,6 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -71,7 +70,7 @@ void Executor::configure(const Config& config) {
   if (config.fuse) start_nvrtc(cache_);
 }
 
-void Executor::on_hot(HotTrace&& trace, const std::optional<Decision>& remembered) {
+void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remembered) {
   auto plan = std::make_shared<Plan>();
   plan->signature = trace.signature;
   plan->hex = short_hex(trace.signature);

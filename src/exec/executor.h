@@ -24,7 +24,6 @@
 #include "compile/kernel_cache.h"
 #include "exec/plan.h"
 #include "hotpath/hotpath.h"
-#include "policy/decisions.h"
 #include "trace/recorder.h"
 
 namespace hotpath::detail {
@@ -41,7 +40,7 @@ class Executor {
   void configure(const Config& config);
   // A signature turned hot: build its plan and compile it in the background. `remembered`: the
   // verdict of an earlier run (a known loser is not compiled; a winner keeps its groups).
-  void on_hot(HotTrace&& trace, const std::optional<Decision>& remembered = std::nullopt);
+  void on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remembered = std::nullopt);
 
   // For the governor. Whether the iteration of `signature` that started at global op `first` ran
   // the whole plan (not merely waiting for every kernel), under which configuration of groups,

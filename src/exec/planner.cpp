@@ -128,7 +128,7 @@ void plan_batches(const Graph& g, Plan& plan) {
   close();
 }
 
-void build_plan(Plan& out, const HotTrace& trace, const std::optional<Decision>& remembered,
+void build_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>& remembered,
                 const Config& config) {
   Plan* plan = &out;
   const auto t0 = std::chrono::steady_clock::now();

@@ -8,14 +8,13 @@
 
 #include "exec/plan.h"
 #include "hotpath/hotpath.h"
-#include "policy/decisions.h"
-#include "trace/op_record.h"
+#include "trace/hot_trace.h"
 
 namespace hotpath::detail {
 
 // Graph, partition and kernel sources of `trace` into `plan` (whose signature and hex are set).
 // `remembered`: an earlier run's verdict (groups that lost then are not compiled).
-void build_plan(Plan& plan, const HotTrace& trace, const std::optional<Decision>& remembered,
+void build_plan(Plan& plan, const HotTrace& trace, const std::optional<PlanPrior>& remembered,
                 const Config& config);
 
 // Marks the plan's batches (Plan::batches): groups that share one pointwise kernel and follow

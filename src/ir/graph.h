@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "trace/op_record.h"
+#include "trace/hot_trace.h"
 
 namespace hotpath::detail {
 

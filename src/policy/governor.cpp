@@ -9,7 +9,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "compile/kernel_cache.h"
-#include "exec/executor.h"
 #include "trace/signature.h"
 
 namespace hotpath::detail {
@@ -38,8 +37,8 @@ std::string percent(double a, double b) {
 
 }  // namespace
 
-Governor::Governor(Executor& executor, const Config& config)
-    : executor_(executor),
+Governor::Governor(PlanControl& plans, const Config& config)
+    : plans_(plans),
       config_(config),
       store_(config.remember ? cache_dir(config.cache_dir) : std::string()) {}
 
@@ -176,8 +175,8 @@ void Governor::resume(std::int64_t index) {
 }
 
 void Governor::on_iteration(const IterationEvent& c) {
-  // The executor is asked outside our lock (it never calls us, but keep the order simple).
-  const Executor::RunInfo run = executor_.ran(c.signature, c.first);
+  // The plan is asked outside our lock (it never calls us, but keep the order simple).
+  const PlanControl::Run run = plans_.ran(c.signature, c.first);
   std::lock_guard<std::mutex> lock(mu_);
   const Stamp* a = nullptr;
   const Stamp* b = nullptr;
@@ -326,13 +325,11 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
   const double m = median(s.window);
   const double e = s.eager_median;
   s.window.clear();
-  const auto plan = executor_.plan(signature);
-  const std::size_t groups = plan ? plan->groups.size() : 0;
+  const auto plan = plans_.groups(signature);
+  const std::size_t groups = plan ? plan->size() : 0;
   if (s.active.size() != groups) s.active.assign(groups, true);
-  if (plan) {
-    for (std::size_t g = 0; g < groups; ++g)
-      if (!plan->groups[g].active_default) s.active[g] = false;
-  }
+  for (std::size_t g = 0; g < groups; ++g)
+    if (!(*plan)[g].active_default) s.active[g] = false;
 
   if (s.phase == Phase::Trial) {
     s.trial_result[s.trial_pos] = m;
@@ -348,9 +345,9 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
       if (s.trial_result[i] < s.trial_base - 0.5 * config_.revert_margin * e) {
         const int g = s.trial_groups[i];
         s.active[static_cast<std::size_t>(g)] = false;
-        losers.push_back(plan->groups[static_cast<std::size_t>(g)].name);
+        losers.push_back((*plan)[static_cast<std::size_t>(g)].name);
         log_info(concat("hotpath: signature ", short_hex(signature), ": group ",
-                        plan->groups[static_cast<std::size_t>(g)].name, " loses (",
+                        (*plan)[static_cast<std::size_t>(g)].name, " loses (",
                         ms_text(s.trial_result[i]), " per iteration without it, ",
                         ms_text(s.trial_base), " with it); it runs eagerly"));
       }
@@ -411,8 +408,8 @@ void Governor::plain_result(std::uint64_t signature, double ms) {
 
 void Governor::decide(std::uint64_t signature, Sig& s, double m) {
   const double e = s.eager_median;
-  const auto plan = executor_.plan(signature);
-  const std::size_t groups = plan ? plan->groups.size() : 0;
+  const auto plan = plans_.groups(signature);
+  const std::size_t groups = plan ? plan->size() : 0;
   auto rebase = [&](const std::string& why) {
     log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
                     " vs ", ms_text(e), why, "; timing eager again"));
@@ -469,7 +466,7 @@ void Governor::decide(std::uint64_t signature, Sig& s, double m) {
 }
 
 void Governor::apply(std::uint64_t signature, Sig& s) {
-  s.epoch = executor_.set_active(signature, s.active, s.reason);
+  s.epoch = plans_.set_active(signature, s.active, s.reason);
   s.window.clear();
   s.recent.clear();
 }
@@ -477,7 +474,7 @@ void Governor::apply(std::uint64_t signature, Sig& s) {
 void Governor::revert(std::uint64_t signature, Sig& s, const std::string& why) {
   s.phase = Phase::Reverted;
   s.reason = "reverted: " + why;
-  executor_.revert(signature, s.reason);
+  plans_.revert(signature, s.reason);
   log_info(concat("hotpath: signature ", short_hex(signature), ": ", why,
                   "; back to eager for the rest of this run"));
   remember(signature, s, false);
@@ -489,10 +486,10 @@ void Governor::remember(std::uint64_t signature, const Sig& s, bool compile) {
   d.eager_ms = s.eager_median;
   d.fused_ms = median(std::vector<double>(s.recent.begin(), s.recent.end()));
   d.reason = s.reason;
-  if (const auto plan = executor_.plan(signature)) {
-    for (std::size_t g = 0; g < plan->groups.size(); ++g) {
+  if (const auto plan = plans_.groups(signature)) {
+    for (std::size_t g = 0; g < plan->size(); ++g) {
       d.groups.push_back(g < s.active.size() ? s.active[g] : true);
-      d.names.push_back(plan->groups[g].name);
+      d.names.push_back((*plan)[g].name);
     }
   }
   std::lock_guard<std::mutex> memo(memo_mu_);

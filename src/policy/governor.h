@@ -19,15 +19,14 @@
 #include "driver/cuda_driver.h"
 #include "hotpath/hotpath.h"
 #include "policy/decisions.h"
+#include "policy/plan_control.h"
 #include "trace/recorder.h"
 
 namespace hotpath::detail {
 
-class Executor;
-
 class Governor {
  public:
-  Governor(Executor& executor, const Config& config);
+  Governor(PlanControl& plans, const Config& config);
   void configure(const Config& config);
   // Tests: a controllable clock (milliseconds); CUDA events are not used while it is set.
   void set_clock(std::function<double()> now_ms);
@@ -46,8 +45,8 @@ class Governor {
   void resume(std::int64_t index);
 
   // A verdict of an earlier run, if remembered. Takes only the verdicts' own lock (it is called
-  // from the recorder with the recorder's lock held; mu_ may call into the executor, whose lock
-  // is held while it asks the recorder: taking mu_ here could close a cycle).
+  // from the recorder with the recorder's lock held; mu_ may call into the plans (the executor),
+  // whose lock is held while it asks the recorder: taking mu_ here could close a cycle).
   std::optional<Decision> remembered(std::uint64_t signature);
 
   // Fills the timing half of each signature's report (the rest comes from stats).
@@ -157,7 +156,7 @@ class Governor {
   double now_ms() const;
   double remembered_eager(std::uint64_t signature);  // a known winner's baseline, or 0
 
-  Executor& executor_;
+  PlanControl& plans_;
   mutable std::mutex mu_;
   Config config_;
   std::mutex memo_mu_;  // after mu_ when both are held; guards store_ and remembered_

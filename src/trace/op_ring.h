@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "trace/op_record.h"
+#include "dispatch/op_record.h"
 
 namespace hotpath::detail {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "hotpath/hotpath.h"
-#include "trace/op_record.h"
+#include "trace/hot_trace.h"
 #include "trace/op_ring.h"
 #include "trace/period_detector.h"
 #include "trace/step_detector.h"

@@ -37,9 +37,9 @@
 
 #include "codegen/kernel.h"
 #include "compile/nvrtc.h"
-#include "exec/session.h"
 #include "hotpath/hotpath.h"
 #include "models.h"
+#include "session/session.h"
 
 namespace {
 

@@ -40,8 +40,8 @@
 
 #include "codegen/kernel.h"
 #include "compile/nvrtc.h"
-#include "exec/session.h"
 #include "hotpath/hotpath.h"
+#include "session/session.h"
 
 namespace {
 

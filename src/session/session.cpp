@@ -1,10 +1,87 @@
-#include "exec/session.h"
+#include "session/session.h"
 
 #include "common/error.h"
 #include "common/log.h"
 #include "dispatch/dispatch_hook.h"
 
 namespace hotpath::detail {
+
+void Session::on_op(OpCall& call) {
+  if (call.owner) {
+    if (call.back_from_plain) back_from_plain_block();
+    if (call.back_from_aside) back_from_aside();
+    if (aside_due() && !standing_aside()) {
+      stand_aside();  // the hook is out of the dispatch from the next op on
+      call.run_eager();
+      return;
+    }
+  }
+  OpRecord& rec = call.record();
+  recorder.resolve_inputs(rec, call.inputs());
+
+  // The governor times iterations between boundaries; in an auto-detected loop the boundary is
+  // the op where the detector expects the next iteration to start.
+  if (!governor.cuda_noted()) {
+    for (const TensorInput& in : rec.inputs) {
+      if (in.meta.defined && in.meta.device.is_cuda()) {
+        governor.note_cuda(in.meta.device.index());
+        break;
+      }
+    }
+  }
+  const std::int64_t index = recorder.next_index();
+  if (index == recorder.boundary_due()) governor.stamp(index);
+  if (index % kJudgeOps == 0 && call.owner) judge_ops();
+  // The governor wants the loop timed without hotpath: from this iteration start on, the hook is
+  // out of the dispatch for a block of iterations (this op is the block's first).
+  if (call.owner && governor.plain_block_wanted() && index == recorder.expected_start() &&
+      start_plain_block(index)) {
+    call.run_eager();
+    return;
+  }
+
+  // A hot plan may run the op itself (deferred into a fused group); otherwise it runs eagerly.
+  if (!executor.intercept(call.op, call.below, call.stack, rec)) call.run_eager();
+  const TensorPtrs& outputs = call.finish();
+  recorder.commit(call.owned_record(), outputs);
+}
+
+PlanControl::Run Session::ran(std::uint64_t signature, std::int64_t first) const {
+  const Executor::RunInfo r = executor.ran(signature, first);
+  Run run;
+  run.fused = r.fused;
+  run.epoch = r.epoch;
+  run.final_tiers = r.final_tiers;
+  return run;
+}
+
+std::optional<std::vector<PlanControl::Group>> Session::groups(std::uint64_t signature) const {
+  const auto plan = executor.plan(signature);
+  if (!plan) return std::nullopt;
+  std::vector<Group> out;
+  out.reserve(plan->groups.size());
+  for (const PlanGroup& g : plan->groups) out.push_back(Group{g.name, g.active_default});
+  return out;
+}
+
+std::int64_t Session::set_active(std::uint64_t signature, const std::vector<bool>& active,
+                                 const std::string& reason) {
+  return executor.set_active(signature, active, reason);
+}
+
+void Session::revert(std::uint64_t signature, const std::string& reason) {
+  executor.revert(signature, reason);
+}
+
+std::optional<PlanPrior> Session::prior(const std::optional<Decision>& d) {
+  if (!d) return std::nullopt;
+  PlanPrior p;
+  p.compile = d->compile;
+  p.groups = d->groups;
+  p.names = d->names;
+  p.reason = d->reason;
+  return p;
+}
 
 void Session::due(std::string why) {
   std::lock_guard<std::mutex> lock(aside_mu);

@@ -1,4 +1,6 @@
-// What the dispatcher hook records for one top-level op.
+// What the dispatcher hook records for one top-level op: the hook fills in the op, its arguments
+// and its tensors' metadata; the recorder (trace/) adds the data flow between ops; a plan that ran
+// the op marks it (planned_key).
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -91,14 +93,5 @@ inline std::string full_name(std::string_view name, std::string_view overload) {
   if (!overload.empty()) s.append(".").append(overload);
   return s;
 }
-
-// The ops of one iteration with data flow made relative to it: an input's producer >= 0 is the
-// index of the op (in this trace) that made it; < 0 is an outside tensor, -(k+1) for the k-th
-// distinct one in order of first use.
-struct HotTrace {
-  std::uint64_t signature = 0;
-  std::int64_t iteration = 0;  // the iteration (1-based) whose ops these are
-  std::vector<OpRecord> ops;
-};
 
 }  // namespace hotpath::detail

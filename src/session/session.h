@@ -1,5 +1,7 @@
 // What one thread that enabled hotpath owns: its recorder, the executor of its plans, and the
-// governor that times them.
+// governor that times them. The session is where they meet: the hook hands it each op (OpSink),
+// it passes the op to the recorder, the governor and the executor in turn, and it applies the
+// governor's choices to the executor's plans (PlanControl). Nothing below it calls up.
 #pragma once
 
 #include <atomic>
@@ -8,23 +10,25 @@
 #include <set>
 #include <string>
 
+#include "dispatch/op_call.h"
 #include "exec/executor.h"
 #include "policy/governor.h"
+#include "policy/plan_control.h"
 #include "policy/stand_aside.h"
 #include "trace/recorder.h"
 
 namespace hotpath::detail {
 
-struct Session {
+struct Session final : OpSink, PlanControl {
   explicit Session(const Config& config)
       : recorder(config),
         executor(recorder, config),
-        governor(executor, config),
+        governor(*this, config),
         aside_policy(config.threshold),
         aside_enabled(config.stand_aside) {
     recorder.set_hot_listener([this](HotTrace&& t) {
       const std::uint64_t sig = t.signature;
-      executor.on_hot(std::move(t), governor.remembered(sig));
+      executor.on_hot(std::move(t), prior(governor.remembered(sig)));
     });
     recorder.set_iteration_listener([this](const IterationEvent& e) {
       governor.on_iteration(e);
@@ -50,17 +54,27 @@ struct Session {
   // An iteration boundary (step(), Iteration scope) before the next op.
   void boundary();
 
+  // Each op of the owner thread and of autograd threads working for it (OpSink).
+  void on_op(OpCall& call) override;
+
+  // What the governor sees of the plans and asks of them (PlanControl).
+  Run ran(std::uint64_t signature, std::int64_t first) const override;
+  std::optional<std::vector<Group>> groups(std::uint64_t signature) const override;
+  std::int64_t set_active(std::uint64_t signature, const std::vector<bool>& active,
+                          const std::string& reason) override;
+  void revert(std::uint64_t signature, const std::string& reason) override;
+
   // Standing aside (policy/stand_aside.h). The decision may come from any thread that closes an
   // iteration; the owner thread's hook acts on it at its next op.
   void judge_iteration(const IterationEvent& e);
-  void judge_ops();  // the hook calls it every kJudgeOps ops
+  void judge_ops();  // every kJudgeOps ops
   static constexpr std::int64_t kJudgeOps = 4096;
   bool aside_due() const { return aside_due_.load(std::memory_order_relaxed); }
   void stand_aside();      // on the owner thread
   void back_from_aside();  // on the owner thread, before its first op is recorded again
   void fill_stats(Stats& s) const;
 
-  // Plain-eager blocks (Governor::set_plain_blocks): started by the hook at an iteration start
+  // Plain-eager blocks (Governor::set_plain_blocks): started at an op that starts an iteration
   // in a training loop (true: the hook is out of the dispatch from this op on), or by a step()
   // boundary in a marked loop; back_from_plain_block runs before the first op seen again.
   bool start_plain_block(std::int64_t index);
@@ -74,6 +88,7 @@ struct Session {
   Governor governor;
 
  private:
+  static std::optional<PlanPrior> prior(const std::optional<Decision>& d);
   void due(std::string why);
   mutable std::mutex aside_mu;
   StandAside aside_policy;

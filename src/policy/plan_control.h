@@ -1,0 +1,39 @@
+// What the governor sees of a signature's plan, and the two things it may ask of it. The session
+// implements this over its executor, so policy/ reads a narrow view and includes nothing of exec/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hotpath::detail {
+
+class PlanControl {
+ public:
+  // How one iteration ran.
+  struct Run {
+    bool fused = false;       // the plan ran it (some group fused)
+    std::int64_t epoch = 0;   // the configuration of groups it ran with (set_active's)
+    bool final_tiers = true;  // every group ran its final kernel (none waited for NVRTC)
+  };
+  // The plan's fused groups, in order.
+  struct Group {
+    std::string name;
+    bool active_default = true;  // false: a remembered loser that starts inactive
+  };
+
+  virtual ~PlanControl() = default;
+  // The iteration of `signature` that started at global op `first`.
+  virtual Run ran(std::uint64_t signature, std::int64_t first) const = 0;
+  // The plan's groups; nullopt while the signature has no plan.
+  virtual std::optional<std::vector<Group>> groups(std::uint64_t signature) const = 0;
+  // Which groups run fused from the next iteration start on (`reason`, if not empty, is what
+  // stats() shows); returns the new configuration's epoch.
+  virtual std::int64_t set_active(std::uint64_t signature, const std::vector<bool>& active,
+                                  const std::string& reason) = 0;
+  // The signature runs eagerly from the next iteration start on.
+  virtual void revert(std::uint64_t signature, const std::string& reason) = 0;
+};
+
+}  // namespace hotpath::detail
