@@ -77,6 +77,8 @@ const std::vector<std::pair<std::string, std::string>>& runtime_headers();
 // `multi`: a pointwise kernel also gets its multi entry (KernelSpec::multi_name), for a batch
 // of groups that launch together; multi_segments is set either way (0: it cannot have one).
 KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi = false);
+// The pointwise case of generate_kernel (GroupKind::Pointwise).
+KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, bool multi);
 // A group that reduces along the last dimension (FusionGroup::rows): one row per block, each
 // reduction a block-wide sum or max, the pointwise ops around them recomputed per pass over the
 // row. KernelSpec::rows is set; it has no interpreter program. A norm backward's weight and bias
@@ -103,6 +105,9 @@ std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& si
 // name_kernel replaces it with "hp_<group>_<hash of the source>") and the naming itself.
 constexpr const char* kKernelName = "@KERNEL_NAME@";
 std::string kernel_signature(const KernelSpec& spec, const std::string& extra = "");
+// Its parameter list alone: "(args..., const idx_t kNumel, const int vector_ok" + `extra`, one
+// parameter per line (a device function that the entries call takes the same).
+std::string parameter_list(const KernelSpec& spec, const std::string& extra);
 
 // Segments of one launch of a pointwise kernel's multi entry, at most.
 constexpr int kMaxSegments = 16;
@@ -111,6 +116,9 @@ constexpr int kMaxSegments = 16;
 // block and the block count (unsigned). The parameter holds multi_segments of them, then the
 // segment count (int).
 std::size_t multi_segment_bytes(const KernelSpec& spec);
+// A pointwise kernel's multi entry: a __global__ that runs the kernel's `run` device function
+// for each segment of its one parameter.
+std::string multi_entry(const KernelSpec& spec);
 void name_kernel(KernelSpec& spec, const std::string& group_name, std::string source);
 
 // Kernel parameters of a group's tensors: one per tensor (all versions of a tensor share its
