@@ -1,0 +1,200 @@
+// The plans an executor holds: made when a signature turns hot (built and compiled on the worker),
+// configured by the governor through the session (set_active, revert), read by stats().
+// Running them is executor.cpp's.
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "compile/worker.h"
+#include "exec/executor.h"
+#include "exec/planner.h"
+#include "trace/signature.h"
+
+namespace hotpath::detail {
+
+Executor::Executor(Recorder& recorder, const Config& config)
+    : recorder_(recorder), config_(config), cache_(cache_dir(config.cache_dir)) {
+  if (config.fuse) start_nvrtc(cache_);
+}
+
+Executor::~Executor() = default;
+
+void Executor::configure(const Config& config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  config_ = config;
+  cache_ = KernelCache(cache_dir(config.cache_dir));
+  if (config.fuse) start_nvrtc(cache_);
+}
+
+void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remembered) {
+  auto plan = std::make_shared<Plan>();
+  plan->signature = trace.signature;
+  plan->hex = short_hex(trace.signature);
+  Config config;
+  KernelCache cache{""};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    config = config_;
+    cache = cache_;
+    if (!config.fuse || plans_.count(trace.signature)) return;
+    plans_[plan->signature] = plan;  // never analysed twice; not armed before it is ready
+  }
+  if (remembered && !remembered->compile) {
+    plan->reverted = true;
+    plan->remembered = "known loser from an earlier run";
+    plan->reason = remembered->reason.empty() ? plan->remembered : remembered->reason;
+    log_info(concat("hotpath: signature ", plan->hex, " is a known loser (", plan->reason,
+                    "); it runs eagerly, nothing is compiled"));
+    plan->compiled = true;
+    plan->ready = true;  // nothing to compile; never armed
+    return;
+  }
+  bool cuda = false;
+  for (const OpRecord& r : trace.ops) {
+    for (const TensorInput& in : r.inputs)
+      cuda = cuda || (in.meta.defined && in.meta.device.is_cuda());
+  }
+  auto ready = ready_plans_;
+  if (!cuda) {
+    // CPU plans (Config::fuse_cpu) have nothing to compile: built here, ready at once.
+    build_plan(*plan, trace, remembered, config);
+    plan->counted = !plan->groups.empty();
+    plan->compiled = true;
+    plan->ready = true;
+    if (plan->counted) ++*ready;
+    return;
+  }
+  // Everything else happens on the worker, so the training thread does not wait: analysis,
+  // code generation, NVRTC (or the disk cache) and module loads.
+  auto shared_trace = std::make_shared<HotTrace>(std::move(trace));
+  CompileWorker::instance().submit([plan, shared_trace, remembered, config, cache, ready] {
+    build_plan(*plan, *shared_trace, remembered, config);
+    // Ready before its kernels compile: the interpreter runs the groups meanwhile.
+    if (!plan->groups.empty() && plan->device_index >= 0) {
+      plan->interpreter = interpreter_for(plan->device_index, cache);
+    }
+    plan->counted = !plan->groups.empty();
+    plan->ready = true;
+    if (plan->counted) ++*ready;
+    if (!plan->groups.empty()) compile(*plan, cache, config.compile_kernels);
+    plan->compiled = true;
+  });
+}
+
+void Executor::fill_stats(Stats& s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& sig : s.signatures) {
+    const auto it = plans_.find(sig.id);
+    if (it == plans_.end()) continue;
+    const Plan& p = *it->second;
+    sig.fusion.planned = true;
+    sig.fusion.ready = p.ready;
+    sig.fusion.stall_ms = p.stall_ms;
+    if (!p.ready) continue;  // the worker is still building it: nothing else to read yet
+    const bool compiled = p.compiled.load(std::memory_order_acquire);
+    sig.fusion.compiled = compiled;
+    if (compiled) {
+      sig.fusion.compile_ms = p.compile_ms;
+      sig.fusion.kernels_from_cache = p.from_cache;
+    }
+    sig.fusion.first_fused_iteration = p.first_fused_iteration;
+    sig.fusion.fused_iterations = p.fused_iterations;
+    sig.fusion.divergences = p.divergences;
+    sig.fusion.restored = p.restored;
+    sig.fusion.reverted = p.reverted;
+    sig.fusion.reason = p.reason;
+    sig.fusion.remembered = p.remembered;
+    for (const PlanGroup& g : p.groups) {
+      GroupStats gs;
+      gs.name = g.name;
+      gs.ops = static_cast<int>(g.ops.size());
+      gs.gpu = g.gpu;
+      gs.interpretable = g.spec.interpretable();
+      if (g.state->load(std::memory_order_acquire) != kCompiling) {
+        gs.compiled = g.error.empty();
+        gs.compile_ms = g.compile_ms;
+        gs.from_cache = g.from_cache;
+        gs.error = g.error;
+      }
+      if (g.eager_only && gs.error.empty()) gs.error = "a launch failed";
+      gs.launches = g.launches;
+      gs.interpreted = g.interpreted;
+      gs.eager_runs = g.eager_runs;
+      gs.checks = g.checks;
+      gs.max_rel_error = g.max_rel_error;
+      gs.verify_failures = g.verify_failures;
+      gs.first_failure = g.first_failure;
+      gs.active = g.active && !p.reverted;
+      sig.fusion.fused_ops += gs.ops;
+      sig.fusion.groups.push_back(std::move(gs));
+    }
+  }
+}
+
+Executor::RunInfo Executor::ran(std::uint64_t signature, std::int64_t first) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Completed& c : completed_) {
+    if (c.signature == signature && c.first == first)
+      return RunInfo{c.fused, c.epoch, c.final_tiers};
+  }
+  return RunInfo{};
+}
+
+std::int64_t Executor::set_active(std::uint64_t signature, const std::vector<bool>& active,
+                                  const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  if (it == plans_.end()) return 0;
+  it->second->requested_active = active;
+  if (!reason.empty()) it->second->reason = reason;
+  return ++it->second->requested_epoch;
+}
+
+void Executor::revert(std::uint64_t signature, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  if (it == plans_.end()) return;
+  Plan& plan = *it->second;
+  plan.reverted = true;
+  plan.reason = reason;
+  if (armed_ != it->second) uncount_if_reverted(plan);  // else when it is disarmed
+}
+
+void Executor::uncount_if_reverted(Plan& plan) {
+  // A plan that can no longer run stops counting as ready: with none left, ops skip the
+  // executor's lock altogether.
+  if (plan.reverted && plan.ready && plan.counted) {
+    plan.counted = false;
+    --*ready_plans_;
+  }
+}
+
+std::vector<std::uint64_t> Executor::pending_plans() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::uint64_t> out;
+  for (const auto& [sig, p] : plans_)
+    if (!p->ready) out.push_back(sig);
+  return out;
+}
+
+void Executor::add_stall(const std::vector<std::uint64_t>& signatures, double ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::uint64_t sig : signatures) {
+    const auto it = plans_.find(sig);
+    if (it != plans_.end()) it->second->stall_ms += ms;
+  }
+}
+
+bool Executor::plan_live(std::uint64_t signature) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  return it != plans_.end() && !it->second->reverted &&
+         (!it->second->ready || !it->second->groups.empty());
+}
+
+std::shared_ptr<const Plan> Executor::plan(std::uint64_t signature) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  return it == plans_.end() ? nullptr : it->second;
+}
+
+}  // namespace hotpath::detail
