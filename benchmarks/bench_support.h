@@ -1,0 +1,347 @@
+// What bench_fusion's cases share: timing (CUDA events, side by side in one process), the
+// workloads (an MLP with AdamW, rows, norms, losses), the profiler's kernel list, and printing.
+#pragma once
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hotpath/hotpath.h"
+
+namespace bench {
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Per-iteration GPU times (ms) of `body`, from CUDA events around each iteration. `host`, if
+// given, receives the host time (ms) each iteration's body took to return (no synchronisation):
+// when it is as long as the GPU time, the loop is bound by the CPU, not the GPU.
+inline std::vector<double> time_iterations(int iters, const std::function<void(int)>& body,
+                                           std::vector<double>* host = nullptr) {
+  std::vector<at::cuda::CUDAEvent> start, stop;
+  for (int i = 0; i < iters; ++i) {
+    start.emplace_back(cudaEventDefault);  // timing enabled
+    stop.emplace_back(cudaEventDefault);
+  }
+  for (int i = 0; i < iters; ++i) {
+    const auto s = c10::cuda::getCurrentCUDAStream();
+    start[static_cast<std::size_t>(i)].record(s);
+    const auto t0 = std::chrono::steady_clock::now();
+    body(i);
+    if (host != nullptr)
+      host->push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    stop[static_cast<std::size_t>(i)].record(s);
+  }
+  torch::cuda::synchronize();
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i)
+    ms.push_back(
+        start[static_cast<std::size_t>(i)].elapsed_time(stop[static_cast<std::size_t>(i)]));
+  return ms;
+}
+
+inline double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+// `kernels` false: the groups run on the interpreter kernel only (no compile per signature);
+// such runs remember nothing, so that they leave no verdict for the runs that compile.
+inline hotpath::Config config(const std::string& cache, bool verify, bool kernels = true) {
+  hotpath::Config c;
+  c.threshold = 10;
+  c.fuse = true;
+  c.cache_dir = cache;
+  c.verify = verify;
+  c.compile_kernels = kernels;
+  c.remember = kernels;
+  return c;
+}
+
+// Eager and hotpath side by side in one process, interleaved: both step functions warm up
+// together; then hotpath runs alone until its kernels are in place (hot at iteration 10, compile
+// awaited at 10, 10 more iterations), then blocks of kBlock eager iterations (under
+// hotpath::Pause, unseen by it) alternate with blocks of kBlock hotpath iterations until each side
+// has `iters`. Both sides sample the same host and GPU conditions: a host that drifts during the
+// run moves both. GPU times from CUDA events, host times per body.
+struct SideBySide {
+  std::vector<double> eager, hot, eager_host, hot_host;  // the interleaved (steady) iterations
+  std::vector<double> lead;                              // hotpath's first iterations
+  hotpath::Stats stats;
+};
+
+constexpr int kBlock = 10;
+constexpr int kLead = 20;
+
+inline SideBySide side_by_side(int iters, int warmup, const std::function<void()>& eager,
+                               const std::function<void()>& hot, const hotpath::Config& c) {
+  SideBySide r;
+  time_iterations(warmup, [&](int) {
+    eager();
+    hot();
+  });
+  hotpath::enable_hot_path_detection(c);
+  auto hot_step = [&](int i) {
+    hot();
+    hotpath::step();
+    if (i == 10) hotpath::wait_for_compilation();  // the steady state, not the compile
+  };
+  r.lead = time_iterations(kLead, hot_step);
+  auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  for (int done = 0; done < iters; done += kBlock) {
+    {
+      hotpath::Pause pause;
+      append(r.eager, time_iterations(
+                          kBlock, [&](int) { eager(); }, &r.eager_host));
+    }
+    append(r.hot, time_iterations(
+                      kBlock, [&](int i) { hot_step(kLead + done + i); }, &r.hot_host));
+  }
+  r.stats = hotpath::stats();
+  hotpath::disable_hot_path_detection();
+  return r;
+}
+
+// Eager block median over hotpath block median, per pair of neighbouring blocks.
+inline std::vector<double> block_speedups(const SideBySide& r) {
+  std::vector<double> v;
+  for (std::size_t b = 0; b + kBlock <= r.eager.size() && b + kBlock <= r.hot.size(); b += kBlock) {
+    const auto at = [&](const std::vector<double>& x) {
+      return median(std::vector<double>(x.begin() + static_cast<std::ptrdiff_t>(b),
+                                        x.begin() + static_cast<std::ptrdiff_t>(b + kBlock)));
+    };
+    v.push_back(at(r.eager) / at(r.hot));
+  }
+  return v;
+}
+
+inline void print_groups(const hotpath::SignatureStats& s) {
+  std::printf("    %lld fused iterations, %lld divergences, %lld skipped values restored\n",
+              static_cast<long long>(s.fusion.fused_iterations),
+              static_cast<long long>(s.fusion.divergences),
+              static_cast<long long>(s.fusion.restored));
+  for (const auto& g : s.fusion.groups) {
+    std::printf(
+        "    group %-44s %2d ops  compile %7.1f ms%s  launches %lld (%lld interpreted)  eager %lld",
+        g.name.c_str(), g.ops, g.compile_ms, g.from_cache ? " (cache)" : "",
+        static_cast<long long>(g.launches), static_cast<long long>(g.interpreted),
+        static_cast<long long>(g.eager_runs));
+    if (g.checks > 0)
+      std::printf("  checks %lld  max rel err %.3g%s", static_cast<long long>(g.checks),
+                  g.max_rel_error, g.verify_failures > 0 ? "  BEYOND TOLERANCE" : "");
+    if (!g.error.empty()) std::printf("  ERROR %s", g.error.c_str());
+    std::printf("\n");
+  }
+}
+
+// The signature that ran fused most often (a copy: callers pass temporaries).
+inline std::optional<hotpath::SignatureStats> busiest(const hotpath::Stats& s) {
+  std::optional<hotpath::SignatureStats> best;
+  for (const auto& sig : s.signatures)
+    if (!best || sig.fusion.fused_iterations > best->fusion.fused_iterations) best = sig;
+  return best;
+}
+
+struct Mlp {
+  torch::nn::Sequential model;
+  torch::optim::AdamW opt;
+  torch::Tensor x, y;
+  Mlp()
+      : model(torch::nn::Linear(1024, 4096), torch::nn::GELU(), torch::nn::Linear(4096, 1024)),
+        opt((model->to(torch::kCUDA), model->parameters()), torch::optim::AdamWOptions(1e-3)),
+        x(torch::randn({256, 1024}, torch::kCUDA)),
+        y(torch::randn({256, 1024}, torch::kCUDA)) {}
+  void step() {
+    opt.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    opt.step();
+  }
+};
+
+// Softmax and log_softmax over rows, with the pointwise work around them, forward and backward:
+// the row kernels (reductions along the last dimension).
+struct Rows {
+  torch::Tensor x, b, g;
+  explicit Rows(torch::Dtype dtype, std::int64_t rows = 8192)
+      : x(torch::randn({rows, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
+              .requires_grad_()),
+        b(torch::randn({512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))),
+        g(torch::randn({rows, 512}, torch::TensorOptions(torch::kCUDA).dtype(dtype))) {}
+  void step() {
+    x.mutable_grad() = torch::Tensor();
+    auto h = x * 0.125 + b;
+    auto p = torch::softmax(h, -1);
+    auto l = torch::log_softmax(h * 2.0, -1);
+    auto c = h - h.mean(-1, true);
+    // c * c * g: the gradient through the mean sums terms that do not cancel (with a constant
+    // factor they sum to ~0 and a relative error measures nothing but rounding).
+    ((p * g + l * 0.1).sum() + (c * c * g).sum(-1, true).sum() * 1e-3).backward();
+  }
+};
+
+// A norm with a weight, then GELU, times a random tensor, forward and backward. The norm's forward
+// (native_layer_norm: out, mean, rstd; on CUDA rms_norm is _fused_rms_norm: out, rstd) fuses with
+// the GELU and the multiply after it; the backward ops (the multiply's, the GELU's and the
+// norm's, with its weight and bias gradients summed over all rows) fuse into one row kernel.
+// Rows of more than 1024 elements (`cols`) take a block per row instead of a warp.
+struct Norm {
+  torch::Tensor x, w, b, g;
+  bool layer = false;
+  std::int64_t cols;
+  Norm(torch::Dtype dtype, std::int64_t rows, bool layer_norm, std::int64_t cols = 512)
+      : x(torch::randn({rows, cols}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
+              .requires_grad_()),
+        w(torch::randn({cols}, torch::TensorOptions(torch::kCUDA).dtype(dtype)).requires_grad_()),
+        b(torch::randn({cols}, torch::TensorOptions(torch::kCUDA).dtype(dtype)).requires_grad_()),
+        g(torch::randn({rows, cols}, torch::TensorOptions(torch::kCUDA).dtype(dtype))),
+        layer(layer_norm),
+        cols(cols) {}
+  void step() {
+    for (auto* t : {&x, &w, &b}) t->mutable_grad() = torch::Tensor();
+    auto y = layer ? torch::layer_norm(x, {cols}, w, b, 1e-5) : torch::rms_norm(x, {cols}, w, 1e-6);
+    (torch::gelu(y) * g).sum().backward();
+  }
+};
+
+// Cross-entropy over scaled logits, forward and backward: log_softmax and nll_loss (mean or
+// sum) fuse with the scaling into one row kernel whose loss is summed across its blocks; the
+// backward (nll_loss_backward, log_softmax's backward, the scaling's) into another. Every 7th
+// target is the ignore_index. More than 1024 classes: a block per row.
+struct CrossEntropy {
+  torch::Tensor z, target;
+  torch::Reduction::Reduction reduction;
+  std::int64_t classes;
+  CrossEntropy(torch::Dtype dtype, std::int64_t rows,
+               torch::Reduction::Reduction r = torch::Reduction::Mean, std::int64_t classes = 1000)
+      : z(torch::randn({rows, classes}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
+              .requires_grad_()),
+        target(torch::randint(0, classes, {rows},
+                              torch::TensorOptions(torch::kCUDA).dtype(torch::kLong))),
+        reduction(r),
+        classes(classes) {
+    fresh_targets();
+  }
+  void fresh_targets() {
+    target.random_(0, classes);
+    target.index_put_({torch::arange(0, target.size(0), 7, target.options())}, -100);
+  }
+  void step() {
+    z.mutable_grad() = torch::Tensor();
+    auto loss = torch::nll_loss(torch::log_softmax(z * 0.5, -1), target, {}, reduction, -100);
+    loss.backward();
+  }
+};
+
+// Attention's softmax: scores [B, H, T, T] scaled, a causal mask [T, T] filled with -inf, softmax
+// over the last dimension, times a random tensor; forward and backward. The mask broadcasts over
+// batch and heads: the row kernels index it from the row number.
+struct MaskedSoftmax {
+  torch::Tensor x, g, mask;
+  MaskedSoftmax(torch::Dtype dtype, std::int64_t batch)
+      : x(torch::randn({batch, 8, 256, 256}, torch::TensorOptions(torch::kCUDA).dtype(dtype))
+              .requires_grad_()),
+        g(torch::randn({batch, 8, 256, 256}, torch::TensorOptions(torch::kCUDA).dtype(dtype))),
+        mask(torch::ones({256, 256}, torch::kCUDA).triu(1).to(torch::kBool)) {}
+  void step() {
+    x.mutable_grad() = torch::Tensor();
+    auto p = torch::softmax((x * 0.125).masked_fill(mask, -INFINITY), -1);
+    (p * g).sum().backward();
+  }
+};
+
+// GPU time per iteration with no host bubbles: a sleep kernel holds the GPU while the host queues
+// kBlock iterations, which then run back to back. Needs a body that does not synchronise.
+inline std::vector<double> gpu_bound(int blocks, const std::function<void(int)>& body) {
+  std::vector<double> ms;
+  for (int b = 0; b < blocks; ++b) {
+    at::cuda::sleep(50'000'000);  // ~25 ms at 2 GHz: longer than the host needs for a block
+    const auto block = time_iterations(kBlock, [&](int i) { body(b * kBlock + i); });
+    ms.insert(ms.end(), block.begin(), block.end());
+  }
+  return ms;
+}
+
+// The GPU kernels (and copies, sets) of `iters` calls of `body` from the CUDA profiler, summed per
+// name and divided by `iters`; the trace goes to `trace` (Chrome format) when one is named.
+struct KernelLine {
+  std::string name;
+  double calls = 0, us = 0;
+};
+inline std::vector<KernelLine> profile_kernels(int iters, const std::function<void(int)>& body,
+                                               const std::string& trace) {
+  using torch::profiler::impl::ActivityType;
+  using torch::profiler::impl::ProfilerConfig;
+  using torch::profiler::impl::ProfilerState;
+  const ProfilerConfig cfg(ProfilerState::KINETO);
+  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  torch::autograd::profiler::prepareProfiler(cfg, activities);
+  torch::autograd::profiler::enableProfiler(cfg, activities);
+  for (int i = 0; i < iters; ++i) body(i);
+  torch::cuda::synchronize();
+  const auto result = torch::autograd::profiler::disableProfiler();
+  std::map<std::string, KernelLine> by_name;
+  for (const auto& e : result->events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    KernelLine& k = by_name[e.name()];
+    k.name = e.name();
+    k.calls += 1.0 / iters;
+    k.us += static_cast<double>(e.durationNs()) / 1e3 / iters;
+  }
+  if (!trace.empty()) result->save(trace);
+  std::vector<KernelLine> lines;
+  for (auto& [name, k] : by_name) lines.push_back(k);
+  std::sort(lines.begin(), lines.end(),
+            [](const KernelLine& a, const KernelLine& b) { return a.us > b.us; });
+  return lines;
+}
+
+inline void print_kernels(const char* what, const std::vector<KernelLine>& lines) {
+  double total = 0, calls = 0;
+  for (const auto& k : lines) {
+    total += k.us;
+    calls += k.calls;
+  }
+  std::printf("  %s: %.0f kernels, %.1f us of kernel time per iteration\n", what, calls, total);
+  for (const auto& k : lines) {
+    std::string name = k.name.size() > 90 ? k.name.substr(0, 87) + "..." : k.name;
+    std::printf("    %7.1f us  %4.1f x  %s\n", k.us, k.calls, name.c_str());
+  }
+}
+
+// What main() passes to every case.
+struct Options {
+  int iters = 200;
+  long long elements = 64LL << 20;
+  std::string cache, trace;
+  std::ofstream* out = nullptr;  // the CSV file (not open: none)
+};
+
+// The cases (bench_fusion.cpp's header says what each measures).
+void bench_chain(const Options& o);
+void bench_mlp(const Options& o);
+void bench_breakdown(const Options& o);
+void bench_rows(const Options& o);
+void bench_verify(const Options& o);
+
+}  // namespace bench
