@@ -1,0 +1,244 @@
+// The fuzzer's programs (program.h).
+#include "program.h"
+
+#include <cstdio>
+#include <random>
+
+namespace fuzz {
+
+const char* const kNames[static_cast<int>(K::Count)] = {
+    "add.Tensor",     "sub.Tensor",   "mul.Tensor", "div.Tensor",  "add.Scalar",  "mul.Scalar",
+    "div.Scalar",     "rsub",         "neg",        "exp",         "log(abs+1)",  "sqrt(abs)",
+    "rsqrt(abs+eps)", "sigmoid",      "tanh",       "relu",        "silu",        "gelu",
+    "gelu(tanh)",     "pow 2",        "clamp",      "masked_fill", "where",       "lerp",
+    "addcmul",        "sum(-1)",      "mean(-1)",   "softmax",     "log_softmax", "sum(0)",
+    "transpose",      "slice step 2", "narrow",     "to fp16",     "to bf16",     "to fp32",
+    "mul_",           "add_"};
+
+std::vector<torch::Tensor> make_inputs(const Program& p, torch::Device d, bool grad) {
+  std::mt19937_64 rng(p.seed);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const std::int64_t R = 1 + pick(9), C = 1 + pick(40);
+  auto g = at::detail::createCPUGenerator(p.seed);
+  std::vector<torch::Tensor> in;
+  for (int i = 0; i < p.inputs; ++i) {
+    torch::Tensor t;
+    switch (pick(8)) {
+      case 0:
+        t = torch::randn({C}, torch::Generator(g));
+        break;  // a row
+      case 1:
+        t = torch::randn({R, 1}, torch::Generator(g));
+        break;  // a column
+      case 2:
+        t = torch::randn({}, torch::Generator(g));
+        break;  // one element
+      case 3:
+        t = torch::randn({C, R}, torch::Generator(g)).t();
+        break;  // transposed
+      case 4:
+        t = torch::randn({R, 2 * C + 1}, torch::Generator(g)).slice(1, 1, 2 * C + 1, 2);
+        break;
+      case 5:
+        t = torch::randn({R + 1, C}, torch::Generator(g)).slice(0, 1);
+        break;  // offset
+      default:
+        t = torch::randn({R, C}, torch::Generator(g));
+    }
+    if (pick(10) == 0)
+      t = t.contiguous().view(-1).index_fill(0, torch::tensor({0}), NAN).view(t.sizes());
+    if (pick(12) == 0 && t.numel() > 1)
+      t = t.contiguous().view(-1).index_fill(0, torch::tensor({1}), INFINITY).view(t.sizes());
+    const int dt = pick(6);
+    if (dt == 0) t = t.to(torch::kHalf);
+    if (dt == 1) t = t.to(torch::kBFloat16);
+    t = t.to(d);
+    if (grad && t.is_floating_point()) t = t.detach().requires_grad_(true);
+    in.push_back(t);
+  }
+  in.push_back((torch::rand({R, C}, torch::Generator(g)) < 0.3).to(d));              // a mask, last
+  if (pick(16) == 0) in.push_back(torch::randn({0, C}, torch::Generator(g)).to(d));  // empty
+  return in;
+}
+
+void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration) {
+  const double f = 1.0 + 0.125 * iteration;  // scalars change every iteration
+  for (const FOp& o : p.ops) {
+    const torch::Tensor& a = v.at(o.a);
+    const torch::Tensor& b = v.at(o.b);
+    const torch::Tensor& c = v.at(o.c);
+    const double s = o.s * f;
+    torch::Tensor r;
+    switch (o.kind) {
+      case K::AddT:
+        r = a.add(b, s);
+        break;
+      case K::SubT:
+        r = a.sub(b);
+        break;
+      case K::MulT:
+        r = a * b;
+        break;
+      case K::DivT:
+        r = a / (b.abs() + 0.5);
+        break;
+      case K::AddS:
+        r = a + s;
+        break;
+      case K::MulS:
+        r = a * s;
+        break;
+      case K::DivS:
+        r = a / s;
+        break;
+      case K::RSub:
+        r = torch::rsub(a, s);
+        break;
+      case K::Neg:
+        r = -a;
+        break;
+      case K::Exp:
+        r = (a * 0.25).exp();
+        break;
+      case K::LogAbs1:
+        r = (a.abs() + 1).log();
+        break;
+      case K::SqrtAbs:
+        r = a.abs().sqrt();
+        break;
+      case K::RsqrtAbsEps:
+        r = (a.abs() + 1e-3).rsqrt();
+        break;
+      case K::Sigmoid:
+        r = a.sigmoid();
+        break;
+      case K::Tanh:
+        r = a.tanh();
+        break;
+      case K::Relu:
+        r = a.relu();
+        break;
+      case K::Silu:
+        r = torch::silu(a);
+        break;
+      case K::Gelu:
+        r = torch::gelu(a);
+        break;
+      case K::GeluTanh:
+        r = torch::gelu(a, "tanh");
+        break;
+      case K::Pow2:
+        r = a.pow(2);
+        break;
+      case K::Clamp:
+        r = a.clamp(-s, s);
+        break;
+      case K::MaskedFill:
+        r = a.masked_fill(b.to(torch::kBool), s);
+        break;
+      case K::Where:
+        r = torch::where(c.to(torch::kBool), a, b);
+        break;
+      case K::Lerp:
+        r = torch::lerp(a, b, 0.25 * s);
+        break;
+      case K::Addcmul:
+        r = torch::addcmul(a, b, c, 0.5 * s);
+        break;
+      case K::SumLast:
+        r = a.sum(-1, true);
+        break;
+      case K::MeanLast:
+        r = a.mean(-1, true);
+        break;
+      case K::Softmax:
+        r = torch::softmax(a, -1);
+        break;
+      case K::LogSoftmax:
+        r = torch::log_softmax(a, -1);
+        break;
+      case K::SumFirst:
+        r = a.sum(0);
+        break;
+      case K::Transpose:
+        r = a.dim() >= 2 ? a.transpose(0, 1) : a;
+        break;
+      case K::SliceStep:
+        r = a.dim() >= 1 ? a.slice(-1, 0, a.size(-1), 2) : a;
+        break;
+      case K::Narrow:
+        r = a.dim() >= 1 && a.size(0) > 1 ? a.narrow(0, 1, a.size(0) - 1) : a;
+        break;
+      case K::ToHalf:
+        r = a.to(torch::kHalf);
+        break;
+      case K::ToBF16:
+        r = a.to(torch::kBFloat16);
+        break;
+      case K::ToFloat:
+        r = a.to(torch::kFloat);
+        break;
+      case K::MulInPlace:
+        r = a.clone();
+        r.mul_(s);
+        break;  // in place on a new value
+      case K::AddInPlace:
+        r = a.clone();
+        r.slice(-1, 0, r.size(-1), 2).add_(b.sum() * 0.01);
+        break;
+      default:
+        break;
+    }
+    v.push_back(r);
+  }
+}
+
+Program generate(std::uint64_t seed, torch::Device d) {
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 1);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  Program p;
+  p.seed = seed;
+  p.inputs = 1 + pick(3);
+  p.backward = pick(3) == 0;
+  const auto inputs = make_inputs(p, d, false);
+  p.values = static_cast<int>(inputs.size());
+  std::vector<torch::Tensor> v = inputs;
+  const int want = 2 + pick(9);
+  for (int tries = 0; static_cast<int>(p.ops.size()) < want && tries < 60; ++tries) {
+    FOp o;
+    o.kind = static_cast<K>(pick(static_cast<int>(K::Count)));
+    const int n = static_cast<int>(v.size());
+    // Mostly the latest values: chains, not scattered ops.
+    auto operand = [&] { return pick(3) == 0 ? pick(n) : std::max(0, n - 1 - pick(3)); };
+    o.a = operand();
+    o.b = operand();
+    o.c = pick(n);
+    o.s = 0.5 + 0.25 * pick(7);
+    Program trial = p;
+    trial.ops.push_back(o);
+    std::vector<torch::Tensor> w = inputs;
+    try {
+      apply(trial, w, 0);
+    } catch (const std::exception&) {
+      continue;  // not a valid op on these operands
+    }
+    p.ops.push_back(o);
+    v = std::move(w);
+  }
+  return p;
+}
+
+void show_program(const Program& p, torch::Device d) {
+  std::vector<torch::Tensor> v = make_inputs(p, d, false);
+  apply(p, v, 0);
+  std::printf("%s\n", p.text().c_str());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::ostringstream os;
+    os << "  v" << i << (static_cast<int>(i) < p.values ? " (input)" : "") << " " << v[i].sizes()
+       << " " << v[i].scalar_type() << " strides " << v[i].strides() << " offset "
+       << v[i].storage_offset();
+    std::printf("%s\n", os.str().c_str());
+  }
+}
+
+}  // namespace fuzz

@@ -1,0 +1,92 @@
+// The fuzzer's programs: what one is (a seed, random inputs, a list of ops over earlier values),
+// how it is made from its seed, and how it runs on ATen (fuzz_programs.cpp judges the runs).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fuzz {
+
+// One op of a program: its kind, operands (indices of earlier values), a scalar.
+enum class K {
+  AddT,
+  SubT,
+  MulT,
+  DivT,
+  AddS,
+  MulS,
+  DivS,
+  RSub,
+  Neg,
+  Exp,
+  LogAbs1,
+  SqrtAbs,
+  RsqrtAbsEps,
+  Sigmoid,
+  Tanh,
+  Relu,
+  Silu,
+  Gelu,
+  GeluTanh,
+  Pow2,
+  Clamp,
+  MaskedFill,
+  Where,
+  Lerp,
+  Addcmul,
+  SumLast,
+  MeanLast,
+  Softmax,
+  LogSoftmax,
+  SumFirst,
+  Transpose,
+  SliceStep,
+  Narrow,
+  ToHalf,
+  ToBF16,
+  ToFloat,
+  MulInPlace,
+  AddInPlace,
+  Count
+};
+// The ops' names, by kind (Program::text).
+extern const char* const kNames[static_cast<int>(K::Count)];
+
+struct FOp {
+  K kind;
+  int a = 0, b = 0, c = 0;
+  double s = 1.0;
+};
+
+struct Program {
+  std::uint64_t seed = 0;
+  int inputs = 0;  // random inputs; the mask (and an empty tensor) follow them
+  int values = 0;  // tensors before the first op: its operands index from there
+  std::vector<FOp> ops;
+  bool backward = false;
+  std::string text() const {
+    std::ostringstream os;
+    os << "seed " << seed << ", " << inputs << " inputs" << (backward ? ", backward + SGD" : "")
+       << ":";
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      os << " v" << values + static_cast<int>(i) << "=" << kNames[static_cast<int>(ops[i].kind)]
+         << "(v" << ops[i].a << ",v" << ops[i].b << ",v" << ops[i].c << ")";
+    return os.str();
+  }
+};
+
+// The inputs of a program, made from its seed: shapes with broadcastable dims, a one-element
+// and sometimes an empty tensor, transposed and sliced layouts, NaN/Inf, fp16/bf16, a bool mask.
+std::vector<torch::Tensor> make_inputs(const Program& p, torch::Device d, bool grad);
+// Runs the program's ops on `v` (inputs first), appending each result. Throws what ATen throws.
+void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration);
+// A random program of the seed's (ops that are invalid on their operands are skipped).
+Program generate(std::uint64_t seed, torch::Device d);
+// The program with each value's shape, dtype and strides (--show).
+void show_program(const Program& p, torch::Device d);
+
+}  // namespace fuzz
