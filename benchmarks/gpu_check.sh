@@ -4,6 +4,7 @@
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example overhead fusion breakdown
+# and, when asked for, compare (see below).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -13,7 +14,7 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$FINAL"/ 2>/dev/null' EXIT
 # What has been written so far goes back even if the call is cut short: the archive is made
 # again after every program.
 save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
@@ -156,4 +157,37 @@ if want breakdown; then
   # kernels of one iteration from the CUDA profiler, eager and hotpath.
   run breakdown "$BUILD"/benchmarks/bench_fusion --only breakdown --iters 100
   grep -E "GPU-bound|host time|kernels," "$OUT/breakdown.txt"
+fi
+if want compare; then
+  # Side by side with another commit: HOTPATH_COMPARE_SRC is its source tree (e.g. a git worktree
+  # carried to the machine), HOTPATH_COMPARE_NAME its name. Both builds' examples (the MLP and the
+  # LM, each with its cross-check against plain eager in its own process) run alternately,
+  # HOTPATH_COMPARE_ROUNDS times (default 2), then the host-memory test of both, alone, twice.
+  old=${BUILD}-compare
+  name=${HOTPATH_COMPARE_NAME:-compare}
+  t1=$(date +%s)
+  { cmake -S "$HOTPATH_COMPARE_SRC" -B "$old" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/compare_configure.log" 2>&1 &&
+    cmake --build "$old" -j"$(nproc)" --target mlp_training transformer_lm test_fusion \
+      >"$OUT/compare_build.log" 2>&1; } || { grep -m20 -A5 'error' "$OUT/compare_build.log"; exit 1; }
+  echo "compare build ($name): $(( $(date +%s) - t1 )) s"
+  export HOTPATH_CACHE_DIR=/tmp/hotpath-compare-cache
+  for r in $(seq "${HOTPATH_COMPARE_ROUNDS:-2}"); do
+    for p in mlp_training transformer_lm; do
+      run "compare_${p}_${name}_$r" "$old"/examples/$p
+      run "compare_${p}_new_$r" "$BUILD"/examples/$p
+      for who in "$name" new; do
+        echo "$p round $r $who: $(grep -E '^cross-check' "$OUT/compare_${p}_${who}_$r.txt" | sed 's/.*a side: //')"
+      done
+    done
+  done | tee "$OUT/compare.txt"
+  unset HOTPATH_CACHE_DIR
+  for r in 1 2; do
+    for who in "$name" new; do
+      dir=$BUILD; [ "$who" = new ] || dir=$old
+      "$dir"/tests/test_fusion "a long run keeps its host memory" -s 2>&1 |
+        grep -E "before :=|after :=|test cases" | tr -s ' \n' ' ' | sed "s/^/memory $who $r: /"
+      echo
+    done
+  done | tee -a "$OUT/compare.txt"
+  save
 fi
