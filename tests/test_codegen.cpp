@@ -564,3 +564,32 @@ TEST_CASE("codegen of a small broadcast chain", "[fusion][golden]") {
   check_golden("broadcast_chain.txt", plan->graph->to_text() + "\n" + spec.source);
   CHECK(spec.vec == 1);  // a transposed operand: no vector path
 }
+
+TEST_CASE("codegen says how many blocks a kernel launches with", "[fusion][codegen]") {
+  using hotpath::detail::interpreter_blocks;
+  using hotpath::detail::KernelSpec;
+  using hotpath::detail::launch_blocks;
+  KernelSpec pointwise;
+  pointwise.block = 256;
+  pointwise.vec = 4;
+  pointwise.numel = 1 << 20;  // one block per 1024 elements
+  CHECK(launch_blocks(pointwise, 132) == 1024);
+  pointwise.numel = 1LL << 30;  // grid-stride beyond 16 blocks per SM
+  CHECK(launch_blocks(pointwise, 132) == 132 * 16);
+  pointwise.numel = 0;  // an empty tensor still launches one block
+  CHECK(launch_blocks(pointwise, 132) == 1);
+  KernelSpec rows;
+  rows.block = 256;
+  rows.rows = 1001;
+  rows.rows_per_block = 8;
+  CHECK(launch_blocks(rows, 132) == 126);
+  KernelSpec columns;
+  columns.col_tiles = 40;
+  CHECK(launch_blocks(columns, 132) == 40);
+  KernelSpec fixed = rows;  // a workspace laid out for its grid: never clamped
+  fixed.fixed_blocks = 5000;
+  CHECK(launch_blocks(fixed, 132) == 5000);
+  CHECK(interpreter_blocks(1 << 20, 132) == 1024);
+  CHECK(interpreter_blocks(3, 132) == 1);
+  CHECK(interpreter_blocks(1LL << 34, 8) == 128);
+}

@@ -5,6 +5,7 @@
 // from the op table (fusion/op_table.h): the same expressions as the generated kernels.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace hotpath::detail {
@@ -15,5 +16,10 @@ constexpr int kInterpreterElements = 4;  // per thread and tile (kE in the sourc
 
 // The interpreter's CUDA C++ source (includes "hotpath_runtime.cuh" and "program.cuh").
 const std::string& interpreter_source();
+
+// The interpreter's grid for a group of `numel` elements on a device with `sm_count` SMs:
+// a tile of kInterpreterBlock x kInterpreterElements elements per block, grid-stride beyond 16
+// blocks per SM, at least one block.
+std::int64_t interpreter_blocks(std::int64_t numel, int sm_count);
 
 }  // namespace hotpath::detail

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/interpreter.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "fusion/op_table.h"
@@ -240,6 +241,29 @@ std::size_t GroupParams::scalar(int member, int argument, const std::string& nam
   sa.name = name;
   spec.args.push_back(sa);
   return spec.args.size() - 1;
+}
+
+namespace {
+
+std::int64_t grid_stride_blocks(std::int64_t wanted, int sm_count) {
+  return std::max<std::int64_t>(1, std::min<std::int64_t>(wanted, std::int64_t{sm_count} * 16));
+}
+
+}  // namespace
+
+std::int64_t launch_blocks(const KernelSpec& spec, int sm_count) {
+  if (spec.fixed_blocks > 0) return spec.fixed_blocks;
+  if (spec.rows > 0)
+    return grid_stride_blocks((spec.rows + spec.rows_per_block - 1) / spec.rows_per_block,
+                              sm_count);
+  if (spec.col_tiles > 0) return grid_stride_blocks(spec.col_tiles, sm_count);
+  const std::int64_t per_block = std::int64_t{spec.block} * spec.vec;
+  return grid_stride_blocks((spec.numel + per_block - 1) / per_block, sm_count);
+}
+
+std::int64_t interpreter_blocks(std::int64_t numel, int sm_count) {
+  const std::int64_t per_block = std::int64_t{kInterpreterBlock} * kInterpreterElements;
+  return grid_stride_blocks((numel + per_block - 1) / per_block, sm_count);
 }
 
 KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi) {

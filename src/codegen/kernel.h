@@ -56,7 +56,7 @@ struct KernelSpec {
   std::string multi_name;
   int multi_segments = 0;
   // Kernels that sum across blocks (a total kernel, a norm backward's weight gradient, nll_loss's
-  // loss, a tall column sum) launch with exactly `fixed_blocks` blocks (0: the executor chooses
+  // loss, a tall column sum) launch with exactly `fixed_blocks` blocks (0: launch_blocks chooses
   // the grid) and get a workspace of `workspace_floats` floats, zeroed once, that the executor
   // keeps per group and passes after vector_ok: partial sums, then counters (from float
   // `counters_at` on) that the last block of each sum resets to 0.
@@ -77,6 +77,10 @@ const std::vector<std::pair<std::string, std::string>>& runtime_headers();
 // `multi`: a pointwise kernel also gets its multi entry (KernelSpec::multi_name), for a batch
 // of groups that launch together; multi_segments is set either way (0: it cannot have one).
 KernelSpec generate_kernel(const Graph& g, const FusionGroup& group, bool multi = false);
+// The kernel's grid for a launch on a device with `sm_count` SMs: the fixed grid its workspace is
+// laid out for (fixed_blocks), else one block per rows_per_block rows (row kernels), per column
+// tile (column kernels) or per block x vec elements, grid-stride beyond 16 blocks per SM.
+std::int64_t launch_blocks(const KernelSpec& spec, int sm_count);
 // The pointwise case of generate_kernel (GroupKind::Pointwise).
 KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, bool multi);
 // A group that reduces along the last dimension (FusionGroup::rows): one row per block, each

@@ -334,18 +334,9 @@ bool Executor::fill(PlanGroup& g, const std::vector<Deferred*>& members, bool ow
       }
     }
   }
-  const std::int64_t per_block = own_kernel
-                                     ? std::int64_t{g.spec.block} * g.spec.vec
-                                     : std::int64_t{kInterpreterBlock} * kInterpreterElements;
-  std::int64_t grid = own_kernel && g.spec.rows > 0
-                          ? (g.spec.rows + g.spec.rows_per_block - 1) / g.spec.rows_per_block
-                      : own_kernel && g.spec.col_tiles > 0
-                          ? g.spec.col_tiles
-                          : (g.spec.numel + per_block - 1) / per_block;
-  l.blocks =
-      std::max<std::int64_t>(1, std::min<std::int64_t>(grid, std::int64_t{armed_->sm_count} * 16));
-  if (own_kernel && g.spec.fixed_blocks > 0) {
-    l.blocks = g.spec.fixed_blocks;  // the workspace is laid out for these blocks
+  l.blocks = own_kernel ? launch_blocks(g.spec, armed_->sm_count)
+                        : interpreter_blocks(g.spec.numel, armed_->sm_count);
+  if (own_kernel && g.spec.fixed_blocks > 0) {  // a workspace laid out for its fixed grid
     if (!g.workspace.defined()) {
       g.workspace =
           at::zeros({g.spec.workspace_floats},
