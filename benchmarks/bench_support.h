@@ -271,11 +271,13 @@ struct MaskedSoftmax {
 };
 
 // GPU time per iteration with no host bubbles: a sleep kernel holds the GPU while the host queues
-// kBlock iterations, which then run back to back. Needs a body that does not synchronise.
-inline std::vector<double> gpu_bound(int blocks, const std::function<void(int)>& body) {
+// kBlock iterations, which then run back to back. Needs a body that does not synchronise, and a
+// sleep (in GPU cycles; the default is ~25 ms at 2 GHz) longer than the host needs for a block.
+inline std::vector<double> gpu_bound(int blocks, const std::function<void(int)>& body,
+                                     std::int64_t sleep_cycles = 50'000'000) {
   std::vector<double> ms;
   for (int b = 0; b < blocks; ++b) {
-    at::cuda::sleep(50'000'000);  // ~25 ms at 2 GHz: longer than the host needs for a block
+    at::cuda::sleep(sleep_cycles);
     const auto block = time_iterations(kBlock, [&](int i) { body(b * kBlock + i); });
     ms.insert(ms.end(), block.begin(), block.end());
   }

@@ -4,7 +4,7 @@
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example overhead fusion breakdown
-# and, when asked for, compare (see below).
+# and, when asked for, compare and lm (see below).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -14,7 +14,7 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$FINAL"/ 2>/dev/null' EXIT
 # What has been written so far goes back even if the call is cut short: the archive is made
 # again after every program.
 save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
@@ -190,4 +190,21 @@ if want compare; then
     done
   done | tee -a "$OUT/compare.txt"
   save
+fi
+if want lm; then
+  # The transformer issue's LM: C++ eager against hotpath (bench_lm: detection with and without
+  # step(), steady side by side, GPU-bound and host time, kernels), then the same model in Python,
+  # eager against torch.compile (benchmarks/torch_compile_lm.py), at each context of
+  # HOTPATH_LM_CONTEXTS (default 256 1024); HOTPATH_LM_ARGS adds arguments to both (--bf16, sizes).
+  export HOTPATH_CACHE_DIR=/tmp/hotpath-lm-cache
+  for t in ${HOTPATH_LM_CONTEXTS:-256 1024}; do
+    run "lm_hotpath_T$t" "$BUILD"/benchmarks/bench_lm --context "$t" ${HOTPATH_LM_ARGS:-} \
+      --csv "$OUT/lm_hotpath_T$t.csv" --kernels-csv "$OUT/lm_hotpath_kernels_T$t.csv"
+    grep -E "^detection|^steady|GPU-bound|host time|^kernels per step" "$OUT/lm_hotpath_T$t.txt"
+    run "lm_torch_compile_T$t" python3 benchmarks/torch_compile_lm.py --context "$t" \
+      ${HOTPATH_LM_ARGS:-} --csv "$OUT/lm_torch_compile_T$t.csv" \
+      --kernels-csv "$OUT/lm_torch_compile_kernels_T$t.csv"
+    grep -E "^(eager|compile|torch.compile)" "$OUT/lm_torch_compile_T$t.txt"
+  done | tee "$OUT/lm.txt"
+  unset HOTPATH_CACHE_DIR
 fi
