@@ -89,12 +89,17 @@ void detection(const hotpath_examples::LmConfig& c, std::int64_t batch, bool bf1
   hotpath::Config cfg = config(cache, false);
   cfg.remember = false;  // each run finds its own way, not an earlier verdict
   hotpath::enable_hot_path_detection(cfg);
-  // The step's signature is the one with the most ops; others that turn hot are pieces of it
-  // (a detector that locked onto a sub-period).
-  auto step_signature = [](const hotpath::Stats& s) {
+  // The step's signature: the one of the last iteration with the most ops of the steps seen so
+  // far, not counting the first step (AdamW creates its state there: more ops, never repeated);
+  // others that turn hot are pieces of it (a detector that locked onto a sub-period).
+  std::uint64_t first_id = 0;
+  auto step_signature = [&first_id](const hotpath::Stats& s) {
     const hotpath::SignatureStats* best = nullptr;
-    for (const auto& sig : s.signatures)
+    for (const auto& sig : s.signatures) {
+      if (first_id == 0) first_id = sig.id;
+      if (sig.id == first_id && s.signatures.size() > 1) continue;
       if (best == nullptr || sig.ops_per_iteration > best->ops_per_iteration) best = &sig;
+    }
     return best;
   };
   int steps = 0;
@@ -232,6 +237,13 @@ int main(int argc, char** argv) {
       iters, median(r.eager), median(r.hot), median(r.eager) / median(r.hot),
       quantile(block_speedups(r), 0.1), median(block_speedups(r)), quantile(block_speedups(r), 0.9),
       (long long)ops, fused_ops, groups);
+  if (main_sig) {  // what the governor did meanwhile: the steady numbers include it
+    std::printf("  governor: %lld fused iterations, %lld divergences, %s%s\n",
+                (long long)main_sig->fusion.fused_iterations,
+                (long long)main_sig->fusion.divergences,
+                main_sig->fusion.reverted ? "reverted: " : "kept",
+                main_sig->fusion.reverted ? main_sig->fusion.reason.c_str() : "");
+  }
   if (csv)
     csv << "steady,ms," << median(r.eager) << "," << median(r.hot) << ","
         << median(r.eager) / median(r.hot) << "," << ops << "," << fused_ops << "\n";

@@ -200,7 +200,7 @@ if want lm; then
   for t in ${HOTPATH_LM_CONTEXTS:-256 1024}; do
     run "lm_hotpath_T$t" "$BUILD"/benchmarks/bench_lm --context "$t" ${HOTPATH_LM_ARGS:-} \
       --csv "$OUT/lm_hotpath_T$t.csv" --kernels-csv "$OUT/lm_hotpath_kernels_T$t.csv"
-    grep -E "^detection|^steady|GPU-bound|host time|^kernels per step" "$OUT/lm_hotpath_T$t.txt"
+    grep -E "^detection|^steady|governor:|GPU-bound|host time|^kernels per step" "$OUT/lm_hotpath_T$t.txt"
     run "lm_torch_compile_T$t" python3 benchmarks/torch_compile_lm.py --context "$t" \
       ${HOTPATH_LM_ARGS:-} --csv "$OUT/lm_torch_compile_T$t.csv" \
       --kernels-csv "$OUT/lm_torch_compile_kernels_T$t.csv"
