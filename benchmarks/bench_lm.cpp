@@ -11,13 +11,12 @@
 // Usage: bench_lm [--batch B] [--context T] [--vocab V] [--dim D] [--layers L] [--heads H]
 //                 [--ff F] [--bf16] [--iters N] [--cache DIR] [--csv FILE] [--kernels-csv FILE]
 //                 [--trace DIR] [--top N]
-#include <ATen/autocast_mode.h>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <string>
 
+#include "autocast_scope.h"
 #include "bench_support.h"
 #include "crash_backtrace.h"
 #include "models/transformer_lm.h"
@@ -26,26 +25,6 @@ using namespace bench;
 
 namespace {
 
-// bf16 autocast over the forward pass, as a user would write it.
-class Autocast {
- public:
-  explicit Autocast(bool on) : on_(on) {
-    if (!on_) return;
-    at::autocast::set_autocast_dtype(c10::DeviceType::CUDA, at::kBFloat16);
-    at::autocast::set_autocast_enabled(c10::DeviceType::CUDA, true);
-    at::autocast::increment_nesting();
-  }
-  ~Autocast() {
-    if (!on_) return;
-    at::autocast::set_autocast_enabled(c10::DeviceType::CUDA, false);
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  }
-  Autocast(const Autocast&) = delete;
-  Autocast& operator=(const Autocast&) = delete;
-
- private:
-  bool on_;
-};
 
 struct Lm {
   hotpath_examples::LmConfig c;
@@ -73,7 +52,7 @@ struct Lm {
     opt.zero_grad();
     torch::Tensor loss;
     {
-      Autocast on(bf16);
+      hotpath_tools::Autocast on(bf16, c10::DeviceType::CUDA);
       auto logits = model->forward(x);
       loss = torch::nn::functional::cross_entropy(logits.view({-1, c.vocab}), y.view({-1}));
     }

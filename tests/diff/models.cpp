@@ -1,12 +1,11 @@
 #include "models.h"
 
-#include <ATen/autocast_mode.h>
+#include <stdexcept>
 
 #include "models/dcgan.h"
 #include "models/mnist_net.h"
 #include "models/transformer_lm.h"
-
-#include <stdexcept>
+#include "tools/autocast_scope.h"
 
 namespace hotpath_diff {
 
@@ -25,25 +24,7 @@ Variant parse_variant(const std::string& name) {
 
 namespace {
 
-// bf16 autocast for the forward pass, as a user would write it.
-class Autocast {
- public:
-  Autocast(bool on, c10::DeviceType device) : on_(on), device_(device) {
-    if (!on_) return;
-    at::autocast::set_autocast_dtype(device_, at::kBFloat16);
-    at::autocast::set_autocast_enabled(device_, true);
-    at::autocast::increment_nesting();
-  }
-  ~Autocast() {
-    if (!on_) return;
-    at::autocast::set_autocast_enabled(device_, false);
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  }
-
- private:
-  bool on_;
-  c10::DeviceType device_;
-};
+using hotpath_tools::Autocast;  // bf16 autocast for the forward pass
 
 // A data generator of its own per step: every trainer of a comparison sees the same batches,
 // whatever the others draw.
