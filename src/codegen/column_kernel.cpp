@@ -26,9 +26,6 @@ constexpr int kColumnUnroll = 4;
 constexpr std::int64_t kMaxChunks = 64;  // chunks of rows per tile, for tall sums
 constexpr int kTileColumns = 32;
 constexpr int kMaxRowLanes = 16;  // warps per block
-// At least this many rows and fewer tiles than kFewTiles: chunks of rows as well (see below).
-constexpr std::int64_t kChunkedRows = 1024;
-constexpr std::int64_t kFewTiles = 128;
 
 std::string offset_expr(std::int64_t row_stride, std::int64_t col_stride) {
   std::string e;
@@ -166,12 +163,8 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
   src << "\n#include \"hotpath_runtime.cuh\"\n\n";
   src << "typedef " << (spec.index64 ? "long long" : "int") << " idx_t;\n\n";
   // Taller than kMaxColumnRows: each block takes a chunk of the rows of one tile, leaves its sums
-  // in the workspace, and the tile's last chunk to finish adds them up in order. Also where the
-  // tiles alone would leave most of the GPU idle: a Linear's bias gradient over B x T = 4096 rows
-  // of 768 columns is 24 tiles, and 24 blocks walking 4096 rows each took 25% longer than ATen's
-  // reduction on an H100.
-  const bool chunked =
-      rows > kMaxColumnRows || (rows >= kChunkedRows && spec.col_tiles < kFewTiles);
+  // in the workspace, and the tile's last chunk to finish adds them up in order.
+  const bool chunked = rows > kMaxColumnRows;
   const std::int64_t chunk_rows =
       std::max<std::int64_t>(lanes * 16, (rows + kMaxChunks - 1) / kMaxChunks);
   const std::int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
