@@ -1,7 +1,5 @@
-// Column kernels: fusion groups over a domain [..., C] that sum values over every dimension but the
-// last (codegen/kernel.h): the leading dimensions are read as R rows, so operands must fold them
-// into one stride (full tensors and per-column ones do; a group with any other is refused and
-// stays eager). A block takes 32 columns at a time, one per lane, and walks all R rows (or,
+// Column kernels: fusion groups over a 2-D domain [R, C] that sum values over the first dimension
+// (codegen/kernel.h). A block takes 32 columns at a time, one per lane, and walks all R rows (or,
 // beyond kMaxColumnRows, a chunk of them) with its warps, computing the group's pointwise values
 // per element, storing those that are needed and adding up the summed ones in fp32; the warps'
 // partial sums then meet in shared memory and one warp stores each column's sum. Every column is
@@ -9,7 +7,6 @@
 // sums in another order; the difference is rounding).
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <set>
 #include <sstream>
 
@@ -27,36 +24,16 @@ constexpr std::int64_t kMaxChunks = 64;  // chunks of rows per tile, for tall su
 constexpr int kTileColumns = 32;
 constexpr int kMaxRowLanes = 16;  // warps per block
 
-std::string offset_expr(std::int64_t row_stride, std::int64_t col_stride) {
+std::string offset_expr(const std::vector<std::int64_t>& st) {
   std::string e;
   auto term = [&](const char* var, std::int64_t stride) {
     if (stride == 0) return;
     if (!e.empty()) e += " + ";
     e += stride == 1 ? std::string(var) : std::string(var) + " * " + std::to_string(stride);
   };
-  term("r", row_stride);
-  term("c", col_stride);
+  term("r", st[0]);
+  term("c", st[1]);
   return e.empty() ? "0" : e;
-}
-
-// The stride of row r when the domain's leading dimensions (all but the last) are read as one,
-// from an operand's strides over the domain (domain_strides); nullopt where they do not fold:
-// an operand broadcast over some leading dimensions but not others, or one whose leading strides
-// are not nested (a transposed one).
-std::optional<std::int64_t> row_stride(const std::vector<std::int64_t>& st,
-                                       const std::vector<std::int64_t>& sizes) {
-  std::optional<std::int64_t> unit;
-  std::int64_t inner = 1;  // rows per step of dimension d
-  for (std::size_t d = sizes.size() - 1; d-- > 0;) {
-    if (sizes[d] == 1) continue;
-    if (!unit) {
-      unit = st[d];
-    } else if (st[d] != *unit * inner) {
-      return std::nullopt;
-    }
-    inner *= sizes[d];
-  }
-  return unit.value_or(0);
 }
 
 }  // namespace
@@ -65,12 +42,10 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
   KernelSpec spec;
   spec.not_interpretable = "a sum over columns";
   const TensorMeta& dom = group.domain;
-  HOTPATH_CHECK(dom.sizes.size() >= 2, "a column kernel needs a domain of rows and columns, not ",
+  HOTPATH_CHECK(dom.sizes.size() == 2, "a column kernel needs a 2-D domain, not ",
                 format_meta(dom));
-  const std::vector<std::int64_t> dsizes(dom.sizes.begin(), dom.sizes.end());
-  const std::int64_t cols = dsizes.back();
-  HOTPATH_CHECK(cols > 0, "a column kernel over no columns: ", format_meta(dom));
-  const std::int64_t rows = dom.numel() / cols;
+  const std::int64_t rows = dom.sizes[0];
+  const std::int64_t cols = dom.sizes[1];
   spec.numel = dom.numel();
   int lanes = 1;
   while (lanes < kMaxRowLanes && lanes < rows) lanes *= 2;
@@ -147,12 +122,9 @@ KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group) {
     a.single = !a.written && m.numel() == 1;
     if (is_sum) continue;  // one value per column, at c
     const std::vector<std::int64_t> st = domain_strides(m, dom);
-    const std::optional<std::int64_t> rs = row_stride(st, dsizes);
-    HOTPATH_CHECK(rs.has_value(), format_meta(m), " does not read the rows of ", format_meta(dom),
-                  " with one stride");
     if (max_offset(m) > (1LL << 31) - 1) use64 = true;
-    offsets[i] = offset_expr(*rs, st.back());
-    per_column[i] = *rs == 0;
+    offsets[i] = offset_expr(st);
+    per_column[i] = st[0] == 0;
   }
   spec.index64 = use64 || spec.numel > (1LL << 31) - 1;
 
