@@ -13,19 +13,11 @@
 #include "dispatch/op_record.h"
 #include "driver/cuda_driver.h"
 #include "exec/output_slot.h"
+#include "exec/plan_prior.h"
 #include "fusion/partition.h"
 #include "ir/graph.h"
 
 namespace hotpath::detail {
-
-// What a verdict of an earlier run says about a signature's plan (policy/ remembers verdicts,
-// the session hands them to the planner as this).
-struct PlanPrior {
-  bool compile = false;            // false: a known loser, stays eager
-  std::vector<bool> groups;        // per fused group: keep it (winners only)
-  std::vector<std::string> names;  // the groups' names then, to notice a plan that changed
-  std::string reason;
-};
 
 struct PlanOp {
   std::uint64_t input_key = 0;            // operator + input metadata + non-scalar arguments

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "exec/plan_prior.h"
+
 namespace hotpath::detail {
 
-struct Decision {
-  bool compile = false;               // false: a known loser, stays eager
-  std::vector<bool> groups;           // per fused group of the plan: keep it (winners only)
-  std::vector<std::string> names;     // the groups' names, to notice a plan that changed
+// A verdict: what it says of the plan (compile, groups, names, reason: exec's PlanPrior) and what
+// led to it.
+struct Decision : PlanPrior {
   double eager_ms = 0, fused_ms = 0;  // medians that led to it
-  std::string reason;
   int skipped = 0;  // a loser: later runs that kept it eager (it is tried again after a while)
 };
 

@@ -73,16 +73,6 @@ void Session::revert(std::uint64_t signature, const std::string& reason) {
   executor.revert(signature, reason);
 }
 
-std::optional<PlanPrior> Session::prior(const std::optional<Decision>& d) {
-  if (!d) return std::nullopt;
-  PlanPrior p;
-  p.compile = d->compile;
-  p.groups = d->groups;
-  p.names = d->names;
-  p.reason = d->reason;
-  return p;
-}
-
 void Session::due(std::string why) {
   std::lock_guard<std::mutex> lock(aside_mu);
   if (!aside_enabled) return;

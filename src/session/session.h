@@ -28,7 +28,8 @@ struct Session final : OpSink, PlanControl {
         aside_enabled(config.stand_aside) {
     recorder.set_hot_listener([this](HotTrace&& t) {
       const std::uint64_t sig = t.signature;
-      executor.on_hot(std::move(t), prior(governor.remembered(sig)));
+      const std::optional<Decision> d = governor.remembered(sig);
+      executor.on_hot(std::move(t), d ? std::optional<PlanPrior>(*d) : std::nullopt);
     });
     recorder.set_iteration_listener([this](const IterationEvent& e) {
       governor.on_iteration(e);
@@ -88,7 +89,6 @@ struct Session final : OpSink, PlanControl {
   Governor governor;
 
  private:
-  static std::optional<PlanPrior> prior(const std::optional<Decision>& d);
   void due(std::string why);
   mutable std::mutex aside_mu;
   StandAside aside_policy;

@@ -1,0 +1,17 @@
+// What a verdict of an earlier run says about a signature's plan: policy/'s remembered Decision
+// is one (it adds the timings that led to it); the planner reads only this.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hotpath::detail {
+
+struct PlanPrior {
+  bool compile = false;            // false: a known loser, stays eager
+  std::vector<bool> groups;        // per fused group: keep it (winners only)
+  std::vector<std::string> names;  // the groups' names then, to notice a plan that changed
+  std::string reason;
+};
+
+}  // namespace hotpath::detail
