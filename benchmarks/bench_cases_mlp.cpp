@@ -143,20 +143,10 @@ void bench_breakdown(const Options& o) {
   };
   for (int i = 0; i < kLead; ++i) hot_step(i);
   const int blocks = std::max(2, iters / kBlock);
-  std::vector<double> eager_gpu, hot_gpu, eager_host, hot_host;
-  for (int b = 0; b < blocks; ++b) {  // interleaved, as in side_by_side
-    {
-      hotpath::Pause pause;
-      const auto g = gpu_bound(1, [&](int) { eager.step(); });
-      eager_gpu.insert(eager_gpu.end(), g.begin(), g.end());
-      time_iterations(
-          kBlock, [&](int) { eager.step(); }, &eager_host);
-    }
-    const auto g = gpu_bound(1, [&](int) { hot_step(kLead); });
-    hot_gpu.insert(hot_gpu.end(), g.begin(), g.end());
-    time_iterations(
-        kBlock, [&](int) { hot_step(kLead); }, &hot_host);
-  }
+  const Breakdown bd = interleaved_breakdown(
+      blocks, [&] { eager.step(); }, [&] { hot_step(kLead); });
+  const auto &eager_gpu = bd.eager_gpu, &hot_gpu = bd.hot_gpu;
+  const auto &eager_host = bd.eager_host, &hot_host = bd.hot_host;
   std::printf(
       "breakdown mlp+adamw (%d iterations a side, interleaved):\n"
       "  GPU-bound time per iteration (queued behind a sleep kernel), p10/p50/p90: eager "
@@ -168,18 +158,12 @@ void bench_breakdown(const Options& o) {
       median(eager_gpu) / median(hot_gpu), quantile(eager_host, 0.1), median(eager_host),
       quantile(eager_host, 0.9), quantile(hot_host, 0.1), median(hot_host), quantile(hot_host, 0.9),
       median(eager_host) / median(hot_host));
-  std::vector<KernelLine> eager_k;
-  {
-    hotpath::Pause pause;
-    eager_k = profile_kernels(
-        10, [&](int) { eager.step(); }, trace.empty() ? "" : trace + "/eager_trace.json");
-  }
-  const auto hot_k =
-      profile_kernels(10, hot_step, trace.empty() ? "" : trace + "/hotpath_trace.json");
+  const KernelLists kernels = profile_both(
+      10, [&] { eager.step(); }, [&] { hot_step(kLead); }, trace);
   if (const auto s = busiest(hotpath::stats())) print_groups(*s);
   hotpath::disable_hot_path_detection();
-  print_kernels("eager", eager_k);
-  print_kernels("hotpath", hot_k);
+  print_kernels("eager", kernels.eager);
+  print_kernels("hotpath", kernels.hot);
 }
 
 }  // namespace bench

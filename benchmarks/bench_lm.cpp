@@ -25,7 +25,6 @@ using namespace bench;
 
 namespace {
 
-
 struct Lm {
   hotpath_examples::LmConfig c;
   std::int64_t batch;
@@ -241,22 +240,10 @@ int main(int argc, char** argv) {
   // The sleep must outlast the host's queueing of a block: kBlock steps of host time.
   const double host_ms = std::max(median(r.eager_host), median(r.hot_host));
   const auto sleep_cycles = static_cast<std::int64_t>(host_ms * kBlock * 1.5 * 2.0e6);
-  std::vector<double> eager_gpu, hot_gpu, eager_host, hot_host;
-  for (int b = 0; b < 3; ++b) {
-    {
-      hotpath::Pause pause;
-      const auto g = gpu_bound(
-          1, [&](int) { eager.step(); }, sleep_cycles);
-      eager_gpu.insert(eager_gpu.end(), g.begin(), g.end());
-      time_iterations(
-          kBlock, [&](int) { eager.step(); }, &eager_host);
-    }
-    const auto g = gpu_bound(
-        1, [&](int) { hot_step(kLead); }, sleep_cycles);
-    hot_gpu.insert(hot_gpu.end(), g.begin(), g.end());
-    time_iterations(
-        kBlock, [&](int) { hot_step(kLead); }, &hot_host);
-  }
+  const Breakdown bd = interleaved_breakdown(
+      3, [&] { eager.step(); }, [&] { hot_step(kLead); }, sleep_cycles);
+  const auto &eager_gpu = bd.eager_gpu, &hot_gpu = bd.hot_gpu;
+  const auto &eager_host = bd.eager_host, &hot_host = bd.hot_host;
   std::printf(
       "breakdown (%d steps a side, interleaved):\n"
       "  GPU-bound time per step (queued behind a sleep kernel), p10/p50/p90: eager "
@@ -275,14 +262,9 @@ int main(int argc, char** argv) {
     csv << "host,ms," << median(eager_host) << "," << median(hot_host) << ","
         << median(eager_host) / median(hot_host) << ",,\n";
   }
-  std::vector<KernelLine> eager_k;
-  {
-    hotpath::Pause pause;
-    eager_k = profile_kernels(
-        3, [&](int) { eager.step(); }, trace.empty() ? "" : trace + "/lm_eager_trace.json");
-  }
-  const auto hot_k =
-      profile_kernels(3, hot_step, trace.empty() ? "" : trace + "/lm_hotpath_trace.json");
+  const KernelLists kernels = profile_both(
+      3, [&] { eager.step(); }, [&] { hot_step(kLead); }, trace, "lm_");
+  const auto &eager_k = kernels.eager, &hot_k = kernels.hot;
   hotpath::disable_hot_path_detection();
   auto head = [&](std::vector<KernelLine> v) {
     if (v.size() > static_cast<std::size_t>(top)) v.resize(static_cast<std::size_t>(top));

@@ -318,6 +318,55 @@ inline std::vector<KernelLine> profile_kernels(int iters, const std::function<vo
   return lines;
 }
 
+// GPU-bound and host time per iteration, eager (under hotpath::Pause) and hotpath interleaved:
+// `rounds` times, a gpu_bound block and a host-timed block of kBlock iterations a side.
+struct Breakdown {
+  std::vector<double> eager_gpu, hot_gpu, eager_host, hot_host;
+};
+inline Breakdown interleaved_breakdown(int rounds, const std::function<void()>& eager,
+                                       const std::function<void()>& hot,
+                                       std::int64_t sleep_cycles = 50'000'000) {
+  Breakdown r;
+  auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  for (int b = 0; b < rounds; ++b) {
+    {
+      hotpath::Pause pause;
+      append(r.eager_gpu, gpu_bound(
+                              1, [&](int) { eager(); }, sleep_cycles));
+      time_iterations(
+          kBlock, [&](int) { eager(); }, &r.eager_host);
+    }
+    append(r.hot_gpu, gpu_bound(
+                          1, [&](int) { hot(); }, sleep_cycles));
+    time_iterations(
+        kBlock, [&](int) { hot(); }, &r.hot_host);
+  }
+  return r;
+}
+
+// The kernels of `iters` iterations of each side (eager under hotpath::Pause), from
+// profile_kernels; with `trace` named, the traces go to <trace>/<prefix>eager_trace.json and
+// <trace>/<prefix>hotpath_trace.json.
+struct KernelLists {
+  std::vector<KernelLine> eager, hot;
+};
+inline KernelLists profile_both(int iters, const std::function<void()>& eager,
+                                const std::function<void()>& hot, const std::string& trace,
+                                const std::string& prefix = "") {
+  KernelLists k;
+  {
+    hotpath::Pause pause;
+    k.eager = profile_kernels(
+        iters, [&](int) { eager(); },
+        trace.empty() ? "" : trace + "/" + prefix + "eager_trace.json");
+  }
+  k.hot = profile_kernels(
+      iters, [&](int) { hot(); }, trace.empty() ? "" : trace + "/" + prefix + "hotpath_trace.json");
+  return k;
+}
+
 inline void print_kernels(const char* what, const std::vector<KernelLine>& lines) {
   double total = 0, calls = 0;
   for (const auto& k : lines) {
