@@ -49,6 +49,27 @@ inline hotpath::Config cpu_plans(int threshold) {
   return c;
 }
 
+// As cpu_plans(3), for tests on the GPU: the groups' own kernels, compiled into `cache` (a test's
+// TempDir); `verify`: every launch checked against eager on its inputs, outputs poisoned first.
+inline hotpath::Config gpu_plans(const std::string& cache, bool verify = false) {
+  hotpath::Config c = cpu_plans(3);
+  c.fuse_cpu = false;
+  c.cache_dir = cache;
+  c.verify = verify;
+  return c;
+}
+
+// Parameters trained with hotpath against eager's: each within `tol`, relative by norm.
+inline void check_params_close(const std::vector<torch::Tensor>& fused,
+                               const std::vector<torch::Tensor>& eager, double tol) {
+  REQUIRE(fused.size() == eager.size());
+  for (std::size_t i = 0; i < fused.size(); ++i) {
+    const double err = ((fused[i] - eager[i]).norm() / eager[i].norm()).item<double>();
+    CAPTURE(i, err);
+    CHECK(err <= tol);
+  }
+}
+
 struct Enabled {
   explicit Enabled(const hotpath::Config& c) {
     hotpath::disable_hot_path_detection();

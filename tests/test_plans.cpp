@@ -239,11 +239,8 @@ TEST_CASE("on a GPU, fused kernels train the MLP + AdamW step as eager does", "[
     model->to(torch::kCUDA);
     torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-2));
     auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
-    hotpath::Config c = cpu_plans(3);
-    c.fuse_cpu = false;
-    c.cache_dir = cache.path();
     std::unique_ptr<Enabled> on;
-    if (hot) on = std::make_unique<Enabled>(c);
+    if (hot) on = std::make_unique<Enabled>(gpu_plans(cache.path()));
     for (int i = 0; i < 40; ++i) {
       opt.zero_grad();
       torch::mse_loss(model->forward(x), y).backward();
@@ -270,12 +267,7 @@ TEST_CASE("on a GPU, fused kernels train the MLP + AdamW step as eager does", "[
     CHECK(g.launches >= 35);  // every iteration after the compile, on the group's own kernel
     CHECK(g.interpreted == 0);
   }
-  REQUIRE(fused.size() == eager.size());
-  for (std::size_t i = 0; i < fused.size(); ++i) {
-    const double err = ((fused[i] - eager[i]).norm() / eager[i].norm()).item<double>();
-    CAPTURE(i, err);
-    CHECK(err <= 1e-4);  // after 40 AdamW steps; each kernel agrees with eager to ~1e-7
-  }
+  check_params_close(fused, eager, 1e-4);  // after 40 AdamW steps; each kernel to ~1e-7
 }
 
 TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu]") {
@@ -309,12 +301,8 @@ TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu
     auto target =
         torch::randint(0, 100, {128}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
     target.index_put_({torch::arange(0, 128, 9, target.options())}, -100);
-    hotpath::Config c = cpu_plans(3);
-    c.fuse_cpu = false;
-    c.cache_dir = cache.path();
-    c.verify = true;  // every launch against eager on the same inputs, outputs poisoned first
     std::unique_ptr<Enabled> on;
-    if (hot) on = std::make_unique<Enabled>(c);
+    if (hot) on = std::make_unique<Enabled>(gpu_plans(cache.path(), /*verify=*/true));
     for (int i = 0; i < 40; ++i) {
       opt.zero_grad();
       auto h = torch::gelu(ln->forward(l1->forward(ln0->forward(x))));
@@ -348,12 +336,7 @@ TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu
       if (g.name.find(op) != std::string::npos) seen.insert(op);
   }
   CHECK(seen.size() == 4);
-  REQUIRE(fused.size() == eager.size());
-  for (std::size_t i = 0; i < fused.size(); ++i) {
-    const double err = ((fused[i] - eager[i]).norm() / eager[i].norm()).item<double>();
-    CAPTURE(i, err);
-    CHECK(err <= 1e-4);  // after 40 SGD steps; each kernel agrees with eager to ~1e-7
-  }
+  check_params_close(fused, eager, 1e-4);  // after 40 SGD steps; each kernel to ~1e-7
 }
 
 TEST_CASE("views of one tensor updated in turn are a batch only by their plan",
