@@ -481,74 +481,6 @@ TEST_CASE("codegen of a row kernel: softmax over rows with a broadcast row", "[f
   }
 }
 
-TEST_CASE("sums over the first dimension become column kernels", "[fusion][columns]") {
-  const auto plan = check_plan_is_eager([](bool hot) { return column_sums(hot); }, 4);
-  REQUIRE(plan != nullptr);
-  const auto& g = *plan->graph;
-  const std::string text = plan->partition.to_text(g);
-  INFO(text);
-  int column_groups = 0, tall_groups = 0;
-  for (const auto& grp : plan->partition.groups) {
-    if (!grp.columns()) continue;
-    ++column_groups;
-    const auto spec = check_compiles(g, grp);
-    CHECK_FALSE(spec.interpretable());
-    for (int n : grp.nodes) CHECK(g.node(n).short_name() != "div.Tensor");  // reads a sum
-    if (grp.nodes.size() == 6) check_golden("column_sum_kernel.txt", spec.source);
-    if (grp.domain.sizes[0] <= hotpath::detail::kMaxColumnRows) {
-      CHECK(spec.col_tiles == 2);
-      CHECK(spec.fixed_blocks == 0);  // the executor chooses the grid
-      continue;
-    }
-    // 4097 rows of 2 columns: one tile, 17 chunks of 256 rows (16 warps, 16 rows each).
-    ++tall_groups;
-    CHECK(spec.col_tiles == 1);
-    CHECK(spec.fixed_blocks == 17);
-    CHECK(spec.workspace_floats == 17 * 2 + 1);
-    CHECK(spec.source.find("atomicAdd(&hp_done[tile], 1u)") != std::string::npos);
-    check_golden("tall_column_sum_kernel.txt", spec.source);
-  }
-  // The gelu chain with both of its sums in one kernel; the bf16 chain and its sum; the tall sum.
-  CHECK(column_groups == 3);
-  CHECK(tall_groups == 1);
-}
-
-TEST_CASE("mse_loss reduced to one value becomes a total kernel", "[fusion][total]") {
-  // Mean and sum are total kernels (compiled here, golden source for the mean); reduction none
-  // is not one (it is no reduction).
-  for (const auto reduction : {at::Reduction::Mean, at::Reduction::Sum, at::Reduction::None}) {
-    CAPTURE(reduction);
-    torch::manual_seed(8);
-    auto x = torch::randn({16, 40}), y = torch::randn({16, 40});
-    std::shared_ptr<const hotpath::detail::Plan> plan;
-    std::vector<torch::Tensor> fused, eager;
-    for (const bool hot : {false, true}) {
-      std::unique_ptr<Enabled> on;
-      if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
-      auto& out = hot ? fused : eager;
-      for (int i = 0; i < 4; ++i) {
-        out.push_back(torch::mse_loss(x * (1.0 + i), y, reduction).clone());
-        hotpath::step();
-      }
-      if (hot) plan = last_plan();
-    }
-    for (std::size_t i = 0; i < fused.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
-    REQUIRE(plan != nullptr);
-    const std::string text = plan->partition.to_text(*plan->graph);
-    INFO(text);
-    int totals = 0;
-    for (const auto& grp : plan->partition.groups) {
-      if (!grp.total()) continue;
-      ++totals;
-      CHECK(grp.nodes.size() == 1);
-      const auto spec = check_compiles(*plan->graph, grp);
-      CHECK(spec.fixed_blocks == 1);  // 640 elements
-      if (reduction == at::Reduction::Mean) check_golden("mse_total_kernel.txt", spec.source);
-    }
-    CHECK(totals == (reduction == at::Reduction::None ? 0 : 1));
-  }
-}
-
 TEST_CASE("codegen of a small broadcast chain", "[fusion][golden]") {
   torch::manual_seed(4);
   auto a = torch::randn({4, 8}), b = torch::randn({8}), t = torch::randn({8, 4});
@@ -563,33 +495,4 @@ TEST_CASE("codegen of a small broadcast chain", "[fusion][golden]") {
   const auto spec = hotpath::detail::generate_kernel(*plan->graph, plan->partition.groups[0]);
   check_golden("broadcast_chain.txt", plan->graph->to_text() + "\n" + spec.source);
   CHECK(spec.vec == 1);  // a transposed operand: no vector path
-}
-
-TEST_CASE("codegen says how many blocks a kernel launches with", "[fusion][codegen]") {
-  using hotpath::detail::interpreter_blocks;
-  using hotpath::detail::KernelSpec;
-  using hotpath::detail::launch_blocks;
-  KernelSpec pointwise;
-  pointwise.block = 256;
-  pointwise.vec = 4;
-  pointwise.numel = 1 << 20;  // one block per 1024 elements
-  CHECK(launch_blocks(pointwise, 132) == 1024);
-  pointwise.numel = 1LL << 30;  // grid-stride beyond 16 blocks per SM
-  CHECK(launch_blocks(pointwise, 132) == 132 * 16);
-  pointwise.numel = 0;  // an empty tensor still launches one block
-  CHECK(launch_blocks(pointwise, 132) == 1);
-  KernelSpec rows;
-  rows.block = 256;
-  rows.rows = 1001;
-  rows.rows_per_block = 8;
-  CHECK(launch_blocks(rows, 132) == 126);
-  KernelSpec columns;
-  columns.col_tiles = 40;
-  CHECK(launch_blocks(columns, 132) == 40);
-  KernelSpec fixed = rows;  // a workspace laid out for its grid: never clamped
-  fixed.fixed_blocks = 5000;
-  CHECK(launch_blocks(fixed, 132) == 5000);
-  CHECK(interpreter_blocks(1 << 20, 132) == 1024);
-  CHECK(interpreter_blocks(3, 132) == 1);
-  CHECK(interpreter_blocks(1LL << 34, 8) == 128);
 }

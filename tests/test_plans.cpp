@@ -339,6 +339,57 @@ TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu
   check_params_close(fused, eager, 1e-4);  // after 40 SGD steps; each kernel to ~1e-7
 }
 
+TEST_CASE("on a GPU, Linear layers over [B, T, C] train as eager does", "[fusion][gpu][columns]") {
+  // The bias gradients are sums over B and T (column kernels over B x T rows, with the GELU
+  // backward before them), every launch verified against eager; SGD over 40 steps.
+  if (!torch::cuda::is_available()) {
+    WARN("no CUDA device: this test runs on the GPU machine (benchmarks/gpu_check.sh)");
+    return;
+  }
+  hotpath_test::TempDir cache("hotpath-gpu-test-leading-sums");
+  hotpath::Stats stats;
+  auto train = [&](bool hot) {
+    torch::manual_seed(12);
+    torch::nn::Linear l1(48, 96), l2(96, 40);
+    l1->to(torch::kCUDA);
+    l2->to(torch::kCUDA);
+    std::vector<torch::Tensor> params = l1->parameters();
+    for (const auto& t : l2->parameters()) params.push_back(t);
+    torch::optim::SGD opt(params, torch::optim::SGDOptions(0.05));
+    auto x = torch::randn({4, 300, 48}, torch::kCUDA);  // 1200 rows: beyond one chunk's worth
+    auto y = torch::randn({4, 300, 40}, torch::kCUDA);
+    std::unique_ptr<Enabled> on;
+    if (hot) on = std::make_unique<Enabled>(gpu_plans(cache.path(), /*verify=*/true));
+    for (int i = 0; i < 40; ++i) {
+      opt.zero_grad();
+      torch::mse_loss(l2->forward(torch::gelu(l1->forward(x))), y).backward();
+      opt.step();
+      hotpath::step();
+      if (hot && i == 3) hotpath::wait_for_compilation();
+    }
+    if (hot) stats = hotpath::stats();
+    std::vector<torch::Tensor> p;
+    for (auto& t : params) p.push_back(t.detach().cpu());
+    return p;
+  };
+  const auto eager = train(false);
+  const auto fused = train(true);
+  const auto s = stats.last();
+  INFO(hotpath::format_stats(stats));
+  CHECK(s.fusion.divergences == 0);
+  CHECK(s.fusion.fused_iterations >= 35);
+  int sums = 0;
+  for (const auto& g : s.fusion.groups) {
+    CAPTURE(g.name, g.checks, g.max_rel_error);
+    CHECK(g.error.empty());
+    CHECK(g.checks == g.launches);
+    CHECK(g.max_rel_error <= 1e-5);
+    if (g.name.find("sum") != std::string::npos && g.launches >= 35) ++sums;
+  }
+  CHECK(sums >= 2);                        // both biases' gradients on their own kernels
+  check_params_close(fused, eager, 1e-4);  // after 40 SGD steps; each kernel to ~1e-7
+}
+
 TEST_CASE("views of one tensor updated in turn are a batch only by their plan",
           "[fusion][batches]") {
   // Two in-place chains, on a tensor and on a view of it made outside the loop: one kernel (the

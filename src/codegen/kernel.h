@@ -90,7 +90,8 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
 // blocks: each sums a chunk of rows for 32 columns into the workspace, and the last chunk of a
 // column tile to finish adds the chunks up in order (deterministic); fixed_blocks is set then.
 KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group);
-// A group that sums over the first dimension of a 2-D domain (FusionGroup::columns): blocks of
+// A group that sums over every dimension but the last (FusionGroup::columns; the leading
+// dimensions read as rows, operands folding them into one stride): blocks of
 // 32 columns walk every row, storing the pointwise values that are needed and adding up the
 // summed ones. KernelSpec::col_tiles is set; it has no interpreter program.
 KernelSpec generate_column_kernel(const Graph& g, const FusionGroup& group);

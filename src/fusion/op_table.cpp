@@ -442,21 +442,31 @@ std::string row_op_check(const Graph& g, const Node& n) {
 bool is_column_sum(const Graph& g, const Node& n) {
   if (n.short_name() != "sum.dim_IntList" || n.args.size() < 2) return false;
   const int in = n.input_at(0);
-  if (in < 0 || g.value(in).meta.sizes.size() != 2) return false;
+  if (in < 0) return false;
+  const auto rank = static_cast<std::int64_t>(g.value(in).meta.sizes.size());
+  if (rank < 2) return false;
   const auto& dim = n.args[1];
-  if (!dim.isIntList() || dim.toIntList().size() != 1) return false;
-  const auto d = dim.toIntList().get(0);
-  return d == 0 || d == -2;
+  if (!dim.isIntList()) return false;
+  // Every dimension but the last, each once (a Linear's bias gradient over [B, T, C]: [0, 1]).
+  std::vector<bool> seen(static_cast<std::size_t>(rank), false);
+  const auto dims = dim.toIntList();
+  if (static_cast<std::int64_t>(dims.size()) != rank - 1) return false;
+  for (const std::int64_t d : dims) {
+    const std::int64_t k = d < 0 ? d + rank : d;
+    if (k < 0 || k >= rank - 1 || seen[static_cast<std::size_t>(k)]) return false;
+    seen[static_cast<std::size_t>(k)] = true;
+  }
+  return true;
 }
 
 std::string column_sum_check(const Graph& g, const Node& n) {
-  if (!is_column_sum(g, n)) return "not a sum over the first of two dimensions";
+  if (!is_column_sum(g, n)) return "not a sum over every dimension but the last";
   if (n.args.size() > 3 && !n.args[3].isNone()) return "a dtype argument";
   const TensorMeta& m = g.value(n.input_at(0)).meta;
   if (!float_type(m.dtype)) return "operand is not fp32/fp16/bf16";
   if (n.outputs.size() != 1 || n.out_alias[0] >= 0) return "unexpected outputs";
   const TensorMeta& o = g.value(n.outputs[0]).meta;
-  if (!o.defined || o.dtype != m.dtype || o.numel() != m.sizes[1] || o.numel() == 0 ||
+  if (!o.defined || o.dtype != m.dtype || o.numel() != m.sizes.back() || o.numel() == 0 ||
       !is_contiguous(o))
     return "output is not one contiguous value per column";
   return {};

@@ -113,8 +113,9 @@ const RowOp* find_row_op(const Node& n);
 // like ATen, else why not.
 std::string row_op_check(const Graph& g, const Node& n);
 
-// A sum over the first dimension of a 2-D tensor (a bias's gradient: sum.dim_IntList with dim
-// [0], keepdim either way): a column kernel sums each column (codegen/kernel.h).
+// A sum over every dimension but the last (a bias's gradient: sum.dim_IntList with dims [0] of a
+// [N, C] tensor, [0, 1] of a Linear's [B, T, C] output, keepdim either way): a column kernel sums
+// each column over the rows the leading dimensions make (codegen/kernel.h).
 bool is_column_sum(const Graph& g, const Node& n);
 // Empty when a column kernel computes `n` (a column sum), else why not.
 std::string column_sum_check(const Graph& g, const Node& n);

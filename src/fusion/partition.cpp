@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::size_t kMaxGroupNodes = 64;
 
-// A reduction along the last dimension (a sum over the first of two dimensions is a column sum).
+// A reduction along the last dimension (a sum over every dimension but the last is a column sum).
 const RowOp* row_op(const Graph& g, const Node& n) {
   return is_column_sum(g, n) ? nullptr : find_row_op(n);
 }

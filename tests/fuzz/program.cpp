@@ -3,17 +3,18 @@
 
 #include <cstdio>
 #include <random>
+#include <stdexcept>
 
 namespace fuzz {
 
 const char* const kNames[static_cast<int>(K::Count)] = {
-    "add.Tensor",     "sub.Tensor",   "mul.Tensor", "div.Tensor",  "add.Scalar",  "mul.Scalar",
-    "div.Scalar",     "rsub",         "neg",        "exp",         "log(abs+1)",  "sqrt(abs)",
-    "rsqrt(abs+eps)", "sigmoid",      "tanh",       "relu",        "silu",        "gelu",
-    "gelu(tanh)",     "pow 2",        "clamp",      "masked_fill", "where",       "lerp",
-    "addcmul",        "sum(-1)",      "mean(-1)",   "softmax",     "log_softmax", "sum(0)",
-    "transpose",      "slice step 2", "narrow",     "to fp16",     "to bf16",     "to fp32",
-    "mul_",           "add_"};
+    "add.Tensor",     "sub.Tensor",   "mul.Tensor",   "div.Tensor",  "add.Scalar",  "mul.Scalar",
+    "div.Scalar",     "rsub",         "neg",          "exp",         "log(abs+1)",  "sqrt(abs)",
+    "rsqrt(abs+eps)", "sigmoid",      "tanh",         "relu",        "silu",        "gelu",
+    "gelu(tanh)",     "pow 2",        "clamp",        "masked_fill", "where",       "lerp",
+    "addcmul",        "sum(-1)",      "mean(-1)",     "softmax",     "log_softmax", "sum(0)",
+    "transpose",      "slice step 2", "narrow",       "to fp16",     "to bf16",     "to fp32",
+    "mul_",           "add_",         "sum lead(0,1)"};
 
 std::vector<torch::Tensor> make_inputs(const Program& p, torch::Device d, bool grad) {
   std::mt19937_64 rng(p.seed);
@@ -186,6 +187,13 @@ void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration) {
         r = a.clone();
         r.slice(-1, 0, r.size(-1), 2).add_(b.sum() * 0.01);
         break;
+      case K::SumLeading: {
+        if (a.dim() != 2 || a.size(0) < 2 || a.size(0) % 2 != 0)
+          throw std::invalid_argument("sum lead: needs a 2-D value of even rows");
+        auto t = a.reshape({2, a.size(0) / 2, a.size(1)});
+        r = (t * o.s + t).sum(std::vector<std::int64_t>{0, 1}, true).squeeze(0);
+        break;
+      }
       default:
         break;
     }
@@ -206,7 +214,7 @@ Program generate(std::uint64_t seed, torch::Device d) {
   const int want = 2 + pick(9);
   for (int tries = 0; static_cast<int>(p.ops.size()) < want && tries < 60; ++tries) {
     FOp o;
-    o.kind = static_cast<K>(pick(static_cast<int>(K::Count)));
+    o.kind = static_cast<K>(pick(static_cast<int>(K::SumLeading)));  // the kinds drawn here
     const int n = static_cast<int>(v.size());
     // Mostly the latest values: chains, not scattered ops.
     auto operand = [&] { return pick(3) == 0 ? pick(n) : std::max(0, n - 1 - pick(3)); };
@@ -224,6 +232,24 @@ Program generate(std::uint64_t seed, torch::Device d) {
     }
     p.ops.push_back(o);
     v = std::move(w);
+  }
+  // A third of the programs end with a sum over leading dimensions, from a generator of its own.
+  std::mt19937_64 extra(seed ^ 0x3c6ef372fe94f82bULL);
+  if (extra() % 3 == 0) {
+    FOp o;
+    o.kind = K::SumLeading;
+    const int n = static_cast<int>(v.size());
+    o.a = std::max(0, n - 1 - static_cast<int>(extra() % 3));
+    o.s = 0.5 + 0.25 * static_cast<double>(extra() % 7);
+    Program trial = p;
+    trial.ops.push_back(o);
+    std::vector<torch::Tensor> w = inputs;
+    try {
+      apply(trial, w, 0);
+      p.ops.push_back(o);
+    } catch (const std::exception&) {
+      // not a value of even rows
+    }
   }
   return p;
 }

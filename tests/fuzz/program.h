@@ -51,6 +51,10 @@ enum class K {
   ToFloat,
   MulInPlace,
   AddInPlace,
+  // Not drawn with the others (that would change every seed's program): appended to a third of
+  // the programs from a generator of its own. A 2-D value of even rows read as [2, R/2, C] and
+  // summed over both leading dimensions (a Linear's bias gradient: a column kernel over R rows).
+  SumLeading,
   Count
 };
 // The ops' names, by kind (Program::text).
