@@ -10,10 +10,12 @@
 
 #include <fstream>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "hotpath/hotpath.h"
+#include "policy/ratio_interval.h"
 #include "session/session.h"
 #include "temp_dir.h"
 
@@ -55,6 +57,9 @@ struct FakeLoop {
   // Every pause_every-th iteration is preceded by pause_ms of work under hotpath::Pause.
   int pause_every = 0;
   double pause_ms = 0;
+  // Each iteration's time is scaled by (1 + jitter * u), u uniform in [-1, 1] (a noisy host).
+  double jitter = 0;
+  std::mt19937 rng{7};
 
   void run(int iterations) {
     hotpath::detail::thread_session()->governor.set_clock([this] { return now; });
@@ -73,6 +78,7 @@ struct FakeLoop {
         const std::int64_t was = g < before.size() ? before[g] : 0;
         if (after[g] > was) cost += deltas[g];
       }
+      if (jitter > 0) cost *= 1 + jitter * std::uniform_real_distribution<double>(-1, 1)(rng);
       now += cost;
       hotpath::step();
     }
@@ -119,6 +125,7 @@ void check_kept(double eager, double fused) {
   REQUIRE(r != nullptr);
   CHECK(r->eager_median_ms == Approx(eager));
   CHECK(r->fused_median_ms == Approx(fused));
+  INFO(hotpath::format_report(*r));
   CHECK(r->verdict == hotpath::Verdict::CompileWins);
 }
 
@@ -135,7 +142,7 @@ TEST_CASE("a fused path that is slower is reverted within the window", "[governo
   const auto* sig = planned(st);
   REQUIRE(sig != nullptr);
   CHECK(sig->fusion.reverted);
-  CHECK(sig->fusion.reason.find("over 20 iterations") != std::string::npos);
+  CHECK(sig->fusion.reason.find("over 1 window(s) of 20 iterations") != std::string::npos);
   CHECK(sig->fusion.reason.find("vs plain eager") != std::string::npos);
   // Reverted as soon as one window of fused iterations was in and plain eager had been timed
   // (a block of 10 iterations with the hook out, from the next boundary): one more fused
@@ -211,10 +218,14 @@ TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[
   CHECK(r->break_even_projected == r->first_fused_iteration);
   // Every steady iteration was fused: the plain block's time is charged to none of them.
   CHECK(r->steady_ms == Approx(6.0 * static_cast<double>(r->steady_iterations)));
+  // Without noise the interval is the point: 10 ms over 6 ms.
+  CHECK(r->speedup_low == Approx(10.0 / 6.0));
+  CHECK(r->speedup_high == Approx(10.0 / 6.0));
+  CHECK(r->speedup_samples_eager == 10);  // the plain block, one sample per iteration
   const std::string text = hotpath::format_report(*r);
   INFO(text);
   CHECK(text.find("VERDICT: COMPILE WINS") != std::string::npos);
-  CHECK(text.find("steady state 1.67x") != std::string::npos);
+  CHECK(text.find("steady state 1.67x (95%: 1.67-1.67x)") != std::string::npos);
   hotpath::disable_hot_path_detection();
 
   SECTION("an unreadable verdict file is ignored, not trusted") {
@@ -464,4 +475,91 @@ TEST_CASE("an unmarked training loop is judged against itself without hotpath",
   CHECK(planned(st)->fusion.fused_iterations >= 10);
   REQUIRE(fused.size() == eager.size());
   for (std::size_t i = 0; i < eager.size(); ++i) CHECK(torch::equal(fused[i], eager[i]));
+}
+
+TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss reverts at once",
+          "[governor][interval]") {
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  hotpath::disable_hot_path_detection();
+  auto c = config(tmp.path());
+  c.remember = false;
+
+  SECTION("a fused path within the noise is neither reverted nor called a win") {
+    hotpath::enable_hot_path_detection(c);
+    // Fused 9.9 ms vs 10 ms eager, every iteration +-30%: one window and one block of 10 cannot
+    // tell them apart; a coin flip would revert or keep at random.
+    FakeLoop loop{0, {-0.1}, one_group()};
+    loop.jitter = 0.3;
+    loop.run(220);
+    const auto st = hotpath::stats();
+    const auto* sig = planned(st);
+    REQUIRE(sig != nullptr);
+    CHECK_FALSE(sig->fusion.reverted);
+    const auto rep = hotpath::report();
+    const auto* r = hot_report(rep);
+    REQUIRE(r != nullptr);
+    const std::string text = hotpath::format_report(*r);
+    INFO(text);
+    CHECK(r->plain_blocks >= 2);  // more evidence was gathered before deciding
+    CHECK(r->speedup_low < 1.0);
+    CHECK(r->speedup_high > 1.0);
+    CHECK(r->verdict == hotpath::Verdict::Even);
+    CHECK(text.find("95% interval") != std::string::npos);
+    hotpath::disable_hot_path_detection();
+  }
+  SECTION("a fused path slower beyond the noise is reverted after its first window") {
+    hotpath::enable_hot_path_detection(c);
+    FakeLoop loop{0, {2.5}, one_group()};  // 12.5 ms vs 10 ms, +-10% each iteration
+    loop.jitter = 0.1;
+    loop.run(80);
+    const auto st = hotpath::stats();
+    const auto* sig = planned(st);
+    REQUIRE(sig != nullptr);
+    CHECK(sig->fusion.reverted);
+    CHECK(sig->fusion.reason.find(" at 95%) over 1 window(s)") != std::string::npos);
+    CHECK(sig->fusion.fused_iterations <= 21);  // one window, and the iteration before the block
+    hotpath::disable_hot_path_detection();
+  }
+  SECTION("a fused path faster beyond the noise is kept after its first window") {
+    hotpath::enable_hot_path_detection(c);
+    FakeLoop loop{0, {-2.5}, one_group()};  // 7.5 ms vs 10 ms, +-10% each iteration
+    loop.jitter = 0.1;
+    loop.run(80);
+    const auto rep = hotpath::report();
+    const auto* r = hot_report(rep);
+    REQUIRE(r != nullptr);
+    INFO(hotpath::format_report(*r));
+    CHECK(r->verdict == hotpath::Verdict::CompileWins);
+    CHECK(r->plain_blocks == 1);
+    CHECK(r->speedup_low > 1.2);
+    CHECK(r->speedup_high < 1.5);
+    hotpath::disable_hot_path_detection();
+  }
+}
+
+TEST_CASE("a ratio's interval covers the truth and narrows with samples", "[governor][interval]") {
+  std::mt19937 rng(11);
+  auto draw = [&](double centre, int n) {
+    std::vector<double> v;
+    for (int i = 0; i < n; ++i) v.push_back(centre * (1 + 0.2 * std::normal_distribution<>()(rng)));
+    return v;
+  };
+  const auto few = hotpath::detail::ratio_of_medians(draw(8, 10), draw(10, 10), 1);
+  const auto many = hotpath::detail::ratio_of_medians(draw(8, 400), draw(10, 400), 1);
+  CHECK(few.low < 0.8);
+  CHECK(few.high > 0.8);
+  CHECK(many.low < 0.8);
+  CHECK(many.high > 0.8);
+  CHECK(many.high - many.low < 0.5 * (few.high - few.low));
+  CHECK(many.ratio == Approx(0.8).epsilon(0.05));
+  // The same samples and seed give the same interval; no samples give none.
+  const auto a = draw(8, 30), b = draw(10, 30);
+  CHECK(hotpath::detail::ratio_of_medians(a, b, 5).low ==
+        hotpath::detail::ratio_of_medians(a, b, 5).low);
+  CHECK_FALSE(hotpath::detail::ratio_of_medians({}, b, 5).known());
+  CHECK_FALSE(hotpath::detail::ratio_of_medians(a, {}, 5).known());
+  const auto one = hotpath::detail::ratio_of_medians({3.0}, {6.0}, 5);
+  CHECK(one.ratio == 0.5);
+  CHECK(one.low == 0.5);
+  CHECK(one.high == 0.5);
 }

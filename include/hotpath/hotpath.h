@@ -225,6 +225,14 @@ struct SignatureReport {
   bool baseline_plain = false;
   int plain_blocks = 0;        // plain-eager blocks run for it (a Pause may cut one short)
   double fused_median_ms = 0;  // fused iterations, current plan
+  // How sure the steady-state speedup (eager median / fused median) is: a 95% bootstrap interval
+  // over the baseline's iterations and the last fused ones (0: not known, e.g. a remembered
+  // baseline), and how many samples a side it rests on.
+  double speedup_low = 0, speedup_high = 0;
+  std::int64_t speedup_samples_fused = 0, speedup_samples_eager = 0;
+  // Eager under the hook (the iterations before the plan ran, in a process still warming up):
+  // against a plain baseline, what the hook costs a loop it does not fuse. 0: not timed.
+  double hooked_eager_ms = 0;
   // Warm-up: the timed iterations before fused kernels first ran; steady: the rest.
   std::int64_t warmup_iterations = 0;
   double warmup_ms = 0;

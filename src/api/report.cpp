@@ -90,12 +90,33 @@ std::string format_report(const SignatureReport& r) {
         os << ", not reached";
       }
       os << "\n";
+      if (r.speedup_low > 0) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf,
+                      "Steady-state speedup %.2fx, 95%% interval %.2f-%.2fx (bootstrap over %lld "
+                      "fused and %lld eager iterations)\n",
+                      r.fused_median_ms > 0 ? e / r.fused_median_ms : 0.0, r.speedup_low,
+                      r.speedup_high, static_cast<long long>(r.speedup_samples_fused),
+                      static_cast<long long>(r.speedup_samples_eager));
+        os << buf;
+      }
+    }
+    if (r.baseline_plain && r.hooked_eager_ms > 0) {
+      os << "Eager under the hook, before the plan ran: " << ms_text(r.hooked_eager_ms)
+         << " per iteration (" << ratio(r.hooked_eager_ms, e)
+         << " of plain eager: the hook's cost on ops it does not fuse, in iterations of a "
+            "process still warming up)\n";
     }
   }
   const double overall_eager = e * static_cast<double>(r.warmup_iterations + r.steady_iterations);
   const double overall = r.warmup_ms + r.steady_ms;
-  const std::string steady =
+  std::string steady =
       r.steady_iterations > 0 && r.fused_median_ms > 0 ? ratio(e, r.fused_median_ms) : "-";
+  if (steady != "-" && r.speedup_low > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " (95%%: %.2f-%.2fx)", r.speedup_low, r.speedup_high);
+    steady += buf;
+  }
   os << "\nVERDICT: ";
   switch (r.verdict) {
     case Verdict::CompileWins:

@@ -61,7 +61,7 @@ struct PlainCount {
   int iterations = 0, seen = 0;
   std::vector<std::string> passes;  // first op of each forward pass of an iteration
   std::size_t next_pass = 0;
-  std::function<void()> on_end;
+  std::function<void()> on_tick, on_end;
 };
 PlainCount plain_count;
 thread_local bool tls_plain_returned = false;
@@ -251,7 +251,11 @@ std::unique_ptr<at::ObserverContext> count_plain(const at::RecordFunction& fn) {
   p.off_seen.store(false, std::memory_order_relaxed);
   const bool iteration_starts = p.next_pass == 0;
   p.next_pass = (p.next_pass + 1) % p.passes.size();
-  if (!iteration_starts || ++p.seen < p.iterations) return nullptr;
+  if (!iteration_starts) return nullptr;
+  if (++p.seen < p.iterations) {
+    p.on_tick();  // another iteration of the block starts with this op
+    return nullptr;
+  }
   // The iteration after the block starts with this op: the block is over.
   p.active.store(false, std::memory_order_relaxed);
   p.on_end();
@@ -483,7 +487,7 @@ void stand_aside_current_thread(double seconds) {
 bool standing_aside() { return tls_aside.active; }
 
 bool start_plain_block(const std::vector<std::string>& pass_starts, int iterations,
-                       std::function<void()> on_end) {
+                       std::function<void()> on_tick, std::function<void()> on_end) {
   if (!tls_owner.session || plain_count.active.load() || tls_plain_callback || pass_starts.empty())
     return false;
   PlainCount& p = plain_count;
@@ -492,6 +496,7 @@ bool start_plain_block(const std::vector<std::string>& pass_starts, int iteratio
   p.seen = 0;
   p.passes = pass_starts;
   p.next_pass = 1 % pass_starts.size();  // the first pass's first op has run
+  p.on_tick = std::move(on_tick);
   p.on_end = std::move(on_end);
   p.off_seen.store(false);
   p.active.store(true);

@@ -37,12 +37,12 @@ bool standing_aside();
 // unsampled thread-local RecordFunction callback, which reads nothing but grad mode and the op's
 // name, counts `iterations` iterations by their forward passes (an op with grad mode on after
 // ops with grad mode off, named as the pass's first op in `pass_starts`; the block starts at the
-// first pass of an iteration, whose first op has run); as the iteration after them starts,
-// `on_end` runs (on the owner thread) and the hook is back from the next op, before which
-// the sink hears of it (OpCall::back_from_plain). False when another block is running in the
-// process.
+// first pass of an iteration, whose first op has run); as each later iteration of the block
+// starts, `on_tick` runs; as the iteration after them starts, `on_end` runs (both on the owner
+// thread) and the hook is back from the next op, before which the sink hears of it
+// (OpCall::back_from_plain). False when another block is running in the process.
 bool start_plain_block(const std::vector<std::string>& pass_starts, int iterations,
-                       std::function<void()> on_end);
+                       std::function<void()> on_tick, std::function<void()> on_end);
 // In a loop marked with step(): the session counts the block itself; this only takes the hook
 // out of (false) or puts it back into (true) the owner thread's dispatch.
 void hook_current_thread(bool on);

@@ -22,11 +22,12 @@ constexpr std::size_t kEventPool = 128;     // CUDA events kept for reuse
 constexpr int kPlainTries = 3;              // plain-eager blocks cut short before giving up
 constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tried group by group
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+double median(std::vector<double> v) { return median_of(std::move(v)); }
+
+std::string interval_text(const RatioInterval& iv) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f [%.3f-%.3f]", iv.ratio, iv.low, iv.high);
+  return buf;
 }
 
 std::string percent(double a, double b) {
@@ -132,6 +133,12 @@ void Governor::plain_block_begin(std::int64_t index) {
   if (!plain_blocks_.empty()) plain_blocks_.back().a = take_stamp(index);
 }
 
+void Governor::plain_block_tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!plain_blocks_.empty() && !plain_blocks_.back().ended)
+    plain_blocks_.back().ticks.push_back(take_stamp(-1));
+}
+
 void Governor::plain_block_end() {
   std::lock_guard<std::mutex> lock(mu_);
   if (plain_blocks_.empty()) return;
@@ -160,7 +167,7 @@ void Governor::plain_block_cancel() {
   log_info(concat("hotpath: signature ", short_hex(signature),
                   ": plain eager cannot be timed (a Pause in every block); judged against eager "
                   "under the hook"));
-  decide(signature, s, s.pending_median);
+  decide(signature, s);
 }
 
 void Governor::note_pause(std::int64_t index) {
@@ -201,20 +208,31 @@ void Governor::on_iteration(const IterationEvent& c) {
 void Governor::drain(bool block) {
   while (!plain_blocks_.empty() && plain_blocks_.front().ended) {
     const PlainBlock& b = plain_blocks_.front();
-    double ms = b.b.cpu_ms - b.a.cpu_ms;
-    if (b.a.event && b.b.event) {
+    // One sample per iteration where each iteration's start was stamped, else the block's mean.
+    std::vector<const Stamp*> marks{&b.a};
+    if (b.ticks.size() + 1 == static_cast<std::size_t>(b.iterations))
+      for (const Stamp& t : b.ticks) marks.push_back(&t);
+    marks.push_back(&b.b);
+    const bool events =
+        std::all_of(marks.begin(), marks.end(), [](const Stamp* m) { return m->event != nullptr; });
+    if (events && !block && !b.b.event->done()) break;
+    std::vector<double> gaps;
+    for (std::size_t i = 1; i < marks.size(); ++i)
+      gaps.push_back(marks[i]->cpu_ms - marks[i - 1]->cpu_ms);
+    if (events) {
       try {
-        if (!block && !b.b.event->done()) break;
         while (!b.b.event->done()) {
         }
-        ms = CudaEvent::elapsed_ms(*b.a.event, *b.b.event);
+        for (std::size_t i = 1; i < marks.size(); ++i)
+          gaps[i - 1] = CudaEvent::elapsed_ms(*marks[i - 1]->event, *marks[i]->event);
       } catch (const Error& e) {
         log_warn(concat("hotpath: reading CUDA event times failed: ", e.what()));
       }
     }
-    const PlainBlock done = b;
+    if (gaps.size() == 1) gaps[0] /= b.iterations;
+    const std::uint64_t signature = b.signature;
     plain_blocks_.pop_front();
-    plain_result(done.signature, ms / done.iterations);
+    plain_result(signature, std::move(gaps));
   }
   while (!pending_.empty()) {
     const Pending& p = pending_.front();
@@ -255,11 +273,14 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     // A baseline remembered from an earlier run beats one or two samples of a loop that is
     // still warming up (a known winner is compiled at first sight).
     const double prior = remembered_eager(p.it.signature);
+    if (!s.eager.empty()) s.hooked_median = median(s.eager);
     if (prior > 0 && s.eager.size() < kTrustedEager) {
       s.eager_median = prior;
+      s.base.clear();
       s.baseline_remembered = true;
     } else if (s.eager.size() >= kMinEager) {
       s.eager_median = median(s.eager);
+      s.base = s.eager;
       s.baseline_remembered = false;
     }
     if (s.eager_median > 0) {
@@ -295,6 +316,7 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
     s.eager.push_back(ms);
     if (s.eager.size() >= half) {
       s.eager_median = median(s.eager);
+      s.base = s.eager;
       s.baseline_plain = false;  // eager under the hook
       s.baseline_remembered = false;
       s.baseline_fresh = true;
@@ -324,6 +346,7 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
 void Governor::judge_window(std::uint64_t signature, Sig& s) {
   const double m = median(s.window);
   const double e = s.eager_median;
+  if (s.phase != Phase::Trial) s.judged = s.window;
   s.window.clear();
   const auto plan = plans_.groups(signature);
   const std::size_t groups = plan ? plan->size() : 0;
@@ -375,13 +398,16 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
     recheck = true;
     s.recheck_after = std::min(s.recheck_after * 2, 80);
   }
-  if ((!s.baseline_plain || recheck) && want_plain(signature, s, m)) return;
-  decide(signature, s, m);
+  // An undecided first verdict pools another plain block with the next window; once settled,
+  // windows are judged against the last block (a new one only when they look slower).
+  const bool pool_block = s.undecided > 0 && s.phase != Phase::Settled;
+  if ((!s.baseline_plain || recheck || pool_block) && want_plain(signature, s)) return;
+  decide(signature, s);
 }
 
-bool Governor::want_plain(std::uint64_t signature, Sig& s, double m) {
+bool Governor::want_plain(std::uint64_t signature, Sig& s) {
   if (s.plain_never || !plain_possible_ || !plain_possible_()) return false;
-  s.pending_median = m;
+  const double m = median(s.judged);
   s.before_plain = s.phase;
   s.phase = Phase::Plain;
   s.plain_started = false;
@@ -391,37 +417,49 @@ bool Governor::want_plain(std::uint64_t signature, Sig& s, double m) {
   return true;
 }
 
-void Governor::plain_result(std::uint64_t signature, double ms) {
+void Governor::plain_result(std::uint64_t signature, std::vector<double> samples) {
   Sig& s = sigs_[signature];
-  if (s.phase != Phase::Plain) return;
-  s.eager_median = ms;
+  if (s.phase != Phase::Plain || samples.empty()) return;
+  s.base = std::move(samples);
+  s.eager_median = median(s.base);
   s.baseline_plain = true;
   s.baseline_remembered = false;
   s.baseline_fresh = true;
   s.rebased_warm = true;
   s.windows_since_plain = 0;
   s.phase = s.before_plain == Phase::Settled ? Phase::Settled : Phase::Measuring;
-  log_info(concat("hotpath: signature ", short_hex(signature), ": plain eager ", ms_text(ms),
-                  " per iteration (hook out of the dispatch), fused ", ms_text(s.pending_median)));
-  decide(signature, s, s.pending_median);
+  log_info(concat("hotpath: signature ", short_hex(signature), ": plain eager ",
+                  ms_text(s.eager_median), " per iteration over ", s.base.size(),
+                  " iteration(s) (hook out of the dispatch), fused ", ms_text(median(s.judged))));
+  decide(signature, s);
 }
 
-void Governor::decide(std::uint64_t signature, Sig& s, double m) {
+void Governor::decide(std::uint64_t signature, Sig& s) {
+  const double m = median(s.judged);
   const double e = s.eager_median;
   const auto plan = plans_.groups(signature);
   const std::size_t groups = plan ? plan->size() : 0;
   auto rebase = [&](const std::string& why) {
     log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
                     " vs ", ms_text(e), why, "; timing eager again"));
+    s.judged.clear();
+    s.rounds.clear();
+    s.undecided = 0;
     s.phase = Phase::Rebase;
     s.saved_active = s.active;
     s.active.assign(groups, false);
     s.eager.clear();
     apply(signature, s);
   };
-  if (m > e * (1 + config_.revert_margin) && (s.baseline_remembered || !s.baseline_fresh)) {
-    // A regression against an old baseline is checked against a fresh one first.
-    if (want_plain(signature, s, m)) return;
+  const std::vector<double> base = s.base.empty() ? std::vector<double>{e} : s.base;
+  const double limit = 1 + config_.revert_margin;
+  if (m > e * limit && (s.baseline_remembered || !s.baseline_fresh) &&
+      ratio_of_medians(s.judged, base, signature).low > 1.0) {
+    // A regression against an old baseline is checked against a fresh one first (the machine
+    // may have changed: rounds against the old one are not pooled with it).
+    s.rounds.clear();
+    s.undecided = 0;
+    if (want_plain(signature, s)) return;
     rebase(s.baseline_remembered ? " remembered from an earlier run" : " measured earlier");
     return;
   }
@@ -431,10 +469,35 @@ void Governor::decide(std::uint64_t signature, Sig& s, double m) {
     rebase(" measured in the first iterations of the process");
     return;
   }
-  if (m > e * (1 + config_.revert_margin)) {
+  // The evidence: a bootstrap interval of fused over eager. Slower only when the whole interval
+  // says so, within the margin only when the whole interval does; in between, another round
+  // (a window and, where the loop allows, a plain block beside it) is pooled with this one, up
+  // to kMaxUndecided times. What is still within the noise then is no loss on evidence: kept.
+  s.rounds.push_back(RatioRound{s.judged, base});
+  const RatioInterval iv = pooled_ratio(s.rounds, signature ^ static_cast<std::uint64_t>(s.timed));
+  const bool slower = iv.ratio > limit && iv.low > 1.0;
+  const bool within = iv.high <= limit;
+  const std::string evidence =
+      concat(" (", percent(m, e), "; ratio ", interval_text(iv), " at 95% over ", s.rounds.size(),
+             " window(s) of ", s.judged.size(),
+             " fused iterations, each against the eager ones timed beside it)");
+  if (!slower && !within && s.undecided < kMaxUndecided) {
+    ++s.undecided;
+    (s.phase == Phase::Settled ? log_debug : log_info)(
+        concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m), " vs ",
+               s.baseline_plain ? "plain " : "", "eager ", ms_text(e), evidence,
+               ": within the noise; timing another window"));
+    return;
+  }
+  const std::size_t windows = s.rounds.size();
+  s.judged.clear();
+  s.rounds.clear();
+  s.undecided = 0;
+  if (slower) {
     const std::string why =
         concat("fused median ", ms_text(m), " vs ", s.baseline_plain ? "plain " : "", "eager ",
-               ms_text(e), " (", percent(m, e), ") over ", config_.revert_window, " iterations");
+               ms_text(e), " (", percent(m, e), "; ratio ", interval_text(iv), " at 95%) over ",
+               windows, " window(s) of ", config_.revert_window, " iterations");
     std::vector<int> candidates;
     for (std::size_t g = 0; g < groups; ++g)
       if (s.active[g]) candidates.push_back(static_cast<int>(g));
@@ -459,8 +522,9 @@ void Governor::decide(std::uint64_t signature, Sig& s, double m) {
   if (s.phase != Phase::Settled) {
     s.phase = Phase::Settled;
     log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
-                    " vs ", s.baseline_plain ? "plain " : "", "eager ", ms_text(e), " (",
-                    percent(m, e), "); keeping the fused path"));
+                    " vs ", s.baseline_plain ? "plain " : "", "eager ", ms_text(e), evidence,
+                    within ? "" : concat(": no loss beyond the noise over ", windows, " windows"),
+                    "; keeping the fused path"));
     remember(signature, s, true);
   }
 }
@@ -478,111 +542,6 @@ void Governor::revert(std::uint64_t signature, Sig& s, const std::string& why) {
   log_info(concat("hotpath: signature ", short_hex(signature), ": ", why,
                   "; back to eager for the rest of this run"));
   remember(signature, s, false);
-}
-
-void Governor::remember(std::uint64_t signature, const Sig& s, bool compile) {
-  Decision d;
-  d.compile = compile;
-  d.eager_ms = s.eager_median;
-  d.fused_ms = median(std::vector<double>(s.recent.begin(), s.recent.end()));
-  d.reason = s.reason;
-  if (const auto plan = plans_.groups(signature)) {
-    for (std::size_t g = 0; g < plan->size(); ++g) {
-      d.groups.push_back(g < s.active.size() ? s.active[g] : true);
-      d.names.push_back((*plan)[g].name);
-    }
-  }
-  std::lock_guard<std::mutex> memo(memo_mu_);
-  store_.save(signature, d);
-  remembered_[signature] = d;
-}
-
-std::optional<Decision> Governor::remembered(std::uint64_t signature) {
-  std::lock_guard<std::mutex> memo(memo_mu_);
-  const auto it = remembered_.find(signature);
-  if (it != remembered_.end()) return it->second;
-  auto d = store_.load(signature);
-  if (d && !d->compile) {
-    if (d->skipped >= kLoserRuns) {
-      log_info(concat("hotpath: signature ", short_hex(signature), " lost in an earlier run and ",
-                      "has run eagerly in ", d->skipped, " runs since; trying it again"));
-      d.reset();
-    } else {
-      ++d->skipped;  // this run keeps it eager too
-      store_.save(signature, *d);
-    }
-  }
-  remembered_[signature] = d;
-  return d;
-}
-
-double Governor::remembered_eager(std::uint64_t signature) {
-  std::lock_guard<std::mutex> memo(memo_mu_);
-  const auto it = remembered_.find(signature);
-  if (it == remembered_.end() || !it->second || !it->second->compile) return 0;
-  return it->second->eager_ms;
-}
-
-void Governor::fill_report(const Stats& stats, Report& report) {
-  std::lock_guard<std::mutex> lock(mu_);
-  drain(true);
-  for (const SignatureStats& st : stats.signatures) {
-    SignatureReport r;
-    r.hex = st.hex;
-    r.ops_per_iteration = st.ops_per_iteration;
-    r.iterations = st.count;
-    const FusionStats& f = st.fusion;
-    r.compile_ms = f.compile_ms;
-    r.stall_ms = f.stall_ms;
-    for (const GroupStats& g : f.groups) r.kernels += g.gpu ? 1 : 0;
-    r.kernels_from_cache = f.kernels_from_cache;
-    const auto it = sigs_.find(st.id);
-    if (it != sigs_.end()) {
-      const Sig& s = it->second;
-      r.timed_iterations = s.timed;
-      r.hot_at_iteration = s.hot_count;
-      r.cuda_events = s.cuda_events;
-      r.first_fused_iteration = s.first_fused;
-      r.eager_median_ms = s.eager_median > 0 ? s.eager_median : median(s.eager);
-      r.baseline_remembered = s.baseline_remembered;
-      r.baseline_plain = s.baseline_plain;
-      r.plain_blocks = s.plain_blocks;
-      r.fused_median_ms = median(std::vector<double>(s.recent.begin(), s.recent.end()));
-      r.warmup_iterations = s.warm_n;
-      r.warmup_ms = s.warm_ms;
-      r.steady_iterations = s.steady_n;
-      r.steady_ms = s.steady_ms;
-      r.break_even_actual = s.break_even;
-      const double saving = r.eager_median_ms - r.fused_median_ms;
-      if (s.first_fused >= 0 && r.fused_median_ms > 0 && saving > 0) {
-        r.break_even_projected =
-            s.first_fused + static_cast<std::int64_t>(std::ceil(s.cost_ms / saving));
-      }
-      r.reason = s.reason;
-    }
-    if (!f.remembered.empty()) {
-      r.reason = r.reason.empty() ? f.remembered : f.remembered + "; " + r.reason;
-    }
-    // The verdict.
-    if (f.reverted) {
-      r.verdict = Verdict::EagerWins;
-      if (r.reason.empty()) r.reason = f.reason;
-    } else if (!f.planned || f.groups.empty() || r.first_fused_iteration < 0) {
-      r.verdict = f.planned && !f.groups.empty() ? Verdict::Pending : Verdict::NotCompiled;
-      if (r.verdict == Verdict::NotCompiled && r.reason.empty()) {
-        r.reason = !st.hot ? "never hot" : !f.planned ? "fusion is off" : "nothing to fuse";
-      }
-    } else if (r.eager_median_ms <= 0 || r.fused_median_ms <= 0) {
-      r.verdict = Verdict::Pending;
-    } else if (r.fused_median_ms < r.eager_median_ms * (1 - config_.revert_margin)) {
-      r.verdict = Verdict::CompileWins;
-    } else if (r.fused_median_ms > r.eager_median_ms * (1 + config_.revert_margin)) {
-      r.verdict = Verdict::EagerWins;
-    } else {
-      r.verdict = Verdict::Even;
-    }
-    report.signatures.push_back(std::move(r));
-  }
 }
 
 }  // namespace hotpath::detail

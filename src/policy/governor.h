@@ -1,8 +1,12 @@
 // The governor: times iterations per signature (CUDA events at iteration boundaries for loops on
-// the GPU, a steady clock on the CPU; never a synchronisation), keeps the eager baseline from the
-// iterations before a plan ran, compares medians of fused iterations against it over a window,
-// reverts a signature (or only the groups that lose) that turned out slower, computes break-even
-// and verdicts, and remembers verdicts in the cache directory for later runs.
+// the GPU, a steady clock on the CPU; never a synchronisation), keeps the eager baseline (plain
+// eager timed in blocks between fused iterations where the loop allows, else the iterations
+// before a plan ran), compares the median of a window of fused iterations against it with a
+// bootstrap interval of their ratio (policy/ratio_interval.h), reverts a signature (or only the
+// groups that lose) only when the interval says it is slower and keeps it only when the interval
+// says it is not, pooling more rounds (a window and a block) while the interval straddles the
+// margin;
+// computes break-even and verdicts, and remembers verdicts in the cache directory for later runs.
 #pragma once
 
 #include <atomic>
@@ -20,6 +24,7 @@
 #include "hotpath/hotpath.h"
 #include "policy/decisions.h"
 #include "policy/plan_control.h"
+#include "policy/ratio_interval.h"
 #include "trace/recorder.h"
 
 namespace hotpath::detail {
@@ -64,10 +69,15 @@ class Governor {
   // The block's first iteration starts before op `index`; its last one ended (the op after
   // it, or step()).
   void plain_block_begin(std::int64_t index);
+  void plain_block_tick();  // another of the block's iterations starts (a sample per iteration)
   void plain_block_end();
   void plain_block_cancel();  // the block taken could not start
 
  private:
+  // Rounds pooled while the interval of the ratio straddles the margin; what is still within
+  // the noise then is no loss on evidence.
+  static constexpr int kMaxUndecided = 3;
+
   struct Stamp {
     std::int64_t index = 0;
     double cpu_ms = 0;
@@ -96,6 +106,16 @@ class Governor {
     std::int64_t first_fused = -1;
     std::vector<double> eager;  // baseline samples (iterations before the plan ran)
     double eager_median = 0;    // frozen at the first fused sample
+    // The per-iteration samples eager_median stands on (a plain block's iterations, eager ones
+    // under the hook); empty for a baseline remembered from an earlier run.
+    std::vector<double> base;
+    double hooked_median = 0;  // eager under the hook, the iterations before the plan ran
+    // The fused samples of the window being judged, and the rounds (a window against the
+    // baseline timed beside it) pooled while the interval of their ratio straddled the margin
+    // (`undecided` rounds so far).
+    std::vector<double> judged;
+    std::vector<RatioRound> rounds;
+    int undecided = 0;
     bool baseline_remembered = false;
     // Measured just before the window being judged. Machines drift (clocks, other work): a
     // regression against an old baseline is checked against a fresh one before anything reverts.
@@ -126,7 +146,6 @@ class Governor {
     // Plain-eager blocks (set_plain_blocks).
     bool baseline_plain = false;  // eager_median is plain eager, from a block
     bool plain_started = false;   // the awaited block runs
-    double pending_median = 0;    // the fused window waiting for the block
     Phase before_plain = Phase::Measuring;
     int plain_cancelled = 0;      // blocks cut short by a Pause
     int plain_blocks = 0;         // blocks begun (a Pause may cut one short)
@@ -138,6 +157,7 @@ class Governor {
     std::uint64_t signature = 0;
     int iterations = 0;
     Stamp a, b;
+    std::vector<Stamp> ticks;  // starts of its iterations after the first
     bool ended = false;
   };
 
@@ -146,10 +166,10 @@ class Governor {
   void process(const Pending& p, double ms, bool cuda);
   void fused_sample(std::uint64_t signature, Sig& s, double ms);
   void judge_window(std::uint64_t signature, Sig& s);
-  void decide(std::uint64_t signature, Sig& s, double m);  // window median m vs the baseline
-  void plain_result(std::uint64_t signature, double ms);
-  // Asks for a plain-eager block to judge window median `m` against, if the loop allows one.
-  bool want_plain(std::uint64_t signature, Sig& s, double m);
+  void decide(std::uint64_t signature, Sig& s);  // the judged windows vs the baseline
+  void plain_result(std::uint64_t signature, std::vector<double> samples);
+  // Asks for a plain-eager block to judge the judged windows against, if the loop allows one.
+  bool want_plain(std::uint64_t signature, Sig& s);
   void apply(std::uint64_t signature, Sig& s);
   void revert(std::uint64_t signature, Sig& s, const std::string& why);
   void remember(std::uint64_t signature, const Sig& s, bool compile);

@@ -135,7 +135,8 @@ void Session::back_from_aside() {
 
 void Session::boundary() {
   if (plain_steps_left_ > 0) {  // a plain block in a marked loop: step() counts it
-    if (--plain_steps_left_ == 0) {
+    if (--plain_steps_left_ > 0) governor.plain_block_tick();
+    if (plain_steps_left_ == 0) {
       governor.plain_block_end();
       hook_current_thread(true);               // at a step() boundary: the next iteration is whole
       governor.resume(recorder.next_index());  // ... and starts now, not where the block did
@@ -165,8 +166,9 @@ bool Session::start_plain_block(std::int64_t index) {
   if (n == 0) return false;
   executor.flush();
   governor.plain_block_begin(index);
-  if (!::hotpath::detail::start_plain_block(plan->pass_starts, n,
-                                            [this] { governor.plain_block_end(); })) {
+  if (!::hotpath::detail::start_plain_block(
+          plan->pass_starts, n, [this] { governor.plain_block_tick(); },
+          [this] { governor.plain_block_end(); })) {
     governor.plain_block_cancel();
     return false;
   }

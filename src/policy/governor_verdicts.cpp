@@ -1,0 +1,134 @@
+// The governor's verdicts as they outlive the iteration: remembered in the cache directory for
+// later runs, and filled into report() (the timing half of each signature's report).
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "policy/governor.h"
+#include "trace/signature.h"
+
+namespace hotpath::detail {
+
+void Governor::remember(std::uint64_t signature, const Sig& s, bool compile) {
+  Decision d;
+  d.compile = compile;
+  d.eager_ms = s.eager_median;
+  d.fused_ms = median_of(std::vector<double>(s.recent.begin(), s.recent.end()));
+  d.reason = s.reason;
+  if (const auto plan = plans_.groups(signature)) {
+    for (std::size_t g = 0; g < plan->size(); ++g) {
+      d.groups.push_back(g < s.active.size() ? s.active[g] : true);
+      d.names.push_back((*plan)[g].name);
+    }
+  }
+  std::lock_guard<std::mutex> memo(memo_mu_);
+  store_.save(signature, d);
+  remembered_[signature] = d;
+}
+
+std::optional<Decision> Governor::remembered(std::uint64_t signature) {
+  std::lock_guard<std::mutex> memo(memo_mu_);
+  const auto it = remembered_.find(signature);
+  if (it != remembered_.end()) return it->second;
+  auto d = store_.load(signature);
+  if (d && !d->compile) {
+    if (d->skipped >= kLoserRuns) {
+      log_info(concat("hotpath: signature ", short_hex(signature), " lost in an earlier run and ",
+                      "has run eagerly in ", d->skipped, " runs since; trying it again"));
+      d.reset();
+    } else {
+      ++d->skipped;  // this run keeps it eager too
+      store_.save(signature, *d);
+    }
+  }
+  remembered_[signature] = d;
+  return d;
+}
+
+double Governor::remembered_eager(std::uint64_t signature) {
+  std::lock_guard<std::mutex> memo(memo_mu_);
+  const auto it = remembered_.find(signature);
+  if (it == remembered_.end() || !it->second || !it->second->compile) return 0;
+  return it->second->eager_ms;
+}
+
+void Governor::fill_report(const Stats& stats, Report& report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drain(true);
+  for (const SignatureStats& st : stats.signatures) {
+    SignatureReport r;
+    r.hex = st.hex;
+    r.ops_per_iteration = st.ops_per_iteration;
+    r.iterations = st.count;
+    const FusionStats& f = st.fusion;
+    r.compile_ms = f.compile_ms;
+    r.stall_ms = f.stall_ms;
+    for (const GroupStats& g : f.groups) r.kernels += g.gpu ? 1 : 0;
+    r.kernels_from_cache = f.kernels_from_cache;
+    const auto it = sigs_.find(st.id);
+    if (it != sigs_.end()) {
+      const Sig& s = it->second;
+      r.timed_iterations = s.timed;
+      r.hot_at_iteration = s.hot_count;
+      r.cuda_events = s.cuda_events;
+      r.first_fused_iteration = s.first_fused;
+      r.eager_median_ms = s.eager_median > 0 ? s.eager_median : median_of(s.eager);
+      r.hooked_eager_ms = s.hooked_median;
+      r.baseline_remembered = s.baseline_remembered;
+      r.baseline_plain = s.baseline_plain;
+      r.plain_blocks = s.plain_blocks;
+      const std::vector<double> recent(s.recent.begin(), s.recent.end());
+      r.fused_median_ms = median_of(recent);
+      if (!s.base.empty() && !recent.empty() && s.eager_median > 0) {
+        // Against the baseline: the fused iterations of as many windows as a verdict pools at
+        // most, the latest (older ones may come from another state of the machine).
+        const std::size_t n = std::min(
+            recent.size(), static_cast<std::size_t>(config_.revert_window) * (kMaxUndecided + 1));
+        const std::vector<double> last(recent.end() - static_cast<std::ptrdiff_t>(n), recent.end());
+        const RatioInterval iv = ratio_of_medians(s.base, last, st.id);
+        r.speedup_low = iv.low;
+        r.speedup_high = iv.high;
+        r.speedup_samples_fused = static_cast<std::int64_t>(n);
+        r.speedup_samples_eager = static_cast<std::int64_t>(s.base.size());
+      }
+      r.warmup_iterations = s.warm_n;
+      r.warmup_ms = s.warm_ms;
+      r.steady_iterations = s.steady_n;
+      r.steady_ms = s.steady_ms;
+      r.break_even_actual = s.break_even;
+      const double saving = r.eager_median_ms - r.fused_median_ms;
+      if (s.first_fused >= 0 && r.fused_median_ms > 0 && saving > 0) {
+        r.break_even_projected =
+            s.first_fused + static_cast<std::int64_t>(std::ceil(s.cost_ms / saving));
+      }
+      r.reason = s.reason;
+    }
+    if (!f.remembered.empty()) {
+      r.reason = r.reason.empty() ? f.remembered : f.remembered + "; " + r.reason;
+    }
+    // The verdict.
+    if (f.reverted) {
+      r.verdict = Verdict::EagerWins;
+      if (r.reason.empty()) r.reason = f.reason;
+    } else if (!f.planned || f.groups.empty() || r.first_fused_iteration < 0) {
+      r.verdict = f.planned && !f.groups.empty() ? Verdict::Pending : Verdict::NotCompiled;
+      if (r.verdict == Verdict::NotCompiled && r.reason.empty()) {
+        r.reason = !st.hot ? "never hot" : !f.planned ? "fusion is off" : "nothing to fuse";
+      }
+    } else if (r.eager_median_ms <= 0 || r.fused_median_ms <= 0) {
+      r.verdict = Verdict::Pending;
+    } else if (r.fused_median_ms < r.eager_median_ms * (1 - config_.revert_margin) &&
+               (r.speedup_low <= 0 || r.speedup_low > 1.0)) {
+      r.verdict = Verdict::CompileWins;  // beyond the margin, and (where known) the interval
+    } else if (r.fused_median_ms > r.eager_median_ms * (1 + config_.revert_margin) &&
+               (r.speedup_high <= 0 || r.speedup_high < 1.0)) {
+      r.verdict = Verdict::EagerWins;
+    } else {
+      r.verdict = Verdict::Even;
+    }
+    report.signatures.push_back(std::move(r));
+  }
+}
+
+}  // namespace hotpath::detail

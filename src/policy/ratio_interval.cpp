@@ -1,0 +1,78 @@
+#include "policy/ratio_interval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace hotpath::detail {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const std::size_t n = v.size();
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  const double upper = *mid;
+  if (n % 2) return upper;
+  return 0.5 * (*std::max_element(v.begin(), mid) + upper);
+}
+
+RatioInterval pooled_ratio(const std::vector<RatioRound>& all, std::uint64_t seed, int resamples,
+                           double level) {
+  RatioInterval r;
+  std::vector<const RatioRound*> rounds;
+  double log_sum = 0;
+  bool spread = false;
+  for (const RatioRound& x : all) {
+    const double n = median_of(x.num), d = median_of(x.den);
+    if (n <= 0 || d <= 0) continue;
+    rounds.push_back(&x);
+    log_sum += std::log(n / d);
+    spread = spread || x.num.size() > 1 || x.den.size() > 1;
+  }
+  if (rounds.empty()) return r;
+  const double k = static_cast<double>(rounds.size());
+  r.ratio = std::exp(log_sum / k);
+  r.low = r.high = r.ratio;
+  if (!spread) return r;
+  std::mt19937_64 rng(seed);
+  std::vector<double> scratch;
+  auto resampled_median = [&](const std::vector<double>& v) {
+    std::uniform_int_distribution<std::size_t> pick(0, v.size() - 1);
+    scratch.resize(v.size());
+    for (double& x : scratch) x = v[pick(rng)];
+    return median_of(scratch);
+  };
+  std::vector<double> ratios;
+  ratios.reserve(static_cast<std::size_t>(resamples));
+  for (int i = 0; i < resamples; ++i) {
+    double logs = 0;
+    bool ok = true;
+    for (const RatioRound* x : rounds) {
+      const double n = resampled_median(x->num), d = resampled_median(x->den);
+      if (n <= 0 || d <= 0) {
+        ok = false;
+        break;
+      }
+      logs += std::log(n / d);
+    }
+    if (ok) ratios.push_back(std::exp(logs / k));
+  }
+  if (ratios.empty()) return r;
+  std::sort(ratios.begin(), ratios.end());
+  const double tail = (1 - level) / 2;
+  auto at = [&](double q) {
+    const auto i =
+        static_cast<std::size_t>(std::lround(q * static_cast<double>(ratios.size() - 1)));
+    return ratios[std::min(i, ratios.size() - 1)];
+  };
+  r.low = std::min(at(tail), r.ratio);
+  r.high = std::max(at(1 - tail), r.ratio);
+  return r;
+}
+
+RatioInterval ratio_of_medians(const std::vector<double>& num, const std::vector<double>& den,
+                               std::uint64_t seed, int resamples, double level) {
+  return pooled_ratio({RatioRound{num, den}}, seed, resamples, level);
+}
+
+}  // namespace hotpath::detail

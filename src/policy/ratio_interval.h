@@ -1,0 +1,34 @@
+// How sure a verdict is: the ratio of two medians (fused iterations over eager ones) with a
+// percentile-bootstrap interval. Timings of a loop are skewed and bursty (a neighbour, a clock
+// change, a collection in another process), so the interval assumes nothing of their
+// distribution; resampling is seeded, so the same samples always give the same interval.
+// Several rounds (a window of fused iterations and the eager ones timed beside it) pool into the
+// geometric mean of their ratios: a machine that drifts between rounds moves both sides of a
+// round alike, and does not widen the interval as pooling all samples would.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace hotpath::detail {
+
+struct RatioInterval {
+  double ratio = 0;          // median(num) / median(den) (rounds: their geometric mean); 0: none
+  double low = 0, high = 0;  // the interval; low == high == ratio with one sample a side
+  bool known() const { return ratio > 0; }
+};
+
+struct RatioRound {
+  std::vector<double> num, den;
+};
+
+double median_of(std::vector<double> v);
+
+// `level`: the interval's coverage (0.95: from the 2.5th to the 97.5th percentile of the
+// resampled ratios). Rounds with no samples on a side are left out.
+RatioInterval pooled_ratio(const std::vector<RatioRound>& rounds, std::uint64_t seed,
+                           int resamples = 1000, double level = 0.95);
+RatioInterval ratio_of_medians(const std::vector<double>& num, const std::vector<double>& den,
+                               std::uint64_t seed, int resamples = 1000, double level = 0.95);
+
+}  // namespace hotpath::detail
