@@ -109,6 +109,22 @@ void detection(const hotpath_examples::LmConfig& c, std::int64_t batch, bool bf1
         << fused_at << "," << s.iterations << "," << junk << "\n";
 }
 
+const char* verdict_text(hotpath::Verdict v) {
+  switch (v) {
+    case hotpath::Verdict::CompileWins:
+      return "compile wins";
+    case hotpath::Verdict::EagerWins:
+      return "eager wins";
+    case hotpath::Verdict::Even:
+      return "even";
+    case hotpath::Verdict::Pending:
+      return "pending";
+    case hotpath::Verdict::NotCompiled:
+      return "not compiled";
+  }
+  return "?";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,6 +237,16 @@ int main(int argc, char** argv) {
                 (long long)main_sig->fusion.divergences,
                 main_sig->fusion.reverted ? "reverted: " : "kept",
                 main_sig->fusion.reverted ? main_sig->fusion.reason.c_str() : "");
+    // Its own steady-state figure, to hold against the side-by-side one above.
+    for (const auto& rep : r.report.signatures) {
+      if (rep.hex != main_sig->hex || rep.fused_median_ms <= 0) continue;
+      std::printf(
+          "  governor's report: steady state %.3fx (95%% interval %.3f-%.3fx; eager %.3f ms %s, "
+          "fused %.3f ms), verdict %s\n",
+          rep.eager_median_ms / rep.fused_median_ms, rep.speedup_low, rep.speedup_high,
+          rep.eager_median_ms, rep.baseline_plain ? "plain" : "under the hook", rep.fused_median_ms,
+          verdict_text(rep.verdict));
+    }
   }
   if (csv)
     csv << "steady,ms," << median(r.eager) << "," << median(r.hot) << ","

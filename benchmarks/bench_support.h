@@ -86,6 +86,7 @@ struct SideBySide {
   std::vector<double> eager, hot, eager_host, hot_host;  // the interleaved (steady) iterations
   std::vector<double> lead;                              // hotpath's first iterations
   hotpath::Stats stats;
+  hotpath::Report report;  // the governor's own verdicts over the same run
 };
 
 constexpr int kBlock = 10;
@@ -118,6 +119,7 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
                       kBlock, [&](int i) { hot_step(kLead + done + i); }, &r.hot_host));
   }
   r.stats = hotpath::stats();
+  r.report = hotpath::report();
   hotpath::disable_hot_path_detection();
   return r;
 }

@@ -195,16 +195,21 @@ if want lm; then
   # The transformer issue's LM: C++ eager against hotpath (bench_lm: detection with and without
   # step(), steady side by side, GPU-bound and host time, kernels), then the same model in Python,
   # eager against torch.compile (benchmarks/torch_compile_lm.py), at each context of
-  # HOTPATH_LM_CONTEXTS (default 256 1024); HOTPATH_LM_ARGS adds arguments to both (--bf16, sizes).
+  # HOTPATH_LM_CONTEXTS (default 256 1024); HOTPATH_LM_ARGS adds arguments to both (--bf16, sizes),
+  # HOTPATH_LM_TAG to the result files' names (one call may run several sizes);
+  # HOTPATH_LM_TORCH_COMPILE=0 leaves the Python side out.
   export HOTPATH_CACHE_DIR=/tmp/hotpath-lm-cache
   for t in ${HOTPATH_LM_CONTEXTS:-256 1024}; do
-    run "lm_hotpath_T$t" "$BUILD"/benchmarks/bench_lm --context "$t" ${HOTPATH_LM_ARGS:-} \
-      --csv "$OUT/lm_hotpath_T$t.csv" --kernels-csv "$OUT/lm_hotpath_kernels_T$t.csv"
-    grep -E "^detection|^steady|governor:|GPU-bound|host time|^kernels per step" "$OUT/lm_hotpath_T$t.txt"
-    run "lm_torch_compile_T$t" python3 benchmarks/torch_compile_lm.py --context "$t" \
-      ${HOTPATH_LM_ARGS:-} --csv "$OUT/lm_torch_compile_T$t.csv" \
-      --kernels-csv "$OUT/lm_torch_compile_kernels_T$t.csv"
-    grep -E "^(eager|compile|torch.compile)" "$OUT/lm_torch_compile_T$t.txt"
-  done | tee "$OUT/lm.txt"
+    tag="T$t${HOTPATH_LM_TAG:-}"
+    echo "== lm $tag: ${HOTPATH_LM_ARGS:-(default sizes)}"
+    run "lm_hotpath_$tag" "$BUILD"/benchmarks/bench_lm --context "$t" ${HOTPATH_LM_ARGS:-} \
+      --csv "$OUT/lm_hotpath_$tag.csv" --kernels-csv "$OUT/lm_hotpath_kernels_$tag.csv"
+    grep -E "^detection|^steady|governor:|GPU-bound|host time|^kernels per step" "$OUT/lm_hotpath_$tag.txt"
+    [[ "${HOTPATH_LM_TORCH_COMPILE:-1}" == 0 ]] && continue
+    run "lm_torch_compile_$tag" python3 benchmarks/torch_compile_lm.py --context "$t" \
+      ${HOTPATH_LM_ARGS:-} --csv "$OUT/lm_torch_compile_$tag.csv" \
+      --kernels-csv "$OUT/lm_torch_compile_kernels_$tag.csv"
+    grep -E "^(eager|compile|torch.compile)" "$OUT/lm_torch_compile_$tag.txt"
+  done | tee -a "$OUT/lm.txt"
   unset HOTPATH_CACHE_DIR
 fi
