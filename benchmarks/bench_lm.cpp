@@ -232,11 +232,12 @@ int main(int argc, char** argv) {
       quantile(block_speedups(r), 0.1), median(block_speedups(r)), quantile(block_speedups(r), 0.9),
       (long long)ops, fused_ops, groups);
   if (main_sig) {  // what the governor did meanwhile: the steady numbers include it
-    std::printf("  governor: %lld fused iterations, %lld divergences, %s%s\n",
-                (long long)main_sig->fusion.fused_iterations,
-                (long long)main_sig->fusion.divergences,
-                main_sig->fusion.reverted ? "reverted: " : "kept",
-                main_sig->fusion.reverted ? main_sig->fusion.reason.c_str() : "");
+    std::printf(
+        "  governor: first verdict %d steps after the lead; %lld of the %zu timed "
+        "steps fused; %lld fused iterations, %lld divergences, %s%s\n",
+        r.settle, (long long)r.fused_in, r.hot.size(), (long long)main_sig->fusion.fused_iterations,
+        (long long)main_sig->fusion.divergences, main_sig->fusion.reverted ? "reverted: " : "kept",
+        main_sig->fusion.reverted ? main_sig->fusion.reason.c_str() : "");
     // Its own steady-state figure, to hold against the side-by-side one above.
     for (const auto& rep : r.report.signatures) {
       if (rep.hex != main_sig->hex || rep.fused_median_ms <= 0) continue;

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hotpath/hotpath.h"
@@ -78,19 +79,37 @@ inline hotpath::Config config(const std::string& cache, bool verify, bool kernel
 
 // Eager and hotpath side by side in one process, interleaved: both step functions warm up
 // together; then hotpath runs alone until its kernels are in place (hot at iteration 10, compile
-// awaited at 10, 10 more iterations), then blocks of kBlock eager iterations (under
-// hotpath::Pause, unseen by it) alternate with blocks of kBlock hotpath iterations until each side
-// has `iters`. Both sides sample the same host and GPU conditions: a host that drifts during the
-// run moves both. GPU times from CUDA events, host times per body.
+// awaited at 10, 10 more iterations) and until its governor has given a first verdict (its
+// plain-eager blocks and eager re-timings are its own warm-up: a Pause in them would cut them
+// short), then blocks of kBlock eager iterations (under hotpath::Pause, unseen by it) alternate
+// with blocks of kBlock hotpath iterations until each side has `iters`. Both sides sample the
+// same host and GPU conditions: a host that drifts during the run moves both. GPU times from
+// CUDA events, host times per body.
 struct SideBySide {
   std::vector<double> eager, hot, eager_host, hot_host;  // the interleaved (steady) iterations
   std::vector<double> lead;                              // hotpath's first iterations
+  int settle = 0;             // iterations after the lead until the governor's first verdict
+  std::int64_t fused_in = 0;  // of the interleaved hotpath iterations, those that ran fused
   hotpath::Stats stats;
   hotpath::Report report;  // the governor's own verdicts over the same run
 };
 
 constexpr int kBlock = 10;
 constexpr int kLead = 20;
+constexpr int kMaxSettle = 150;
+
+// The fused iterations of the busiest signature so far, and whether its governor has a verdict.
+inline std::pair<std::int64_t, bool> governor_state() {
+  const auto stats = hotpath::stats();
+  const hotpath::SignatureStats* top = nullptr;
+  for (const auto& s : stats.signatures)
+    if (!top || s.ops_per_iteration * s.count > top->ops_per_iteration * top->count) top = &s;
+  if (!top) return {0, false};
+  for (const auto& r : hotpath::report().signatures)
+    if (r.hex == top->hex)
+      return {top->fusion.fused_iterations, r.verdict != hotpath::Verdict::Pending};
+  return {top->fusion.fused_iterations, false};
+}
 
 inline SideBySide side_by_side(int iters, int warmup, const std::function<void()>& eager,
                                const std::function<void()>& hot, const hotpath::Config& c) {
@@ -106,6 +125,8 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
     if (i == 10) hotpath::wait_for_compilation();  // the steady state, not the compile
   };
   r.lead = time_iterations(kLead, hot_step);
+  while (r.settle < kMaxSettle && !governor_state().second) hot_step(kLead + r.settle++);
+  const std::int64_t fused_before = governor_state().first;
   auto append = [](std::vector<double>& to, const std::vector<double>& from) {
     to.insert(to.end(), from.begin(), from.end());
   };
@@ -116,8 +137,9 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
                           kBlock, [&](int) { eager(); }, &r.eager_host));
     }
     append(r.hot, time_iterations(
-                      kBlock, [&](int i) { hot_step(kLead + done + i); }, &r.hot_host));
+                      kBlock, [&](int i) { hot_step(kLead + r.settle + done + i); }, &r.hot_host));
   }
+  r.fused_in = governor_state().first - fused_before;
   r.stats = hotpath::stats();
   r.report = hotpath::report();
   hotpath::disable_hot_path_detection();
