@@ -279,6 +279,14 @@ TEST_CASE("time spent in a Pause between iterations is not charged to the loop",
   loop.pause_ms = 50;  // would make every iteration 5x slower than eager if it counted
   loop.run(100);
   check_kept(10.0, 6.0);
+  // The Pause in every iteration cuts every plain-eager block: eager was re-timed under the hook,
+  // and the report says so.
+  const auto rep = hotpath::report();
+  REQUIRE(hot_report(rep) != nullptr);
+  CHECK_FALSE(hot_report(rep)->baseline_plain);
+  CHECK(hot_report(rep)->baseline_rebased);
+  CHECK(hotpath::format_report(*hot_report(rep)).find("re-timed under the hook") !=
+        std::string::npos);
   const auto st = hotpath::stats();
   CHECK(planned(st)->fusion.fused_iterations >= 90);
   CHECK(planned(st)->fusion.divergences == 0);
@@ -504,7 +512,21 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
     CHECK(r->speedup_low < 1.0);
     CHECK(r->speedup_high > 1.0);
     CHECK(r->verdict == hotpath::Verdict::Even);
+    CHECK(r->judged);  // kept after four rounds: no loss on evidence
     CHECK(text.find("95% interval") != std::string::npos);
+    hotpath::disable_hot_path_detection();
+  }
+  SECTION("a report before the first window is not judged, after it is") {
+    hotpath::enable_hot_path_detection(c);
+    FakeLoop loop{0, {-2.5}, one_group()};
+    loop.run(15);  // hot at 5, fused from 6: half a window
+    auto rep = hotpath::report();
+    REQUIRE(hot_report(rep) != nullptr);
+    CHECK_FALSE(hot_report(rep)->judged);
+    loop.run(40);  // the window, then the plain block to judge it against
+    rep = hotpath::report();
+    REQUIRE(hot_report(rep) != nullptr);
+    CHECK(hot_report(rep)->judged);
     hotpath::disable_hot_path_detection();
   }
   SECTION("a fused path slower beyond the noise is reverted after its first window") {

@@ -223,6 +223,9 @@ struct SignatureReport {
   // ... timed plain: a block of iterations with hotpath's hook out of the dispatch, between
   // fused ones (else under the hook, before the plan ran: interception's cost included).
   bool baseline_plain = false;
+  // ... else re-timed under the hook with every fused group off (plain eager could not be timed
+  // in this loop), which includes what interception costs every op.
+  bool baseline_rebased = false;
   int plain_blocks = 0;        // plain-eager blocks run for it (a Pause may cut one short)
   double fused_median_ms = 0;  // fused iterations, current plan
   // How sure the steady-state speedup (eager median / fused median) is: a 95% bootstrap interval
@@ -248,6 +251,10 @@ struct SignatureReport {
   std::int64_t break_even_actual = -1;
   Verdict verdict = Verdict::Pending;
   std::string reason;  // for reverts, known winners/losers, not compiled
+  // The governor has judged this run's fused path against an eager baseline timed in this run
+  // and is no longer measuring it (kept or reverted); false while it still times windows,
+  // blocks or eager again, or rests on a verdict remembered from an earlier run.
+  bool judged = false;
 };
 
 struct Report {

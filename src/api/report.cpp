@@ -73,7 +73,10 @@ std::string format_report(const SignatureReport& r) {
          << (r.plain_blocks == 1 ? " block" : " blocks") << " of iterations))\n";
     else
       os << (r.baseline_remembered ? "remembered from an earlier run"
-                                   : "measured before the plan ran")
+             : r.baseline_rebased
+                 ? "re-timed under the hook with every fused group off: interception's cost "
+                   "included, so the speedup over plain eager is smaller"
+                 : "measured under the hook before the plan ran")
          << ")\n";
     if (r.first_fused_iteration >= 0) {
       os << "Medians: eager " << ms_text(e) << ", fused " << ms_text(r.fused_median_ms)

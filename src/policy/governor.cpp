@@ -278,10 +278,12 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
       s.eager_median = prior;
       s.base.clear();
       s.baseline_remembered = true;
+      s.baseline_rebased = false;
     } else if (s.eager.size() >= kMinEager) {
       s.eager_median = median(s.eager);
       s.base = s.eager;
       s.baseline_remembered = false;
+      s.baseline_rebased = false;
     }
     if (s.eager_median > 0) {
       for (const Sample& e : s.early) s.cost_ms += e.ms - s.eager_median;
@@ -318,6 +320,7 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
       s.eager_median = median(s.eager);
       s.base = s.eager;
       s.baseline_plain = false;  // eager under the hook
+      s.baseline_rebased = true;
       s.baseline_remembered = false;
       s.baseline_fresh = true;
       s.rebased_warm = true;
@@ -423,6 +426,7 @@ void Governor::plain_result(std::uint64_t signature, std::vector<double> samples
   s.base = std::move(samples);
   s.eager_median = median(s.base);
   s.baseline_plain = true;
+  s.baseline_rebased = false;
   s.baseline_remembered = false;
   s.baseline_fresh = true;
   s.rebased_warm = true;

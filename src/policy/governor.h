@@ -117,6 +117,7 @@ class Governor {
     std::vector<RatioRound> rounds;
     int undecided = 0;
     bool baseline_remembered = false;
+    bool baseline_rebased = false;  // re-timed under the hook with every group off
     // Measured just before the window being judged. Machines drift (clocks, other work): a
     // regression against an old baseline is checked against a fresh one before anything reverts.
     bool baseline_fresh = true;

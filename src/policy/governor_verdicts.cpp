@@ -77,6 +77,7 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.hooked_eager_ms = s.hooked_median;
       r.baseline_remembered = s.baseline_remembered;
       r.baseline_plain = s.baseline_plain;
+      r.baseline_rebased = s.baseline_rebased;
       r.plain_blocks = s.plain_blocks;
       const std::vector<double> recent(s.recent.begin(), s.recent.end());
       r.fused_median_ms = median_of(recent);
@@ -103,6 +104,8 @@ void Governor::fill_report(const Stats& stats, Report& report) {
             s.first_fused + static_cast<std::int64_t>(std::ceil(s.cost_ms / saving));
       }
       r.reason = s.reason;
+      r.judged =
+          (s.phase == Phase::Settled || s.phase == Phase::Reverted) && !s.baseline_remembered;
     }
     if (!f.remembered.empty()) {
       r.reason = r.reason.empty() ? f.remembered : f.remembered + "; " + r.reason;
