@@ -98,16 +98,17 @@ constexpr int kBlock = 10;
 constexpr int kLead = 20;
 constexpr int kMaxSettle = 150;
 
-// The fused iterations of the busiest signature so far, and whether its governor has a verdict.
+// The fused iterations of the busiest signature so far, and whether the governor is done
+// measuring it (judged against this run's eager, or reverted).
 inline std::pair<std::int64_t, bool> governor_state() {
   const auto stats = hotpath::stats();
   const hotpath::SignatureStats* top = nullptr;
   for (const auto& s : stats.signatures)
     if (!top || s.ops_per_iteration * s.count > top->ops_per_iteration * top->count) top = &s;
   if (!top) return {0, false};
+  if (top->fusion.reverted) return {top->fusion.fused_iterations, true};
   for (const auto& r : hotpath::report().signatures)
-    if (r.hex == top->hex)
-      return {top->fusion.fused_iterations, r.verdict != hotpath::Verdict::Pending};
+    if (r.hex == top->hex) return {top->fusion.fused_iterations, r.judged};
   return {top->fusion.fused_iterations, false};
 }
 

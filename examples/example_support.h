@@ -110,10 +110,40 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Goes on training until the governor has judged every plan against this run's plain eager (or
+// reverted it), at most `max_steps` more steps, and says how many it took: the cross-check's
+// Pauses would cut the governor's own plain-eager blocks short, leaving it to judge against
+// eager under the hook. Returns the steps run.
+inline int settle(int max_steps, const std::function<void()>& step) {
+  auto unjudged = [] {
+    const hotpath::Stats s = hotpath::stats();
+    const hotpath::Report r = hotpath::report();
+    int n = 0;
+    for (const auto& sig : s.signatures) {
+      if (!sig.fusion.planned || sig.fusion.groups.empty() || sig.fusion.reverted) continue;
+      for (const auto& rep : r.signatures)
+        if (rep.hex == sig.hex && !rep.judged) ++n;
+    }
+    return n;
+  };
+  int steps = 0;
+  while (steps < max_steps && unjudged() > 0) {
+    step();
+    ++steps;
+  }
+  const int left = unjudged();
+  std::printf("governor: %s after %d more step(s)%s\n",
+              left == 0 ? "every plan judged" : "still measuring", steps,
+              left == 0 ? "" : " (the cross-check may cut its plain-eager blocks short)");
+  return steps;
+}
+
 // The same loop, plain eager (under hotpath::Pause: not intercepted, unseen) in blocks of 10
-// steps alternating with blocks under hotpath, `steps` a side; prints the medians of the blocks
-// and returns eager's over hotpath's (above 1: hotpath is faster). Training goes on either way.
+// steps alternating with blocks under hotpath, `steps` a side, once the governor has settled;
+// prints the medians of the blocks and returns eager's over hotpath's (above 1: hotpath is faster).
+// Training goes on either way.
 inline double cross_check(bool cuda, int steps, const std::function<void()>& step) {
+  settle(2 * steps, step);
   std::vector<double> plain, hot;
   for (int done = 0; done < steps; done += 10) {
     {
