@@ -67,15 +67,13 @@ void detection(const hotpath_examples::LmConfig& c, std::int64_t batch, bool bf1
   hotpath::Config cfg = config(cache, false);
   cfg.remember = false;  // each run finds its own way, not an earlier verdict
   hotpath::enable_hot_path_detection(cfg);
-  // The step's signature: the one of the last iteration with the most ops of the steps seen so
-  // far, not counting the first step (AdamW creates its state there: more ops, never repeated);
-  // others that turn hot are pieces of it (a detector that locked onto a sub-period).
-  std::uint64_t first_id = 0;
-  auto step_signature = [&first_id](const hotpath::Stats& s) {
+  // The step's signature: of those seen at least twice, the one with the most ops (the first
+  // step has more, AdamW creating its state there, and never repeats); others that turn hot are
+  // pieces of it (a detector that locked onto a sub-period).
+  auto step_signature = [](const hotpath::Stats& s) {
     const hotpath::SignatureStats* best = nullptr;
     for (const auto& sig : s.signatures) {
-      if (first_id == 0) first_id = sig.id;
-      if (sig.id == first_id && s.signatures.size() > 1) continue;
+      if (sig.count < 2) continue;
       if (best == nullptr || sig.ops_per_iteration > best->ops_per_iteration) best = &sig;
     }
     return best;

@@ -126,6 +126,9 @@ inline int settle(int max_steps, const std::function<void()>& step) {
     }
     return n;
   };
+  // Judged are the kernels as they will run: a compile still under way keeps the first window
+  // from starting (the interpreter stands in meanwhile), however many steps run.
+  hotpath::wait_for_compilation();
   int steps = 0;
   while (steps < max_steps && unjudged() > 0) {
     step();
