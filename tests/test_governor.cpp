@@ -555,6 +555,9 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
     CHECK(r->plain_blocks == 1);
     CHECK(r->speedup_low > 1.2);
     CHECK(r->speedup_high < 1.5);
+    CHECK(r->speedup_low <= r->speedup_judged);  // the figure lies in its own interval
+    CHECK(r->speedup_judged <= r->speedup_high);
+    CHECK(hotpath::format_report(*r).find("As judged: steady-state speedup") != std::string::npos);
     hotpath::disable_hot_path_detection();
   }
 }

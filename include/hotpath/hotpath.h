@@ -228,10 +228,11 @@ struct SignatureReport {
   bool baseline_rebased = false;
   int plain_blocks = 0;        // plain-eager blocks run for it (a Pause may cut one short)
   double fused_median_ms = 0;  // fused iterations, current plan
-  // How sure the steady-state speedup (eager median / fused median) is: a 95% bootstrap interval
-  // over the baseline's iterations and the last fused ones (0: not known, e.g. a remembered
-  // baseline), and how many samples a side it rests on.
-  double speedup_low = 0, speedup_high = 0;
+  // The steady-state speedup as the governor last judged it: windows of fused iterations, each
+  // against the eager iterations timed beside it (plain eager where the loop allows), pooled
+  // while noise left it undecided; with its 95% bootstrap interval and the samples a side it
+  // rests on (0: no verdict yet, or one on a remembered baseline).
+  double speedup_judged = 0, speedup_low = 0, speedup_high = 0;
   std::int64_t speedup_samples_fused = 0, speedup_samples_eager = 0;
   // Eager under the hook (the iterations before the plan ran, in a process still warming up):
   // against a plain baseline, what the hook costs a loop it does not fuse. 0: not timed.

@@ -93,13 +93,14 @@ std::string format_report(const SignatureReport& r) {
         os << ", not reached";
       }
       os << "\n";
-      if (r.speedup_low > 0) {
-        char buf[200];
+      if (r.speedup_judged > 0) {
+        char buf[240];
         std::snprintf(buf, sizeof buf,
-                      "Steady-state speedup %.2fx, 95%% interval %.2f-%.2fx (bootstrap over %lld "
-                      "fused and %lld eager iterations)\n",
-                      r.fused_median_ms > 0 ? e / r.fused_median_ms : 0.0, r.speedup_low,
-                      r.speedup_high, static_cast<long long>(r.speedup_samples_fused),
+                      "As judged: steady-state speedup %.2fx, 95%% interval %.2f-%.2fx (bootstrap "
+                      "over %lld fused iterations, each window against the %lld eager ones timed "
+                      "beside it)\n",
+                      r.speedup_judged, r.speedup_low, r.speedup_high,
+                      static_cast<long long>(r.speedup_samples_fused),
                       static_cast<long long>(r.speedup_samples_eager));
         os << buf;
       }
@@ -115,10 +116,11 @@ std::string format_report(const SignatureReport& r) {
   const double overall = r.warmup_ms + r.steady_ms;
   std::string steady =
       r.steady_iterations > 0 && r.fused_median_ms > 0 ? ratio(e, r.fused_median_ms) : "-";
-  if (steady != "-" && r.speedup_low > 0) {
+  if (r.speedup_judged > 0) {  // the judged figure, where there is one, and how sure it is
     char buf[64];
-    std::snprintf(buf, sizeof buf, " (95%%: %.2f-%.2fx)", r.speedup_low, r.speedup_high);
-    steady += buf;
+    std::snprintf(buf, sizeof buf, "%.2fx (95%%: %.2f-%.2fx)", r.speedup_judged, r.speedup_low,
+                  r.speedup_high);
+    steady = buf;
   }
   os << "\nVERDICT: ";
   switch (r.verdict) {

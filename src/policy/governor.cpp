@@ -494,6 +494,12 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     return;
   }
   const std::size_t windows = s.rounds.size();
+  s.verdict = iv;
+  s.verdict_fused = s.verdict_eager = 0;
+  for (const RatioRound& r : s.rounds) {
+    s.verdict_fused += static_cast<std::int64_t>(r.num.size());
+    s.verdict_eager += static_cast<std::int64_t>(r.den.size());
+  }
   s.judged.clear();
   s.rounds.clear();
   s.undecided = 0;

@@ -116,6 +116,9 @@ class Governor {
     std::vector<double> judged;
     std::vector<RatioRound> rounds;
     int undecided = 0;
+    // The last verdict's evidence (fused over eager), and the samples a side it rests on.
+    RatioInterval verdict;
+    std::int64_t verdict_fused = 0, verdict_eager = 0;
     bool baseline_remembered = false;
     bool baseline_rebased = false;  // re-timed under the hook with every group off
     // Measured just before the window being judged. Machines drift (clocks, other work): a

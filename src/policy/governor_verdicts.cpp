@@ -79,19 +79,13 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.baseline_plain = s.baseline_plain;
       r.baseline_rebased = s.baseline_rebased;
       r.plain_blocks = s.plain_blocks;
-      const std::vector<double> recent(s.recent.begin(), s.recent.end());
-      r.fused_median_ms = median_of(recent);
-      if (!s.base.empty() && !recent.empty() && s.eager_median > 0) {
-        // Against the baseline: the fused iterations of as many windows as a verdict pools at
-        // most, the latest (older ones may come from another state of the machine).
-        const std::size_t n = std::min(
-            recent.size(), static_cast<std::size_t>(config_.revert_window) * (kMaxUndecided + 1));
-        const std::vector<double> last(recent.end() - static_cast<std::ptrdiff_t>(n), recent.end());
-        const RatioInterval iv = ratio_of_medians(s.base, last, st.id);
-        r.speedup_low = iv.low;
-        r.speedup_high = iv.high;
-        r.speedup_samples_fused = static_cast<std::int64_t>(n);
-        r.speedup_samples_eager = static_cast<std::int64_t>(s.base.size());
+      r.fused_median_ms = median_of(std::vector<double>(s.recent.begin(), s.recent.end()));
+      if (s.verdict.known()) {  // the last verdict's rounds: fused windows against eager beside
+        r.speedup_judged = 1 / s.verdict.ratio;
+        r.speedup_low = 1 / s.verdict.high;
+        r.speedup_high = 1 / s.verdict.low;
+        r.speedup_samples_fused = s.verdict_fused;
+        r.speedup_samples_eager = s.verdict_eager;
       }
       r.warmup_iterations = s.warm_n;
       r.warmup_ms = s.warm_ms;
@@ -121,11 +115,16 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       }
     } else if (r.eager_median_ms <= 0 || r.fused_median_ms <= 0) {
       r.verdict = Verdict::Pending;
-    } else if (r.fused_median_ms < r.eager_median_ms * (1 - config_.revert_margin) &&
-               (r.speedup_low <= 0 || r.speedup_low > 1.0)) {
-      r.verdict = Verdict::CompileWins;  // beyond the margin, and (where known) the interval
-    } else if (r.fused_median_ms > r.eager_median_ms * (1 + config_.revert_margin) &&
-               (r.speedup_high <= 0 || r.speedup_high < 1.0)) {
+    } else if (r.speedup_judged > 0) {  // as judged: beyond the margin, and the interval agrees
+      if (r.speedup_judged > 1 / (1 - config_.revert_margin) && r.speedup_low > 1.0)
+        r.verdict = Verdict::CompileWins;
+      else if (r.speedup_judged < 1 / (1 + config_.revert_margin) && r.speedup_high < 1.0)
+        r.verdict = Verdict::EagerWins;
+      else
+        r.verdict = Verdict::Even;
+    } else if (r.fused_median_ms < r.eager_median_ms * (1 - config_.revert_margin)) {
+      r.verdict = Verdict::CompileWins;
+    } else if (r.fused_median_ms > r.eager_median_ms * (1 + config_.revert_margin)) {
       r.verdict = Verdict::EagerWins;
     } else {
       r.verdict = Verdict::Even;
