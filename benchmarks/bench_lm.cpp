@@ -238,12 +238,12 @@ int main(int argc, char** argv) {
         main_sig->fusion.reverted ? main_sig->fusion.reason.c_str() : "");
     // Its own steady-state figure, to hold against the side-by-side one above.
     for (const auto& rep : r.report.signatures) {
-      if (rep.hex != main_sig->hex || rep.fused_median_ms <= 0) continue;
+      if (rep.hex != main_sig->hex || rep.speedup_judged <= 0) continue;
       std::printf(
           "  governor's report: steady state %.3fx (95%% interval %.3f-%.3fx; eager %.3f ms %s, "
           "fused %.3f ms), verdict %s\n",
-          rep.eager_median_ms / rep.fused_median_ms, rep.speedup_low, rep.speedup_high,
-          rep.eager_median_ms, rep.baseline_plain ? "plain" : "under the hook", rep.fused_median_ms,
+          rep.speedup_judged, rep.speedup_low, rep.speedup_high, rep.eager_median_ms,
+          rep.baseline_plain ? "plain" : "under the hook", rep.fused_median_ms,
           verdict_text(rep.verdict));
     }
   }
