@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "env_var.h"
 #include "hotpath/hotpath.h"
 #include "policy/ratio_interval.h"
 #include "session/session.h"
@@ -587,4 +588,39 @@ TEST_CASE("a ratio's interval covers the truth and narrows with samples", "[gove
   CHECK(one.ratio == 0.5);
   CHECK(one.low == 0.5);
   CHECK(one.high == 0.5);
+}
+
+TEST_CASE("a group made slower on purpose is turned off within two windows", "[governor][faults]") {
+  // HOTPATH_FAULTS=slow: the plan's first group costs 2 ms more each time it runs fused; the
+  // loop (CPU plans, the real clock, ~0.1 ms an iteration) is timed as it runs. The first window
+  // against plain eager shows the loss, each group is left out for half a window, and the slow
+  // one is turned off while the other stays.
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  hotpath::disable_hot_path_detection();
+  hotpath_test::EnvVar faults("HOTPATH_FAULTS", "slow");
+  auto c = config(tmp.path());
+  c.remember = false;
+  hotpath::enable_hot_path_detection(c);
+  const auto body = two_groups();
+  int turned_off_after = -1;
+  for (int i = 0; i < 120 && turned_off_after < 0; ++i) {
+    body();
+    hotpath::step();
+    const auto st = hotpath::stats();
+    const auto* sig = planned(st);
+    if (sig != nullptr && sig->fusion.groups.size() == 2 && !sig->fusion.groups[0].active)
+      turned_off_after = static_cast<int>(sig->fusion.fused_iterations);
+  }
+  const auto st = hotpath::stats();
+  const auto* sig = planned(st);
+  REQUIRE(sig != nullptr);
+  INFO(hotpath::format_stats(st));
+  REQUIRE(sig->fusion.groups.size() == 2);
+  CHECK_FALSE(sig->fusion.groups[0].active);
+  CHECK(sig->fusion.groups[1].active);
+  CHECK_FALSE(sig->fusion.reverted);
+  // One window of 20 fused iterations, then half a window with each group left out.
+  CHECK(turned_off_after > 0);
+  CHECK(turned_off_after <= 2 * c.revert_window + 2);
+  hotpath::disable_hot_path_detection();
 }

@@ -23,9 +23,11 @@ void arm_faults_from_env() {
         f |= kFaultLaunch;
       else if (item == "oom")
         f |= kFaultOom;
+      else if (item == "slow")
+        f |= kFaultSlow;
       else
         HOTPATH_FAIL("HOTPATH_FAULTS='", v, "': unknown fault '", item,
-                     "' (nvrtc, launch, oom; comma-separated)");
+                     "' (nvrtc, launch, oom, slow; comma-separated)");
     }
   }
   faults.store(f, std::memory_order_relaxed);

@@ -4,6 +4,8 @@
 //   launch  every kernel launch fails            -> the group runs eagerly from then on
 //   oom     every deferred output's allocation throws CUDA's out-of-memory error
 //                                                -> that iteration finishes eagerly
+//   slow    a plan's first group costs 2 ms more each time it runs fused (a spin kernel on its
+//           stream; a sleep for CPU plans)       -> the governor turns it off (or the plan)
 // Nothing else reads it: a production run never pays for more than one relaxed load.
 #pragma once
 
@@ -12,7 +14,10 @@
 
 namespace hotpath::detail {
 
-enum Fault : unsigned { kFaultNvrtc = 1, kFaultLaunch = 2, kFaultOom = 4 };
+enum Fault : unsigned { kFaultNvrtc = 1, kFaultLaunch = 2, kFaultOom = 4, kFaultSlow = 8 };
+
+// What the "slow" fault adds to each fused run of a plan's first group.
+constexpr double kSlowFaultMs = 2.0;
 
 // Parses HOTPATH_FAULTS (throws hotpath::Error naming an unknown fault) and arms the faults.
 void arm_faults_from_env();

@@ -267,10 +267,12 @@ void Executor::run_group(int group) {
     launched_ = true;  // a CPU group's "kernel" is ATen's, run by materialize
     if (armed_->first_fused_iteration < 0) armed_->first_fused_iteration = iteration_;
   }
-  if (!g.gpu || !launch(g, members)) {
+  const bool launched = g.gpu && launch(g, members);
+  if (!launched) {
     materialize(members);
     ++g.eager_runs;
   }
+  if (launched || !g.gpu) slow_fault(group);  // a CPU group's ATen ops are its fused run
   forget_group(group);
 }
 

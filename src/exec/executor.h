@@ -164,6 +164,8 @@ class Executor {
   std::vector<Deferred*> members_of(int group);
   void forget_group(int group);  // its deferred members ran (launched or materialised)
   void run_group(int group);
+  // HOTPATH_FAULTS=slow (common/faults.h): after group 0 ran fused, kSlowFaultMs more.
+  void slow_fault(int group) const;
   // The groups of a batch (Plan::batches) that have deferred work, in one launch of their
   // kernel's multi entry when all have it loaded, else one by one.
   void run_batch(int batch);

@@ -1,9 +1,12 @@
 // Launching a plan's groups: a group's own kernel or the interpreter, a batch of groups in one
 // launch of the multi entry, on the current stream of the plan's device.
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "codegen/interpreter.h"
 #include "codegen/kernel.h"
@@ -111,8 +114,10 @@ void Executor::run_batch(int batch) {
     if (!args.empty())
       kernel->launch(first_block, static_cast<unsigned>(spec.block), current_stream(), params,
                      true);
-    for (std::size_t k = 0; k < args.size(); ++k)
+    for (std::size_t k = 0; k < args.size(); ++k) {
       finish(group(pending[filled[k]]), members[filled[k]], args[k], false);
+      slow_fault(pending[filled[k]]);
+    }
   } catch (const Error& e) {
     log_warn(concat("hotpath: the joint launch of kernel ", kernel->name(),
                     " failed; its groups launch one by one from now on: ", e.what()));
@@ -123,6 +128,16 @@ void Executor::run_batch(int batch) {
     }
   }
   for (int gi : pending) forget_group(gi);
+}
+
+void Executor::slow_fault(int group) const {
+  if (group != 0 || !fault_armed(kFaultSlow)) return;
+  if (!armed_->groups.front().gpu) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kSlowFaultMs));
+    return;
+  }
+  // A spin of kSlowFaultMs at 2 GHz (the H100's and H200's clocks are below it: a little more).
+  at::cuda::sleep(static_cast<std::int64_t>(kSlowFaultMs * 2e6));
 }
 
 void* Executor::current_stream() const {
