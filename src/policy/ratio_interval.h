@@ -27,8 +27,8 @@ double median_of(std::vector<double> v);
 // `level`: the interval's coverage (0.95: from the 2.5th to the 97.5th percentile of the
 // resampled ratios). Rounds with no samples on a side are left out.
 RatioInterval pooled_ratio(const std::vector<RatioRound>& rounds, std::uint64_t seed,
-                           int resamples = 1000, double level = 0.95);
+                           int resamples = 500, double level = 0.95);
 RatioInterval ratio_of_medians(const std::vector<double>& num, const std::vector<double>& den,
-                               std::uint64_t seed, int resamples = 1000, double level = 0.95);
+                               std::uint64_t seed, int resamples = 500, double level = 0.95);
 
 }  // namespace hotpath::detail
