@@ -1,0 +1,128 @@
+// The governor's tests' loop: CPU plans with a controllable clock (FakeLoop), one- and
+// two-group bodies, and readers of the stats and the report. Shared by test_governor.cpp and
+// test_governor_evidence.cpp.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hotpath/hotpath.h"
+#include "session/session.h"
+
+namespace hotpath_test {
+
+inline hotpath::Config config(const std::string& cache) {
+  hotpath::Config c;
+  c.threshold = 5;
+  c.fuse = true;
+  c.fuse_cpu = true;
+  c.cache_dir = cache;
+  c.revert_window = 20;
+  c.revert_margin = 0.03;
+  c.log_level = hotpath::LogLevel::Warn;
+  return c;
+}
+
+// Group runs so far (CPU groups run through the executor: eager_runs) of the busiest signature.
+inline std::vector<std::int64_t> group_runs() {
+  const auto s = hotpath::stats();
+  std::vector<std::int64_t> runs;
+  for (const auto& sig : s.signatures) {
+    if (!sig.fusion.planned) continue;
+    for (const auto& g : sig.fusion.groups) runs.push_back(g.launches + g.eager_runs);
+  }
+  return runs;
+}
+
+// Runs `iterations` of `body` with a fake clock: 10 ms per iteration plus deltas[g] for each
+// group g that ran fused in it.
+struct FakeLoop {
+  double now = 0;
+  std::vector<double> deltas;
+  std::function<void()> body;
+  double base = 10.0;  // an eager iteration
+  // The first cold_iterations cost cold_ms more (a process warming up).
+  int cold_iterations = 0;
+  double cold_ms = 0;
+  // Every pause_every-th iteration is preceded by pause_ms of work under hotpath::Pause.
+  int pause_every = 0;
+  double pause_ms = 0;
+  // Each iteration's time is scaled by (1 + jitter * u), u uniform in [-1, 1] (a noisy host).
+  double jitter = 0;
+  std::mt19937 rng{7};
+
+  void run(int iterations) {
+    hotpath::detail::thread_session()->governor.set_clock([this] { return now; });
+    hotpath::step();  // the first boundary
+    for (int i = 0; i < iterations; ++i) {
+      if (pause_every > 0 && i % pause_every == 0) {
+        hotpath::Pause pause;
+        auto unseen = torch::randn({8}).sin();
+        now += pause_ms;
+      }
+      const auto before = group_runs();
+      body();
+      const auto after = group_runs();
+      double cost = base + (i < cold_iterations ? cold_ms : 0.0);
+      for (std::size_t g = 0; g < after.size() && g < deltas.size(); ++g) {
+        const std::int64_t was = g < before.size() ? before[g] : 0;
+        if (after[g] > was) cost += deltas[g];
+      }
+      if (jitter > 0) cost *= 1 + jitter * std::uniform_real_distribution<double>(-1, 1)(rng);
+      now += cost;
+      hotpath::step();
+    }
+  }
+};
+
+// One group: a pointwise chain.
+inline std::function<void()> one_group() {
+  auto x = torch::randn({32, 32});
+  return [x] { auto y = (x * 1.5 + 0.5).relu(); };
+}
+
+// Two groups, separated by a matmul (a group boundary).
+inline std::function<void()> two_groups() {
+  auto x = torch::randn({32, 32});
+  auto w = torch::randn({32, 32});
+  return [x, w] {
+    auto a = (x * 1.5 + 0.5).relu();
+    auto b = torch::mm(a, w);
+    auto c = (b * 0.5 - 1.0).sigmoid();
+  };
+}
+
+inline const hotpath::SignatureStats* planned(const hotpath::Stats& s) {
+  for (const auto& sig : s.signatures)
+    if (sig.fusion.planned) return &sig;
+  return nullptr;
+}
+
+inline const hotpath::SignatureReport* hot_report(const hotpath::Report& r) {
+  for (const auto& sig : r.signatures)
+    if (sig.hot_at_iteration >= 0) return &sig;
+  return nullptr;
+}
+
+// The plan was kept, judged against an eager baseline of `eager` ms and fused at `fused` ms.
+inline void check_kept(double eager, double fused) {
+  const auto st = hotpath::stats();
+  const auto* sig = planned(st);
+  REQUIRE(sig != nullptr);
+  CHECK_FALSE(sig->fusion.reverted);
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  CHECK(r->eager_median_ms == Approx(eager));
+  CHECK(r->fused_median_ms == Approx(fused));
+  INFO(hotpath::format_report(*r));
+  CHECK(r->verdict == hotpath::Verdict::CompileWins);
+}
+
+}  // namespace hotpath_test

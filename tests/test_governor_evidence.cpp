@@ -1,0 +1,148 @@
+// How sure the governor's verdicts are: noisy loops pool more rounds before a verdict, clear
+// losses and wins are judged after one window, the ratio's bootstrap interval covers the truth,
+// and a group made slower on purpose (HOTPATH_FAULTS=slow) is turned off.
+#include "env_var.h"
+#include "governor_support.h"
+#include "policy/ratio_interval.h"
+#include "temp_dir.h"
+
+using namespace hotpath_test;
+
+TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss reverts at once",
+          "[governor][interval]") {
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  hotpath::disable_hot_path_detection();
+  auto c = config(tmp.path());
+  c.remember = false;
+
+  SECTION("a fused path within the noise is neither reverted nor called a win") {
+    hotpath::enable_hot_path_detection(c);
+    // Fused 9.9 ms vs 10 ms eager, every iteration +-30%: one window and one block of 10 cannot
+    // tell them apart; a coin flip would revert or keep at random.
+    FakeLoop loop{0, {-0.1}, one_group()};
+    loop.jitter = 0.3;
+    loop.run(220);
+    const auto st = hotpath::stats();
+    const auto* sig = planned(st);
+    REQUIRE(sig != nullptr);
+    CHECK_FALSE(sig->fusion.reverted);
+    const auto rep = hotpath::report();
+    const auto* r = hot_report(rep);
+    REQUIRE(r != nullptr);
+    const std::string text = hotpath::format_report(*r);
+    INFO(text);
+    CHECK(r->plain_blocks >= 2);  // more evidence was gathered before deciding
+    CHECK(r->speedup_low < 1.0);
+    CHECK(r->speedup_high > 1.0);
+    CHECK(r->verdict == hotpath::Verdict::Even);
+    CHECK(r->judged);  // kept after four rounds: no loss on evidence
+    CHECK(text.find("95% interval") != std::string::npos);
+    hotpath::disable_hot_path_detection();
+  }
+  SECTION("a report before the first window is not judged, after it is") {
+    hotpath::enable_hot_path_detection(c);
+    FakeLoop loop{0, {-2.5}, one_group()};
+    loop.run(15);  // hot at 5, fused from 6: half a window
+    auto rep = hotpath::report();
+    REQUIRE(hot_report(rep) != nullptr);
+    CHECK_FALSE(hot_report(rep)->judged);
+    loop.run(40);  // the window, then the plain block to judge it against
+    rep = hotpath::report();
+    REQUIRE(hot_report(rep) != nullptr);
+    CHECK(hot_report(rep)->judged);
+    hotpath::disable_hot_path_detection();
+  }
+  SECTION("a fused path slower beyond the noise is reverted after its first window") {
+    hotpath::enable_hot_path_detection(c);
+    FakeLoop loop{0, {2.5}, one_group()};  // 12.5 ms vs 10 ms, +-10% each iteration
+    loop.jitter = 0.1;
+    loop.run(80);
+    const auto st = hotpath::stats();
+    const auto* sig = planned(st);
+    REQUIRE(sig != nullptr);
+    CHECK(sig->fusion.reverted);
+    CHECK(sig->fusion.reason.find(" at 95%) over 1 window(s)") != std::string::npos);
+    CHECK(sig->fusion.fused_iterations <= 21);  // one window, and the iteration before the block
+    hotpath::disable_hot_path_detection();
+  }
+  SECTION("a fused path faster beyond the noise is kept after its first window") {
+    hotpath::enable_hot_path_detection(c);
+    FakeLoop loop{0, {-2.5}, one_group()};  // 7.5 ms vs 10 ms, +-10% each iteration
+    loop.jitter = 0.1;
+    loop.run(80);
+    const auto rep = hotpath::report();
+    const auto* r = hot_report(rep);
+    REQUIRE(r != nullptr);
+    INFO(hotpath::format_report(*r));
+    CHECK(r->verdict == hotpath::Verdict::CompileWins);
+    CHECK(r->plain_blocks == 1);
+    CHECK(r->speedup_low > 1.2);
+    CHECK(r->speedup_high < 1.5);
+    CHECK(r->speedup_low <= r->speedup_judged);  // the figure lies in its own interval
+    CHECK(r->speedup_judged <= r->speedup_high);
+    CHECK(hotpath::format_report(*r).find("As judged: steady-state speedup") != std::string::npos);
+    hotpath::disable_hot_path_detection();
+  }
+}
+
+TEST_CASE("a ratio's interval covers the truth and narrows with samples", "[governor][interval]") {
+  std::mt19937 rng(11);
+  auto draw = [&](double centre, int n) {
+    std::vector<double> v;
+    for (int i = 0; i < n; ++i) v.push_back(centre * (1 + 0.2 * std::normal_distribution<>()(rng)));
+    return v;
+  };
+  const auto few = hotpath::detail::ratio_of_medians(draw(8, 10), draw(10, 10), 1);
+  const auto many = hotpath::detail::ratio_of_medians(draw(8, 400), draw(10, 400), 1);
+  CHECK(few.low < 0.8);
+  CHECK(few.high > 0.8);
+  CHECK(many.low < 0.8);
+  CHECK(many.high > 0.8);
+  CHECK(many.high - many.low < 0.5 * (few.high - few.low));
+  CHECK(many.ratio == Approx(0.8).epsilon(0.05));
+  // The same samples and seed give the same interval; no samples give none.
+  const auto a = draw(8, 30), b = draw(10, 30);
+  CHECK(hotpath::detail::ratio_of_medians(a, b, 5).low ==
+        hotpath::detail::ratio_of_medians(a, b, 5).low);
+  CHECK_FALSE(hotpath::detail::ratio_of_medians({}, b, 5).known());
+  CHECK_FALSE(hotpath::detail::ratio_of_medians(a, {}, 5).known());
+  const auto one = hotpath::detail::ratio_of_medians({3.0}, {6.0}, 5);
+  CHECK(one.ratio == 0.5);
+  CHECK(one.low == 0.5);
+  CHECK(one.high == 0.5);
+}
+
+TEST_CASE("a group made slower on purpose is turned off within two windows", "[governor][faults]") {
+  // HOTPATH_FAULTS=slow: the plan's first group costs 2 ms more each time it runs fused; the
+  // loop (CPU plans, the real clock, ~0.1 ms an iteration) is timed as it runs. The first window
+  // against plain eager shows the loss, each group is left out for half a window, and the slow
+  // one is turned off while the other stays.
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  hotpath::disable_hot_path_detection();
+  hotpath_test::EnvVar faults("HOTPATH_FAULTS", "slow");
+  auto c = config(tmp.path());
+  c.remember = false;
+  hotpath::enable_hot_path_detection(c);
+  const auto body = two_groups();
+  int turned_off_after = -1;
+  for (int i = 0; i < 120 && turned_off_after < 0; ++i) {
+    body();
+    hotpath::step();
+    const auto st = hotpath::stats();
+    const auto* sig = planned(st);
+    if (sig != nullptr && sig->fusion.groups.size() == 2 && !sig->fusion.groups[0].active)
+      turned_off_after = static_cast<int>(sig->fusion.fused_iterations);
+  }
+  const auto st = hotpath::stats();
+  const auto* sig = planned(st);
+  REQUIRE(sig != nullptr);
+  INFO(hotpath::format_stats(st));
+  REQUIRE(sig->fusion.groups.size() == 2);
+  CHECK_FALSE(sig->fusion.groups[0].active);
+  CHECK(sig->fusion.groups[1].active);
+  CHECK_FALSE(sig->fusion.reverted);
+  // One window of 20 fused iterations, then half a window with each group left out.
+  CHECK(turned_off_after > 0);
+  CHECK(turned_off_after <= 2 * c.revert_window + 2);
+  hotpath::disable_hot_path_detection();
+}
