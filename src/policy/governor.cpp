@@ -349,7 +349,10 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
 void Governor::judge_window(std::uint64_t signature, Sig& s) {
   const double m = median(s.window);
   const double e = s.eager_median;
-  if (s.phase != Phase::Trial) s.judged = s.window;
+  if (s.phase == Phase::Trial)
+    s.trial_samples[s.trial_pos] = s.window;
+  else
+    s.judged = s.window;
   s.window.clear();
   const auto plan = plans_.groups(signature);
   const std::size_t groups = plan ? plan->size() : 0;
@@ -365,10 +368,14 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
       apply(signature, s);
       return;
     }
-    // A group loses when leaving it out saves more than half the margin.
+    // A group loses when leaving it out saves more than half the margin, by the whole interval
+    // of the ratio (a sleep's jitter is no saving).
     std::vector<std::string> losers;
+    const double saves = 1 - 0.5 * config_.revert_margin * e / s.trial_base;
     for (std::size_t i = 0; i < s.trial_groups.size(); ++i) {
-      if (s.trial_result[i] < s.trial_base - 0.5 * config_.revert_margin * e) {
+      const RatioInterval iv =
+          ratio_of_medians(s.trial_samples[i], s.trial_base_samples, signature + i);
+      if (s.trial_result[i] < s.trial_base * saves && (!iv.known() || iv.high < saves)) {
         const int g = s.trial_groups[i];
         s.active[static_cast<std::size_t>(g)] = false;
         losers.push_back((*plan)[static_cast<std::size_t>(g)].name);
@@ -500,6 +507,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     s.verdict_fused += static_cast<std::int64_t>(r.num.size());
     s.verdict_eager += static_cast<std::int64_t>(r.den.size());
   }
+  std::vector<double> window = std::move(s.judged);
   s.judged.clear();
   s.rounds.clear();
   s.undecided = 0;
@@ -521,6 +529,8 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
       s.trial_pos = 0;
       s.trial_base = m;
       s.trial_result.assign(candidates.size(), 0);
+      s.trial_base_samples = std::move(window);
+      s.trial_samples.assign(candidates.size(), {});
       s.active[static_cast<std::size_t>(candidates[0])] = false;
       apply(signature, s);
       return;

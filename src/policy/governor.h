@@ -136,6 +136,10 @@ class Governor {
     std::size_t trial_pos = 0;
     double trial_base = 0;
     std::vector<double> trial_result;
+    // Their samples: the window that lost, and each half window with one group left out (a
+    // group loses only when the interval of its ratio to that window says so).
+    std::vector<double> trial_base_samples;
+    std::vector<std::vector<double>> trial_samples;
     std::vector<bool> active;
     std::vector<bool> saved_active;  // during Rebase
     // Totals of timed iterations before (warm-up) and from (steady) the first fused one.
