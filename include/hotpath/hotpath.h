@@ -226,8 +226,13 @@ struct SignatureReport {
   // ... else re-timed under the hook with every fused group off (plain eager could not be timed
   // in this loop), which includes what interception costs every op.
   bool baseline_rebased = false;
-  int plain_blocks = 0;        // plain-eager blocks run for it (a Pause may cut one short)
-  double fused_median_ms = 0;  // fused iterations, current plan
+  int plain_blocks = 0;  // plain-eager blocks run for it (a Pause may cut one short)
+  // ... of them, counted by the iteration marker in an unmarked loop (the loop ran as without
+  // hotpath, but for one small kernel per call of the iteration's first operator; the others
+  // were counted by a RecordFunction callback, whose cost on every op their times include)
+  int plain_blocks_marked = 0;
+  int plain_blocks_dropped = 0;  // ... dropped: the marker's count proved wrong
+  double fused_median_ms = 0;    // fused iterations, current plan
   // The steady-state speedup as the governor last judged it: windows of fused iterations, each
   // against the eager iterations timed beside it (plain eager where the loop allows), pooled
   // while noise left it undecided; with its 95% bootstrap interval and the samples a side it

@@ -70,7 +70,14 @@ std::string format_report(const SignatureReport& r) {
     os << "(No Compile: the eager median, " << ms_text(e) << ", times the iterations; ";
     if (r.baseline_plain)
       os << "timed plain, with hotpath out of the dispatch (" << r.plain_blocks
-         << (r.plain_blocks == 1 ? " block" : " blocks") << " of iterations))\n";
+         << (r.plain_blocks == 1 ? " block" : " blocks") << " of iterations"
+         << (r.plain_blocks_marked > 0
+                 ? ", " + std::to_string(r.plain_blocks_marked) + " counted by the iteration marker"
+                 : std::string())
+         << (r.plain_blocks_dropped > 0
+                 ? ", " + std::to_string(r.plain_blocks_dropped) + " dropped: miscounted"
+                 : std::string())
+         << "))\n";
     else
       os << (r.baseline_remembered ? "remembered from an earlier run"
              : r.baseline_rebased

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "dispatch/hook_key.h"
 #include "dispatch/op_call.h"
+#include "dispatch/plain_block.h"
 
 namespace hotpath::detail {
 namespace {
@@ -53,27 +54,16 @@ thread_local Aside tls_aside;
 // About one op in this many runs the wake-up check while standing aside.
 constexpr double kWakeSampling = 1e-3;
 
-// Plain-eager blocks (start_plain_block): one at a time in the process.
-struct PlainCount {
-  std::atomic<bool> active{false};
-  std::atomic<bool> off_seen{false};
-  std::thread::id owner;
-  int iterations = 0, seen = 0;
-  std::vector<std::string> passes;  // first op of each forward pass of an iteration
-  std::size_t next_pass = 0;
-  std::function<void()> on_tick, on_end;
-};
-PlainCount plain_count;
-thread_local bool tls_plain_returned = false;
-thread_local std::optional<at::CallbackHandle> tls_plain_callback;
-
 std::mutex registration_mu;
 std::optional<c10::RegistrationHandleRAII> registration;
 int attached_threads = 0;
 
 // The fallback goes with the last thread that used it.
 void release_thread_locked() {
-  if (--attached_threads == 0) registration.reset();
+  if (--attached_threads == 0) {
+    release_marks();
+    registration.reset();
+  }
 }
 
 }  // namespace
@@ -238,46 +228,6 @@ std::unique_ptr<at::ObserverContext> wake_check(const at::RecordFunction&) {
   return nullptr;
 }
 
-std::unique_ptr<at::ObserverContext> count_plain(const at::RecordFunction& fn) {
-  PlainCount& p = plain_count;
-  if (!p.active.load(std::memory_order_relaxed)) return nullptr;
-  if (!c10::GradMode::is_enabled()) {  // backward (on autograd's threads too), optimizer
-    p.off_seen.store(true, std::memory_order_relaxed);
-    return nullptr;
-  }
-  if (!p.off_seen.load(std::memory_order_relaxed) || std::this_thread::get_id() != p.owner ||
-      std::strcmp(fn.name(), p.passes[p.next_pass].c_str()) != 0)
-    return nullptr;
-  p.off_seen.store(false, std::memory_order_relaxed);
-  const bool iteration_starts = p.next_pass == 0;
-  p.next_pass = (p.next_pass + 1) % p.passes.size();
-  if (!iteration_starts) return nullptr;
-  if (++p.seen < p.iterations) {
-    p.on_tick();  // another iteration of the block starts with this op
-    return nullptr;
-  }
-  // The iteration after the block starts with this op: the block is over.
-  p.active.store(false, std::memory_order_relaxed);
-  p.on_end();
-  c10::impl::tls_set_dispatch_key_included(kHookKey, true);
-  tls_plain_returned = true;
-  return nullptr;
-}
-
-void drop_plain_callback() {
-  if (tls_plain_callback) at::removeCallback(*tls_plain_callback);
-  tls_plain_callback.reset();
-}
-
-// Ends the calling thread's plain-eager block, if it runs one; whether it did.
-bool stop_plain_count() {
-  tls_plain_returned = false;
-  if (!tls_plain_callback) return false;
-  plain_count.active.store(false);
-  drop_plain_callback();
-  return true;
-}
-
 void drop_wake_callback() {
   if (tls_aside.callback) at::removeCallback(*tls_aside.callback);
   tls_aside.callback.reset();
@@ -319,11 +269,7 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const bool owner = static_cast<bool>(tls_owner.session);
   bool back_from_plain = false, back_from_aside = false;
   if (owner) {
-    if (tls_plain_returned) {
-      tls_plain_returned = false;
-      drop_plain_callback();
-      back_from_plain = true;
-    }
+    back_from_plain = take_plain_return();
     if (tls_aside.returned) {
       tls_aside.returned = false;
       drop_wake_callback();
@@ -392,6 +338,7 @@ void detach_locked() {
   drop_wake_callback();
   tls_aside = Aside{};
   stop_plain_count();
+  unmark_current_thread();
   if (tls_owner.info) {
     // Our entry is on top unless the caller pushed debug info since enabling and is still in
     // that scope; then it stays, inert (it holds a session nobody feeds from this thread).
@@ -486,32 +433,6 @@ void stand_aside_current_thread(double seconds) {
 
 bool standing_aside() { return tls_aside.active; }
 
-bool start_plain_block(const std::vector<std::string>& pass_starts, int iterations,
-                       std::function<void()> on_tick, std::function<void()> on_end) {
-  if (!tls_owner.session || plain_count.active.load() || tls_plain_callback || pass_starts.empty())
-    return false;
-  PlainCount& p = plain_count;
-  p.owner = std::this_thread::get_id();
-  p.iterations = iterations;
-  p.seen = 0;
-  p.passes = pass_starts;
-  p.next_pass = 1 % pass_starts.size();  // the first pass's first op has run
-  p.on_tick = std::move(on_tick);
-  p.on_end = std::move(on_end);
-  p.off_seen.store(false);
-  p.active.store(true);
-  tls_plain_callback = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(&count_plain).scopes({at::RecordScope::FUNCTION}));
-  c10::impl::tls_set_dispatch_key_included(kHookKey, false);
-  return true;
-}
-
-bool cancel_plain_block() {
-  if (!stop_plain_count()) return false;
-  c10::impl::tls_set_dispatch_key_included(kHookKey, true);
-  return true;
-}
-
 void hook_current_thread(bool on) {
   if (tls_owner.session) c10::impl::tls_set_dispatch_key_included(kHookKey, on);
 }
@@ -519,11 +440,13 @@ void hook_current_thread(bool on) {
 bool pause_current_thread() {
   const bool was = c10::impl::tls_is_dispatch_key_excluded(kHookKey);
   c10::impl::tls_set_dispatch_key_excluded(kHookKey, true);
+  pause_marks(true);
   return was;
 }
 
 void resume_current_thread(bool was_paused) {
   c10::impl::tls_set_dispatch_key_excluded(kHookKey, was_paused);
+  pause_marks(was_paused);
 }
 
 }  // namespace hotpath::detail

@@ -16,6 +16,13 @@ namespace hotpath::detail {
 
 inline constexpr c10::DispatchKey kHookKey = c10::DispatchKey::Fake;
 
+// The key of the iteration marker (plain_block.h): one operator's calls are counted on it while
+// the hook is out of the dispatch. It sits above autograd (it sees the calls the loop makes, fused
+// or not, and those kernels make); every other operator falls through it at no cost.
+// TESTING_ONLY_GenericMode is free in LibTorch 2.11 and 2.15 (only ATen's own tests register on
+// it). The marker is optional: where the key is taken, plain blocks count with RecordFunction.
+inline constexpr c10::DispatchKey kMarkKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
+
 // Why the calling thread cannot be hooked through kHookKey, or empty when it can:
 // `foreign_fallback`: a fallback that is not hotpath's is registered on the key;
 // `included_by_others`: the key is switched on in the thread's dispatch and hotpath did not do it

@@ -133,11 +133,11 @@ void Executor::run_batch(int batch) {
 void Executor::slow_fault(int group) const {
   if (group != 0 || !fault_armed(kFaultSlow)) return;
   if (!armed_->groups.front().gpu) {
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kSlowFaultMs));
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(slow_fault_ms()));
     return;
   }
-  // A spin of kSlowFaultMs at 2 GHz (the H100's and H200's clocks are below it: a little more).
-  at::cuda::sleep(static_cast<std::int64_t>(kSlowFaultMs * 2e6));
+  // A spin of slow_fault_ms() at 2 GHz (the H100's and H200's clocks are below it: a little more).
+  at::cuda::sleep(static_cast<std::int64_t>(slow_fault_ms() * 2e6));
 }
 
 void* Executor::current_stream() const {

@@ -23,6 +23,7 @@ struct PlanOp {
   std::uint64_t input_key = 0;            // operator + input metadata + non-scalar arguments
   std::uint64_t key = 0;                  // ... + output metadata (OpRecord::key)
   std::string_view op_name, op_overload;  // the dispatcher's strings (OpRecord::name)
+  bool grad_enabled = true;               // recorded with grad mode on (a forward op)
   std::vector<ValueRef> refs;    // per recorded input: relative producer, or -(k+1) outside
   int group = -1;                // fusion group, or -1 (eager)
   bool launch = false;           // the group's last member: its kernel runs here

@@ -146,6 +146,7 @@ void build_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>
     p.key = r.key;
     p.op_name = r.name;
     p.op_overload = r.overload;
+    p.grad_enabled = r.grad_enabled;
     for (const auto& in : r.inputs) p.refs.push_back(in.ref);
     p.outs.assign(r.outputs.begin(), r.outputs.end());
     p.out_alias = r.output_alias.empty() ? -1 : r.output_alias[0];

@@ -19,7 +19,6 @@ constexpr std::size_t kEagerCap = 1024;     // baseline samples kept
 constexpr std::size_t kMinEager = 1;        // baseline samples needed before judging
 constexpr std::size_t kTrustedEager = 5;    // ... to prefer them over a remembered baseline
 constexpr std::size_t kEventPool = 128;     // CUDA events kept for reuse
-constexpr int kPlainTries = 3;              // plain-eager blocks cut short before giving up
 constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tried group by group
 
 double median(std::vector<double> v) { return median_of(std::move(v)); }
@@ -104,72 +103,6 @@ void Governor::stamp(std::int64_t index) {
   while (stamps_.size() > 64) stamps_.pop_front();
 }
 
-void Governor::set_plain_blocks(std::function<bool()> possible) {
-  std::lock_guard<std::mutex> lock(mu_);
-  plain_possible_ = std::move(possible);
-}
-
-int Governor::take_plain_block(std::uint64_t signature) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = sigs_.find(signature);
-  if (it == sigs_.end() || it->second.phase != Phase::Plain || it->second.plain_started) return 0;
-  it->second.plain_started = true;
-  ++it->second.plain_blocks;
-  plain_wanted_.store(std::any_of(sigs_.begin(), sigs_.end(),
-                                  [](const auto& kv) {
-                                    return kv.second.phase == Phase::Plain &&
-                                           !kv.second.plain_started;
-                                  }),
-                      std::memory_order_relaxed);
-  PlainBlock b;
-  b.signature = signature;
-  b.iterations = std::max(10, config_.revert_window / 2);
-  plain_blocks_.push_back(b);
-  return b.iterations;
-}
-
-void Governor::plain_block_begin(std::int64_t index) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!plain_blocks_.empty()) plain_blocks_.back().a = take_stamp(index);
-}
-
-void Governor::plain_block_tick() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!plain_blocks_.empty() && !plain_blocks_.back().ended)
-    plain_blocks_.back().ticks.push_back(take_stamp(-1));
-}
-
-void Governor::plain_block_end() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (plain_blocks_.empty()) return;
-  plain_blocks_.back().b = take_stamp(-1);
-  plain_blocks_.back().ended = true;
-  drain(false);
-}
-
-void Governor::plain_block_cancel() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (plain_blocks_.empty() || plain_blocks_.back().ended) return;
-  const std::uint64_t signature = plain_blocks_.back().signature;
-  plain_blocks_.pop_back();
-  const auto it = sigs_.find(signature);
-  if (it == sigs_.end() || it->second.phase != Phase::Plain) return;
-  Sig& s = it->second;
-  if (++s.plain_cancelled < kPlainTries) {
-    s.plain_started = false;  // asked for again
-    plain_wanted_.store(true, std::memory_order_relaxed);
-    return;
-  }
-  // The loop pauses in every block (a comparison model stepped under Pause each iteration):
-  // the baseline stays the one measured under the hook.
-  s.plain_never = true;
-  s.phase = s.before_plain == Phase::Settled ? Phase::Settled : Phase::Measuring;
-  log_info(concat("hotpath: signature ", short_hex(signature),
-                  ": plain eager cannot be timed (a Pause in every block); judged against eager "
-                  "under the hook"));
-  decide(signature, s);
-}
-
 void Governor::note_pause(std::int64_t index) {
   std::lock_guard<std::mutex> lock(mu_);
   if (pauses_.empty() || pauses_.back() != index) pauses_.push_back(index);
@@ -206,7 +139,8 @@ void Governor::on_iteration(const IterationEvent& c) {
 }
 
 void Governor::drain(bool block) {
-  while (!plain_blocks_.empty() && plain_blocks_.front().ended) {
+  while (!plain_blocks_.empty() && plain_blocks_.front().ended &&
+         !plain_blocks_.front().awaits_check) {
     const PlainBlock& b = plain_blocks_.front();
     // One sample per iteration where each iteration's start was stamped, else the block's mean.
     std::vector<const Stamp*> marks{&b.a};
@@ -412,36 +346,6 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
   // windows are judged against the last block (a new one only when they look slower).
   const bool pool_block = s.undecided > 0 && s.phase != Phase::Settled;
   if ((!s.baseline_plain || recheck || pool_block) && want_plain(signature, s)) return;
-  decide(signature, s);
-}
-
-bool Governor::want_plain(std::uint64_t signature, Sig& s) {
-  if (s.plain_never || !plain_possible_ || !plain_possible_()) return false;
-  const double m = median(s.judged);
-  s.before_plain = s.phase;
-  s.phase = Phase::Plain;
-  s.plain_started = false;
-  plain_wanted_.store(true, std::memory_order_relaxed);
-  log_debug(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
-                   "; timing plain eager (hook out of the dispatch) to judge it"));
-  return true;
-}
-
-void Governor::plain_result(std::uint64_t signature, std::vector<double> samples) {
-  Sig& s = sigs_[signature];
-  if (s.phase != Phase::Plain || samples.empty()) return;
-  s.base = std::move(samples);
-  s.eager_median = median(s.base);
-  s.baseline_plain = true;
-  s.baseline_rebased = false;
-  s.baseline_remembered = false;
-  s.baseline_fresh = true;
-  s.rebased_warm = true;
-  s.windows_since_plain = 0;
-  s.phase = s.before_plain == Phase::Settled ? Phase::Settled : Phase::Measuring;
-  log_info(concat("hotpath: signature ", short_hex(signature), ": plain eager ",
-                  ms_text(s.eager_median), " per iteration over ", s.base.size(),
-                  " iteration(s) (hook out of the dispatch), fused ", ms_text(median(s.judged))));
   decide(signature, s);
 }
 

@@ -66,11 +66,18 @@ class Governor {
   bool plain_block_wanted() const { return plain_wanted_.load(std::memory_order_relaxed); }
   // Iterations of the block `signature` wants now (0: none); the caller starts it.
   int take_plain_block(std::uint64_t signature);
-  // The block's first iteration starts before op `index`; its last one ended (the op after
-  // it, or step()).
-  void plain_block_begin(std::int64_t index);
+  // The block's first iteration starts before op `index` (counted by the iteration marker
+  // from the start: by_marks); its last one ended (the op after it, or step()).
+  void plain_block_begin(std::int64_t index, bool by_marks = false);
   void plain_block_tick();  // another of the block's iterations starts (a sample per iteration)
-  void plain_block_end();
+  // The iteration marker, having learned its count in the block's first iterations, counts the
+  // rest: the block is timed from here, `iterations` long.
+  void plain_block_restart(int iterations);
+  // awaits_check: the marker ended it; its samples wait for plain_block_checked.
+  void plain_block_end(bool awaits_check = false);
+  // Whether the block the marker ended did end at an iteration start (the ops after it are the
+  // iteration's): its samples count, or it is dropped and asked for again.
+  void plain_block_checked(bool ok);
   void plain_block_cancel();  // the block taken could not start
 
  private:
@@ -157,6 +164,8 @@ class Governor {
     Phase before_plain = Phase::Measuring;
     int plain_cancelled = 0;      // blocks cut short by a Pause
     int plain_blocks = 0;         // blocks begun (a Pause may cut one short)
+    int plain_marked = 0;         // ... counted by the iteration marker
+    int plain_dropped = 0;        // ... dropped: the marker's count was off
     bool plain_never = false;     // ... too often: judged against eager under the hook
     int windows_since_plain = 0;  // judged against the block's baseline since it ran
     int recheck_after = 5;        // windows until plain eager is timed again (doubles)
@@ -167,6 +176,7 @@ class Governor {
     Stamp a, b;
     std::vector<Stamp> ticks;  // starts of its iterations after the first
     bool ended = false;
+    bool awaits_check = false;  // plain_block_checked
   };
 
   Stamp take_stamp(std::int64_t index);

@@ -79,6 +79,8 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.baseline_plain = s.baseline_plain;
       r.baseline_rebased = s.baseline_rebased;
       r.plain_blocks = s.plain_blocks;
+      r.plain_blocks_marked = s.plain_marked;
+      r.plain_blocks_dropped = s.plain_dropped;
       r.fused_median_ms = median_of(std::vector<double>(s.recent.begin(), s.recent.end()));
       if (s.verdict.known()) {  // the last verdict's rounds: fused windows against eager beside
         r.speedup_judged = 1 / s.verdict.ratio;

@@ -10,6 +10,8 @@ void Session::on_op(OpCall& call) {
   if (call.owner) {
     if (call.back_from_plain) back_from_plain_block();
     if (call.back_from_aside) back_from_aside();
+    // Ops under a Pause are no iteration's: the check goes on after one.
+    if (check_.plan) check_after_block(call.record());
     if (aside_due() && !standing_aside()) {
       stand_aside();  // the hook is out of the dispatch from the next op on
       call.run_eager();
@@ -161,14 +163,38 @@ bool Session::start_plain_block(std::int64_t index) {
   if (recorder.marked()) return false;  // step() counts the block (boundary)
   const std::uint64_t sig = recorder.position().predicted_signature;
   const auto plan = executor.plan(sig);
-  if (!plan || plan->pass_starts.empty()) return false;
+  if (!plan || plan->pass_starts.empty() || plan->ops.empty()) return false;
+  // The iteration marker counts the block where it can: on the iteration's first operator, which
+  // starts its first forward pass. Marked only now, this call of it went unseen: the block
+  // starts with the next iteration.
+  std::int64_t& per = marks_per_iteration_[sig];
+  const PlanOp& first = plan->ops.front();
+  bool by_marks = false;
+  if (per >= 0 && first.op_name == plan->pass_starts.front()) {
+    const Marker m = mark_operator(std::string(first.op_name), std::string(first.op_overload));
+    if (m == Marker::Fresh) return false;
+    by_marks = m == Marker::Counting;
+  }
   const int n = governor.take_plain_block(sig);
   if (n == 0) return false;
   executor.flush();
-  governor.plain_block_begin(index);
-  if (!::hotpath::detail::start_plain_block(
-          plan->pass_starts, n, [this] { governor.plain_block_tick(); },
-          [this] { governor.plain_block_end(); })) {
+  governor.plain_block_begin(index, by_marks && per > 0);
+  PlainBlockSpec spec;
+  spec.pass_starts = plan->pass_starts;
+  spec.iterations = n;
+  spec.by_marks = by_marks;
+  spec.marks_per_iteration = by_marks ? per : 0;
+  spec.on_tick = [this] { governor.plain_block_tick(); };
+  spec.on_end = [this, plan](PlainEnd how) {
+    governor.plain_block_end(how != PlainEnd::Counted);
+    if (how == PlainEnd::Marked) check_ = BlockCheck{plan, 1};
+    if (how == PlainEnd::Miscounted) marker_failed(*plan, "a marked call with grad mode off");
+  };
+  spec.on_marks = [this, sig](std::int64_t count, int left) {
+    marks_per_iteration_[sig] = count;
+    governor.plain_block_restart(left);
+  };
+  if (!::hotpath::detail::start_plain_block(std::move(spec))) {
     governor.plain_block_cancel();
     return false;
   }
@@ -176,6 +202,31 @@ bool Session::start_plain_block(std::int64_t index) {
 }
 
 void Session::back_from_plain_block() { recorder.resume_after_block(); }
+
+void Session::check_after_block(const OpRecord& rec) {
+  const Plan& plan = *check_.plan;
+  const PlanOp& want = plan.ops[check_.next];
+  if (rec.input_key != want.input_key) {
+    marker_failed(plan, concat(rec.name, " where the plan has ", want.op_name));
+    return;
+  }
+  ++check_.next;
+  if (check_.next == plan.ops.size() || check_.next > kCheckOps ||
+      !plan.ops[check_.next].grad_enabled) {
+    check_ = BlockCheck{};
+    governor.plain_block_checked(true);
+  }
+}
+
+void Session::marker_failed(const Plan& plan, const std::string& what) {
+  log_info(concat("hotpath: signature ", plan.hex,
+                  ": a plain-eager block counted by the iteration marker ended away from an "
+                  "iteration start (",
+                  what, "); its times are dropped and its blocks count with RecordFunction"));
+  marks_per_iteration_[plan.signature] = -1;
+  check_ = BlockCheck{};
+  governor.plain_block_checked(false);
+}
 
 void Session::cancel_plain_block() {
   if (plain_steps_left_ > 0) {  // a marked loop's: the iteration under way was partly unseen

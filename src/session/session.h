@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -80,6 +81,10 @@ struct Session final : OpSink, PlanControl {
   // boundary in a marked loop; back_from_plain_block runs before the first op seen again.
   bool start_plain_block(std::int64_t index);
   void back_from_plain_block();
+  // After a block the iteration marker ended: whether the ops seen since are the iteration's
+  // (the owner's first forward ops of the plan), for the governor's plain_block_checked.
+  void check_after_block(const OpRecord& rec);
+  void marker_failed(const Plan& plan, const std::string& what);  // drops the block
   // A Pause began: a block running is dropped (its time would include the pause's) and the
   // governor asks for another.
   void cancel_plain_block();
@@ -101,6 +106,14 @@ struct Session final : OpSink, PlanControl {
   std::atomic<bool> aside_now_{false};
   // A plain-eager block in a loop marked with step(): iterations left to count (0: none).
   int plain_steps_left_ = 0;
+  // The iteration marker's calls per iteration, learned per signature (0: not yet, -1: its
+  // count proved wrong; owner thread), and the check of a block it ended.
+  std::map<std::uint64_t, std::int64_t> marks_per_iteration_;
+  struct BlockCheck {
+    std::shared_ptr<const Plan> plan;
+    std::size_t next = 0;  // the plan op the next owner op must be
+  } check_;
+  static constexpr std::size_t kCheckOps = 32;
 };
 
 // The calling thread's session (kept after disable), or nullptr. For tests and tools.

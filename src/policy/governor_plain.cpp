@@ -1,0 +1,150 @@
+// The governor's plain-eager blocks: asked for when a window of fused iterations is to be judged,
+// run by the session (the loop with the hook out of the dispatch), and turned into the baseline.
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "policy/governor.h"
+#include "trace/signature.h"
+
+namespace hotpath::detail {
+namespace {
+constexpr int kPlainTries = 3;  // plain-eager blocks cut short before giving up
+}  // namespace
+
+void Governor::set_plain_blocks(std::function<bool()> possible) {
+  std::lock_guard<std::mutex> lock(mu_);
+  plain_possible_ = std::move(possible);
+}
+
+int Governor::take_plain_block(std::uint64_t signature) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = sigs_.find(signature);
+  if (it == sigs_.end() || it->second.phase != Phase::Plain || it->second.plain_started) return 0;
+  it->second.plain_started = true;
+  ++it->second.plain_blocks;
+  plain_wanted_.store(std::any_of(sigs_.begin(), sigs_.end(),
+                                  [](const auto& kv) {
+                                    return kv.second.phase == Phase::Plain &&
+                                           !kv.second.plain_started;
+                                  }),
+                      std::memory_order_relaxed);
+  PlainBlock b;
+  b.signature = signature;
+  b.iterations = std::max(10, config_.revert_window / 2);
+  plain_blocks_.push_back(b);
+  return b.iterations;
+}
+
+void Governor::plain_block_begin(std::int64_t index, bool by_marks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (plain_blocks_.empty()) return;
+  plain_blocks_.back().a = take_stamp(index);
+  if (!by_marks) return;
+  if (const auto it = sigs_.find(plain_blocks_.back().signature); it != sigs_.end())
+    ++it->second.plain_marked;
+}
+
+void Governor::plain_block_tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!plain_blocks_.empty() && !plain_blocks_.back().ended)
+    plain_blocks_.back().ticks.push_back(take_stamp(-1));
+}
+
+void Governor::plain_block_end(bool awaits_check) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (plain_blocks_.empty()) return;
+  plain_blocks_.back().b = take_stamp(-1);
+  plain_blocks_.back().ended = true;
+  plain_blocks_.back().awaits_check = awaits_check;
+  drain(false);
+}
+
+void Governor::plain_block_restart(int iterations) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (plain_blocks_.empty() || plain_blocks_.back().ended) return;
+  PlainBlock& b = plain_blocks_.back();
+  b.a = take_stamp(-1);
+  b.ticks.clear();
+  b.iterations = iterations;
+  if (const auto it = sigs_.find(b.signature); it != sigs_.end()) ++it->second.plain_marked;
+}
+
+void Governor::plain_block_checked(bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto b = std::find_if(plain_blocks_.begin(), plain_blocks_.end(),
+                              [](const PlainBlock& p) { return p.awaits_check; });
+  if (b == plain_blocks_.end()) return;
+  if (ok) {
+    b->awaits_check = false;
+    drain(false);
+    return;
+  }
+  // Its iterations were miscounted: no sample; the block is asked for again.
+  const std::uint64_t signature = b->signature;
+  plain_blocks_.erase(b);
+  const auto it = sigs_.find(signature);
+  if (it == sigs_.end()) return;
+  Sig& s = it->second;
+  ++s.plain_dropped;
+  if (s.plain_marked > 0) --s.plain_marked;
+  if (s.phase != Phase::Plain) return;
+  s.plain_started = false;
+  plain_wanted_.store(true, std::memory_order_relaxed);
+}
+
+void Governor::plain_block_cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (plain_blocks_.empty() || plain_blocks_.back().ended) return;
+  const std::uint64_t signature = plain_blocks_.back().signature;
+  plain_blocks_.pop_back();
+  const auto it = sigs_.find(signature);
+  if (it == sigs_.end() || it->second.phase != Phase::Plain) return;
+  Sig& s = it->second;
+  if (++s.plain_cancelled < kPlainTries) {
+    s.plain_started = false;  // asked for again
+    plain_wanted_.store(true, std::memory_order_relaxed);
+    return;
+  }
+  // The loop pauses in every block (a comparison model stepped under Pause each iteration):
+  // the baseline stays the one measured under the hook.
+  s.plain_never = true;
+  s.phase = s.before_plain == Phase::Settled ? Phase::Settled : Phase::Measuring;
+  log_info(concat("hotpath: signature ", short_hex(signature),
+                  ": plain eager cannot be timed (a Pause in every block); judged against eager "
+                  "under the hook"));
+  decide(signature, s);
+}
+
+bool Governor::want_plain(std::uint64_t signature, Sig& s) {
+  if (s.plain_never || !plain_possible_ || !plain_possible_()) return false;
+  const double m = median_of(s.judged);
+  s.before_plain = s.phase;
+  s.phase = Phase::Plain;
+  s.plain_started = false;
+  plain_wanted_.store(true, std::memory_order_relaxed);
+  log_debug(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),
+                   "; timing plain eager (hook out of the dispatch) to judge it"));
+  return true;
+}
+
+void Governor::plain_result(std::uint64_t signature, std::vector<double> samples) {
+  Sig& s = sigs_[signature];
+  if (s.phase != Phase::Plain || samples.empty()) return;
+  s.base = std::move(samples);
+  s.eager_median = median_of(s.base);
+  s.baseline_plain = true;
+  s.baseline_rebased = false;
+  s.baseline_remembered = false;
+  s.baseline_fresh = true;
+  s.rebased_warm = true;
+  s.windows_since_plain = 0;
+  s.phase = s.before_plain == Phase::Settled ? Phase::Settled : Phase::Measuring;
+  log_info(concat("hotpath: signature ", short_hex(signature), ": plain eager ",
+                  ms_text(s.eager_median), " per iteration over ", s.base.size(),
+                  " iteration(s) (hook out of the dispatch), fused ",
+                  ms_text(median_of(s.judged))));
+  decide(signature, s);
+}
+
+}  // namespace hotpath::detail

@@ -1,0 +1,138 @@
+// Plain-eager blocks of an unmarked loop (no step()): the iteration marker counts them, so the
+// loop runs without a RecordFunction callback on every op; a marker whose count is wrong loses
+// its block, never the training; the slow fault takes its size.
+#include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include "common/faults.h"
+#include "dispatch/hook_key.h"
+#include "env_var.h"
+#include "governor_support.h"
+#include "temp_dir.h"
+
+using namespace hotpath_test;
+
+namespace {
+
+// What the loop saw of hotpath at the top of each iteration.
+struct Seen {
+  int hook_out = 0;                // the hook out of the dispatch: a plain block runs
+  int hook_out_no_callback = 0;    // ... with no RecordFunction callback: counted by the marker
+  int hook_out_with_callback = 0;  // ... with one: counted by RecordFunction
+};
+
+// The MLP of "an unmarked training loop is judged against itself" (test_governor.cpp), on the
+// CPU, for `steps` steps; returns its parameters.
+std::vector<torch::Tensor> train(bool hot, int steps, const std::string& cache, Seen& seen,
+                                 hotpath::Report& report) {
+  torch::manual_seed(3);
+  torch::nn::Sequential model(torch::nn::Linear(16, 32), torch::nn::GELU(),
+                              torch::nn::Linear(32, 16));
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-2));
+  auto x = torch::randn({8, 16}), y = torch::randn({8, 16});
+  auto c = config(cache);
+  c.threshold = 3;
+  c.revert_window = 10;
+  c.remember = false;
+  c.stand_aside = false;
+  hotpath::disable_hot_path_detection();
+  if (hot) hotpath::enable_hot_path_detection(c);
+  for (int i = 0; i < steps; ++i) {
+    if (hot && !c10::impl::tls_is_dispatch_key_included(hotpath::detail::kHookKey)) {
+      ++seen.hook_out;
+      if (at::hasThreadLocalCallbacks())
+        ++seen.hook_out_with_callback;
+      else
+        ++seen.hook_out_no_callback;
+    }
+    opt.zero_grad();
+    torch::mse_loss(model->forward(x), y).backward();
+    opt.step();
+  }
+  if (hot) report = hotpath::report();
+  hotpath::disable_hot_path_detection();
+  std::vector<torch::Tensor> p;
+  for (auto& t : model->parameters()) p.push_back(t.detach().clone());
+  return p;
+}
+
+void check_same(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(torch::equal(a[i], b[i]));
+}
+
+}  // namespace
+
+TEST_CASE("an unmarked loop's plain blocks are counted by the iteration marker",
+          "[governor][plain]") {
+  // The first block counts its first two iterations with RecordFunction while the marker learns
+  // how many calls of the iteration's first operator an iteration makes; from then on only the
+  // marker counts: the loop runs plain with no callback on its ops.
+  const TempDir tmp("hotpath-plain-test");
+  Seen none, seen;
+  hotpath::Report unused, report;
+  const auto eager = train(false, 100, tmp.path(), none, unused);
+  const auto fused = train(true, 100, tmp.path(), seen, report);
+  const auto* r = hot_report(report);
+  REQUIRE(r != nullptr);
+  INFO(hotpath::format_report(*r));
+  INFO("plain iterations seen: " << seen.hook_out << ", with a callback "
+                                 << seen.hook_out_with_callback);
+  CHECK(r->baseline_plain);
+  CHECK(r->plain_blocks >= 1);
+  CHECK(r->plain_blocks_marked == r->plain_blocks);
+  CHECK(r->plain_blocks_dropped == 0);
+  // Each block has 10 iterations; the top of the first one is inside the hooked op that started
+  // the block, and only the learning block's next two iterations had the callback.
+  CHECK(seen.hook_out >= 9 * r->plain_blocks);
+  CHECK(seen.hook_out_with_callback <= 2);
+  CHECK(seen.hook_out_no_callback >= 7 * r->plain_blocks);
+  CHECK(hotpath::format_report(*r).find("counted by the iteration marker") != std::string::npos);
+  check_same(fused, eager);
+}
+
+TEST_CASE("a marker whose count is wrong loses its block, not the training", "[governor][plain]") {
+  // HOTPATH_FAULTS=marks: the learned count is one too many, so the block ends away from an
+  // iteration start. The ops after it are not the iteration's: the block's times are dropped,
+  // and the next block counts with RecordFunction.
+  const TempDir tmp("hotpath-plain-test");
+  Seen none, seen;
+  hotpath::Report unused, report;
+  const auto eager = train(false, 100, tmp.path(), none, unused);
+  EnvVar faults("HOTPATH_FAULTS", "marks");
+  const auto fused = train(true, 100, tmp.path(), seen, report);
+  const auto* r = hot_report(report);
+  REQUIRE(r != nullptr);
+  INFO(hotpath::format_report(*r));
+  CHECK(r->plain_blocks_dropped == 1);
+  CHECK(r->plain_blocks_marked == 0);
+  CHECK(r->plain_blocks >= 2);
+  CHECK(r->baseline_plain);  // from a block counted with RecordFunction
+  CHECK(seen.hook_out_with_callback >= 10);
+  CHECK(hotpath::format_report(*r).find("1 dropped: miscounted") != std::string::npos);
+  check_same(fused, eager);
+}
+
+TEST_CASE("the slow fault takes its size in milliseconds", "[faults]") {
+  using hotpath::detail::arm_faults_from_env;
+  {
+    EnvVar f("HOTPATH_FAULTS", "slow");
+    arm_faults_from_env();
+    CHECK(hotpath::detail::fault_armed(hotpath::detail::kFaultSlow));
+    CHECK(hotpath::detail::slow_fault_ms() == hotpath::detail::kSlowFaultMs);
+  }
+  {
+    EnvVar f("HOTPATH_FAULTS", "marks,slow:25.5");
+    arm_faults_from_env();
+    CHECK(hotpath::detail::fault_armed(hotpath::detail::kFaultSlow));
+    CHECK(hotpath::detail::fault_armed(hotpath::detail::kFaultMarks));
+    CHECK(hotpath::detail::slow_fault_ms() == 25.5);
+  }
+  for (const char* bad : {"slow:", "slow:0", "slow:-3", "slow:2ms", "slow:5000"}) {
+    EnvVar f("HOTPATH_FAULTS", bad);
+    CHECK_THROWS_WITH(arm_faults_from_env(), Catch::Contains("wants the milliseconds to add"));
+  }
+  EnvVar f("HOTPATH_FAULTS", "");
+  arm_faults_from_env();
+  CHECK(hotpath::detail::armed_faults() == 0);
+}
