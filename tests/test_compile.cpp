@@ -270,3 +270,24 @@ TEST_CASE("the kernel cache: a missing, read-only or truncated directory", "[fus
   CHECK_NOTHROW(not_dir.store(key, "cubin"));
   CHECK_FALSE(not_dir.load(key).has_value());
 }
+
+TEST_CASE("a plan's kernels compile in the order that saves the most first", "[fusion][compile]") {
+  // Groups the interpreter cannot run wait for their own kernels eagerly: they go first; then
+  // the rest; the larger groups first within each; CPU groups compile nothing.
+  hotpath::detail::Plan plan;
+  auto group = [&](int ops, bool gpu, bool interpretable) {
+    hotpath::detail::PlanGroup g;
+    g.ops.resize(static_cast<std::size_t>(ops));
+    g.gpu = gpu;
+    if (!interpretable) g.spec.not_interpretable = "a row kernel";
+    plan.groups.push_back(std::move(g));
+  };
+  group(3, true, true);    // 0
+  group(5, true, true);    // 1
+  group(2, true, false);   // 2
+  group(9, false, false);  // 3: CPU
+  group(4, true, false);   // 4
+  group(5, true, true);    // 5: ties with 1, after it
+  CHECK(hotpath::detail::compile_order(plan) == std::vector<int>{4, 2, 1, 5, 0});
+  CHECK(hotpath::detail::compile_order(hotpath::detail::Plan{}).empty());
+}

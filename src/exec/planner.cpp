@@ -1,5 +1,6 @@
 #include "exec/planner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -245,6 +246,19 @@ void build_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>
       ms_text(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()),
       ")", plan->device_index >= 0 ? "; compiling in the background" : ""));
+}
+
+std::vector<int> compile_order(const Plan& plan) {
+  std::vector<int> order;
+  for (std::size_t i = 0; i < plan.groups.size(); ++i)
+    if (plan.groups[i].gpu) order.push_back(static_cast<int>(i));
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const PlanGroup& ga = plan.groups[static_cast<std::size_t>(a)];
+    const PlanGroup& gb = plan.groups[static_cast<std::size_t>(b)];
+    if (ga.spec.interpretable() != gb.spec.interpretable()) return !ga.spec.interpretable();
+    return ga.ops.size() > gb.ops.size();
+  });
+  return order;
 }
 
 }  // namespace hotpath::detail

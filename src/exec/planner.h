@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "exec/plan.h"
 #include "hotpath/hotpath.h"
@@ -22,5 +23,11 @@ void build_plan(Plan& plan, const HotTrace& trace, const std::optional<PlanPrior
 // together, at the last one's last op, in one launch of the kernel's multi entry. Only GPU
 // groups; none of a batch may touch what another writes (their order is then the GPU's).
 void plan_batches(const Graph& g, Plan& plan);
+
+// The order in which the plan's GPU groups get their own kernels (compiled, loaded, published):
+// what saves the most first. A group the interpreter cannot run (a row or column kernel) runs
+// eagerly until its kernel is in, so those come first; then the rest; within each, the groups
+// that replace the most ops' launches first (ties: plan order).
+std::vector<int> compile_order(const Plan& plan);
 
 }  // namespace hotpath::detail
