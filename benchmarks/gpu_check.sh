@@ -4,7 +4,7 @@
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example overhead fusion breakdown
-# and, when asked for, compare and lm (see below).
+# and, when asked for, verdicts, compare and lm (see below).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -14,7 +14,7 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$FINAL"/ 2>/dev/null' EXIT
 # What has been written so far goes back even if the call is cut short: the archive is made
 # again after every program.
 save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
@@ -120,6 +120,34 @@ if want programs; then
     run "program_$p" "$BUILD"/examples/$p
     grep -E "summary|cross-check|standing aside|VERDICT" "$OUT/program_$p.txt" | tail -6
   done | tee "$OUT/programs.txt"
+  unset HOTPATH_CACHE_DIR
+fi
+
+# The governor on whole programs (issue "An honest governor"): a plan made slower on purpose
+# (HOTPATH_FAULTS=slow:<ms>, common/faults.h) is reverted on the LM and loses its slow group on the
+# MLP; the MLP example's break-even after hot, three runs with a cold cache and three warm.
+if want verdicts; then
+  export HOTPATH_CACHE_DIR=/tmp/hotpath-verdicts-cache
+  rm -rf "$HOTPATH_CACHE_DIR"
+  HOTPATH_FAULTS=slow:${HOTPATH_SLOW_LM_MS:-60} HOTPATH_LOG_LEVEL=info run verdict_lm_slow \
+    "$BUILD"/examples/transformer_lm --steps 150 --cross-check 0
+  HOTPATH_FAULTS=slow:3 HOTPATH_LOG_LEVEL=info run verdict_mlp_slow \
+    "$BUILD"/examples/mlp_training --iterations 300
+  rm -rf "$HOTPATH_CACHE_DIR"
+  for r in cold1 warm1 cold2 warm2 cold3 warm3; do
+    [[ $r == cold* ]] && rm -rf "$HOTPATH_CACHE_DIR"
+    run "breakeven_$r" "$BUILD"/examples/mlp_training --iterations 300
+  done
+  {
+    for f in verdict_lm_slow verdict_mlp_slow; do
+      echo "== $f"
+      grep -E "loses|back to eager|reverted|plain eager .* per iteration|VERDICT|fused median .* vs" "$OUT/$f.txt" | head -12
+    done
+    echo "== break-even of the MLP example (300 iterations), cold and warm cache"
+    for r in cold1 warm1 cold2 warm2 cold3 warm3; do
+      echo "$r: $(grep -m1 -oE 'hot at iteration [0-9]+, fused from iteration [0-9]+' "$OUT/breakeven_$r.txt") | $(grep -m1 -oE 'reached at iteration [0-9]+ \([0-9]+ after hot\)' "$OUT/breakeven_$r.txt") | $(grep -m1 -E '^VERDICT' "$OUT/breakeven_$r.txt")"
+    done
+  } | tee "$OUT/verdicts.txt"
   unset HOTPATH_CACHE_DIR
 fi
 
