@@ -148,6 +148,9 @@ struct FusionStats {
   std::string reason;
   // The plan came from a verdict of an earlier run ("known winner" / "known loser").
   std::string remembered;
+  // Why the interpreter no longer stands in for kernels still compiling (its iterations were
+  // slower than eager: those groups ran eagerly until their kernels were in); empty if it does.
+  std::string stand_in_off;
   std::vector<GroupStats> groups;
 };
 

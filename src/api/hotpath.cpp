@@ -172,13 +172,15 @@ std::string format_stats(const Stats& s) {
     } else if (f.planned) {
       os << "  " << f.groups.size() << " fused group(s), " << f.fused_ops << " ops";
       if (!f.groups.empty() && !f.compiled) {
-        os << ", compiling (the interpreter runs them meanwhile)";
+        os << (f.stand_in_off.empty() ? ", compiling (the interpreter runs them meanwhile)"
+                                      : ", compiling (they run eagerly meanwhile)");
       } else if (!f.groups.empty()) {
         os << ", compiled in " << static_cast<long long>(f.compile_ms + 0.5) << " ms";
         if (f.kernels_from_cache > 0) os << " (" << f.kernels_from_cache << " from cache)";
       }
       if (f.reverted) os << ", REVERTED (" << f.reason << ")";
       if (!f.remembered.empty()) os << ", " << f.remembered;
+      if (!f.stand_in_off.empty()) os << ", no interpreter stand-in (" << f.stand_in_off << ")";
       if (f.first_fused_iteration >= 0) os << ", fused since iteration " << f.first_fused_iteration;
       os << ", " << f.fused_iterations << " fused iteration(s), " << f.divergences
          << " divergence(s)";

@@ -57,6 +57,7 @@ int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
 }  // namespace
 
 void Executor::apply_requests(Plan& plan) {
+  plan.stand_in = plan.requested_stand_in;
   if (plan.requested_epoch == plan.epoch) return;
   for (std::size_t g = 0; g < plan.groups.size() && g < plan.requested_active.size(); ++g)
     plan.groups[g].active = plan.requested_active[g] && plan.groups[g].active_default;

@@ -58,6 +58,9 @@ class Executor {
                           const std::string& reason = {});
   // The signature runs eagerly from the next iteration start on (its plan is kept, not rebuilt).
   void revert(std::uint64_t signature, const std::string& reason);
+  // No interpreter for the plan's groups still compiling, from the next iteration start on: they
+  // run eagerly until their own kernels are in (`reason`: why, for stats()).
+  void no_stand_in(std::uint64_t signature, const std::string& reason);
   // The training thread waited `ms` for compiles: charged to every plan not ready yet.
   std::vector<std::uint64_t> pending_plans() const;
   void add_stall(const std::vector<std::uint64_t>& signatures, double ms);

@@ -177,8 +177,9 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   // The group's own kernel once the worker has loaded it, else the interpreter.
   const int state = g.state->load(std::memory_order_acquire);
   const CudaModule* kernel = state == kLoaded ? g.module.get() : nullptr;
-  const CudaModule* interpreter =
-      kernel == nullptr && g.spec.interpretable() ? armed_->interpreter.get() : nullptr;
+  const CudaModule* interpreter = kernel == nullptr && g.spec.interpretable() && armed_->stand_in
+                                      ? armed_->interpreter.get()
+                                      : nullptr;
   // An iteration that ran a group on a stand-in while its kernel compiles is not the final
   // configuration's: the governor does not judge it.
   if (state == kCompiling) {

@@ -110,6 +110,11 @@ struct Plan {
   std::int64_t requested_epoch = 0;
   std::int64_t epoch = 0;  // configuration of the groups' activity in force
   bool reverted = false;
+  // Whether the interpreter stands in for kernels still compiling (else their groups run eagerly
+  // meanwhile): the governor turns it off where its iterations are slower than eager. Why, if off.
+  bool stand_in = true;
+  bool requested_stand_in = true;  // under the executor's lock; applied with requested_active
+  std::string stand_in_off;
   bool counted = false;  // in the executor's count of plans that may run (set before ready)
   std::string reason;
   std::string remembered;  // "known winner ..." / "known loser ..." from an earlier run

@@ -103,6 +103,7 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.reverted = p.reverted;
     sig.fusion.reason = p.reason;
     sig.fusion.remembered = p.remembered;
+    sig.fusion.stand_in_off = p.stand_in_off;
     for (const PlanGroup& g : p.groups) {
       GroupStats gs;
       gs.name = g.name;
@@ -157,6 +158,14 @@ void Executor::revert(std::uint64_t signature, const std::string& reason) {
   plan.reverted = true;
   plan.reason = reason;
   if (armed_ != it->second) uncount_if_reverted(plan);  // else when it is disarmed
+}
+
+void Executor::no_stand_in(std::uint64_t signature, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  if (it == plans_.end()) return;
+  it->second->requested_stand_in = false;
+  it->second->stand_in_off = reason;
 }
 
 void Executor::uncount_if_reverted(Plan& plan) {

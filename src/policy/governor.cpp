@@ -20,6 +20,7 @@ constexpr std::size_t kMinEager = 1;        // baseline samples needed before ju
 constexpr std::size_t kTrustedEager = 5;    // ... to prefer them over a remembered baseline
 constexpr std::size_t kEventPool = 128;     // CUDA events kept for reuse
 constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tried group by group
+constexpr std::size_t kStandInSamples = 5;  // stand-in iterations before they are judged
 
 double median(std::vector<double> v) { return median_of(std::move(v)); }
 
@@ -233,6 +234,10 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     if (s.hot_count >= 0 && p.it.count > s.hot_count) s.early.push_back({p.it.count, ms});
     return;
   }
+  if (p.fused && !p.final_tiers && !s.stand_in_judged && s.phase != Phase::Reverted) {
+    s.stand_in.push_back(ms);
+    if (s.stand_in.size() >= kStandInSamples) judge_stand_in(p.it.signature, s);
+  }
   s.steady_n++;
   s.steady_ms += ms;
   if (s.eager_median > 0 && s.phase != Phase::Reverted) {
@@ -347,6 +352,23 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
   const bool pool_block = s.undecided > 0 && s.phase != Phase::Settled;
   if ((!s.baseline_plain || recheck || pool_block) && want_plain(signature, s)) return;
   decide(signature, s);
+}
+
+void Governor::judge_stand_in(std::uint64_t signature, Sig& s) {
+  s.stand_in_judged = true;
+  // Against eager under the hook (the iterations before the plan ran): without the stand-in its
+  // groups run eagerly under the hook too.
+  const double eager = s.hooked_median > 0 ? s.hooked_median : s.eager_median;
+  if (eager <= 0) return;
+  const double m = median(s.stand_in);
+  if (m <= eager * (1 + config_.revert_margin)) return;
+  const std::string why = concat("its iterations took ", ms_text(m), " against ", ms_text(eager),
+                                 " eager under the hook");
+  plans_.no_stand_in(signature, why);
+  log_info(
+      concat("hotpath: signature ", short_hex(signature),
+             ": the interpreter standing in for kernels still compiling is slower than eager (",
+             why, "); those groups run eagerly until their kernels are in"));
 }
 
 void Governor::decide(std::uint64_t signature, Sig& s) {

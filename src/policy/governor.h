@@ -149,6 +149,10 @@ class Governor {
     std::vector<std::vector<double>> trial_samples;
     std::vector<bool> active;
     std::vector<bool> saved_active;  // during Rebase
+    // Iterations that ran the interpreter for kernels still compiling, until judged against eager
+    // under the hook (judge_stand_in).
+    std::vector<double> stand_in;
+    bool stand_in_judged = false;
     // Totals of timed iterations before (warm-up) and from (steady) the first fused one.
     std::int64_t warm_n = 0, steady_n = 0;
     double warm_ms = 0, steady_ms = 0;
@@ -184,6 +188,8 @@ class Governor {
   void process(const Pending& p, double ms, bool cuda);
   void fused_sample(std::uint64_t signature, Sig& s, double ms);
   void judge_window(std::uint64_t signature, Sig& s);
+  // Stand-in iterations slower than eager under the hook: their groups wait eagerly instead.
+  void judge_stand_in(std::uint64_t signature, Sig& s);
   void decide(std::uint64_t signature, Sig& s);  // the judged windows vs the baseline
   void plain_result(std::uint64_t signature, std::vector<double> samples);
   // Asks for a plain-eager block to judge the judged windows against, if the loop allows one.

@@ -34,6 +34,8 @@ class PlanControl {
                                   const std::string& reason) = 0;
   // The signature runs eagerly from the next iteration start on.
   virtual void revert(std::uint64_t signature, const std::string& reason) = 0;
+  // Groups still compiling run eagerly from the next iteration start on, not on the interpreter.
+  virtual void no_stand_in(std::uint64_t signature, const std::string& reason) = 0;
 };
 
 }  // namespace hotpath::detail

@@ -75,6 +75,10 @@ void Session::revert(std::uint64_t signature, const std::string& reason) {
   executor.revert(signature, reason);
 }
 
+void Session::no_stand_in(std::uint64_t signature, const std::string& reason) {
+  executor.no_stand_in(signature, reason);
+}
+
 void Session::due(std::string why) {
   std::lock_guard<std::mutex> lock(aside_mu);
   if (!aside_enabled) return;
