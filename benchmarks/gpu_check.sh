@@ -134,6 +134,10 @@ if want verdicts; then
   HOTPATH_FAULTS=slow:3 HOTPATH_LOG_LEVEL=info run verdict_mlp_slow \
     "$BUILD"/examples/mlp_training --iterations 300
   rm -rf "$HOTPATH_CACHE_DIR"
+  # The iterations around the switch, cold then warm (per-iteration times in the debug log).
+  HOTPATH_LOG_LEVEL=debug run switch_cold "$BUILD"/examples/mlp_training --iterations 200
+  HOTPATH_LOG_LEVEL=debug run switch_warm "$BUILD"/examples/mlp_training --iterations 200
+  rm -rf "$HOTPATH_CACHE_DIR"
   for r in cold1 warm1 cold2 warm2 cold3 warm3; do
     [[ $r == cold* ]] && rm -rf "$HOTPATH_CACHE_DIR"
     run "breakeven_$r" "$BUILD"/examples/mlp_training --iterations 300
@@ -142,6 +146,10 @@ if want verdicts; then
     for f in verdict_lm_slow verdict_mlp_slow; do
       echo "== $f"
       grep -E "loses|back to eager|reverted|plain eager .* per iteration|VERDICT|fused median .* vs" "$OUT/$f.txt" | head -12
+    done
+    for f in switch_cold switch_warm; do
+      echo "== $f"
+      grep -E "stand-in|standing in|kernel\(s\) ready|running from|iteration [0-9]+: |^VERDICT|reached at" "$OUT/$f.txt" | head -40
     done
     echo "== break-even of the MLP example (300 iterations), cold and warm cache"
     for r in cold1 warm1 cold2 warm2 cold3 warm3; do
