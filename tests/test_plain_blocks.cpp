@@ -1,6 +1,7 @@
-// Plain-eager blocks of an unmarked loop (no step()): the iteration marker counts them, so the
+// Plain-eager blocks: in an unmarked loop (no step()) the iteration marker counts them, so the
 // loop runs without a RecordFunction callback on every op; a marker whose count is wrong loses
-// its block, never the training; the slow fault takes its size.
+// its block, never the training; a block a Pause cuts keeps what it finished; the verdict's
+// evidence is judged against a fresh block; the slow fault takes its size.
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
@@ -135,4 +136,58 @@ TEST_CASE("the slow fault takes its size in milliseconds", "[faults]") {
   EnvVar f("HOTPATH_FAULTS", "");
   arm_faults_from_env();
   CHECK(hotpath::detail::armed_faults() == 0);
+}
+
+TEST_CASE("a plain-eager block a Pause cuts keeps the iterations it finished",
+          "[governor][plain]") {
+  // A loop that pauses every 7 steps (a cross-check, a comparison model) cuts every block of 10
+  // iterations; the iterations a block finished before the pause are plain eager all the same,
+  // so the baseline is plain eager timed beside the fused windows, not eager under the hook.
+  const TempDir tmp("hotpath-plain-test");
+  hotpath::disable_hot_path_detection();
+  auto c = config(tmp.path());
+  c.remember = false;
+  hotpath::enable_hot_path_detection(c);
+  FakeLoop loop{0, {-4.0}, one_group()};  // fused: 6 ms vs 10 ms eager
+  loop.pause_every = 7;
+  loop.pause_ms = 50;  // would make the iteration it falls in 6x slower if it counted
+  loop.run(150);
+  check_kept(10.0, 6.0);
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  INFO(hotpath::format_report(*r));
+  CHECK(r->baseline_plain);
+  CHECK_FALSE(r->baseline_rebased);
+  CHECK(r->speedup_samples_eager >= 3);
+  CHECK(r->speedup_samples_eager <= 6);
+  CHECK(r->speedup_judged == Approx(10.0 / 6.0));
+  hotpath::disable_hot_path_detection();
+}
+
+TEST_CASE("the verdict's evidence is the last round judged against a fresh block",
+          "[governor][plain]") {
+  // The process warms up after the first verdict: eager and fused both take a quarter less.
+  // Windows judged against the block timed before (10 ms) would claim 10 / 4.5 = 2.2x; the
+  // speedup is 1.67x throughout, and the report says what the last fresh round said.
+  const TempDir tmp("hotpath-plain-test");
+  hotpath::disable_hot_path_detection();
+  auto c = config(tmp.path());
+  c.remember = false;
+  hotpath::enable_hot_path_detection(c);
+  FakeLoop loop{0, {-4.0}, one_group()};  // fused: 6 ms vs 10 ms eager
+  loop.run(70);
+  const auto first = hotpath::report();
+  REQUIRE(hot_report(first) != nullptr);
+  REQUIRE(hot_report(first)->speedup_judged == Approx(10.0 / 6.0));
+  loop.base = 7.5;
+  loop.deltas = {-3.0};  // fused 4.5 ms
+  loop.run(60);          // three more windows, judged against the old block (re-timed after five)
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  INFO(hotpath::format_report(*r));
+  CHECK(r->fused_median_ms == Approx(4.5));
+  CHECK(r->speedup_judged == Approx(10.0 / 6.0));
+  hotpath::disable_hot_path_detection();
 }

@@ -427,11 +427,16 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     return;
   }
   const std::size_t windows = s.rounds.size();
-  s.verdict = iv;
-  s.verdict_fused = s.verdict_eager = 0;
-  for (const RatioRound& r : s.rounds) {
-    s.verdict_fused += static_cast<std::int64_t>(r.num.size());
-    s.verdict_eager += static_cast<std::int64_t>(r.den.size());
+  // The verdict's evidence (report()) is the last round judged against eager timed beside it:
+  // a baseline that has aged since (the process warms up, the machine drifts) flatters or
+  // wrongs the windows judged against it; they still keep or re-check the plan.
+  if (s.baseline_fresh || s.verdict_fused == 0 || slower) {
+    s.verdict = iv;
+    s.verdict_fused = s.verdict_eager = 0;
+    for (const RatioRound& r : s.rounds) {
+      s.verdict_fused += static_cast<std::int64_t>(r.num.size());
+      s.verdict_eager += static_cast<std::int64_t>(r.den.size());
+    }
   }
   std::vector<double> window = std::move(s.judged);
   s.judged.clear();

@@ -9,7 +9,8 @@
 
 namespace hotpath::detail {
 namespace {
-constexpr int kPlainTries = 3;  // plain-eager blocks cut short before giving up
+constexpr int kPlainTries = 3;               // plain-eager blocks cut short before giving up
+constexpr std::size_t kMinPartialBlock = 3;  // iterations a cut block keeps as samples
 }  // namespace
 
 void Governor::set_plain_blocks(std::function<bool()> possible) {
@@ -96,7 +97,19 @@ void Governor::plain_block_checked(bool ok) {
 void Governor::plain_block_cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   if (plain_blocks_.empty() || plain_blocks_.back().ended) return;
-  const std::uint64_t signature = plain_blocks_.back().signature;
+  PlainBlock& b = plain_blocks_.back();
+  // A Pause cut the block: the iterations it had finished are plain eager all the same (a loop
+  // that pauses every few steps, a cross-check, still gets a fresh baseline). The one the pause
+  // fell in is not.
+  if (b.ticks.size() >= kMinPartialBlock) {
+    b.b = b.ticks.back();
+    b.ticks.pop_back();
+    b.iterations = static_cast<int>(b.ticks.size()) + 1;
+    b.ended = true;
+    drain(false);
+    return;
+  }
+  const std::uint64_t signature = b.signature;
   plain_blocks_.pop_back();
   const auto it = sigs_.find(signature);
   if (it == sigs_.end() || it->second.phase != Phase::Plain) return;
@@ -111,8 +124,8 @@ void Governor::plain_block_cancel() {
   s.plain_never = true;
   s.phase = s.before_plain == Phase::Settled ? Phase::Settled : Phase::Measuring;
   log_info(concat("hotpath: signature ", short_hex(signature),
-                  ": plain eager cannot be timed (a Pause in every block); judged against eager "
-                  "under the hook"));
+                  ": plain eager cannot be timed (a Pause in every block); judged against ",
+                  s.baseline_plain ? "the last plain-eager block" : "eager under the hook"));
   decide(signature, s);
 }
 
