@@ -111,6 +111,53 @@ inline const hotpath::SignatureReport* hot_report(const hotpath::Report& r) {
 }
 
 // The plan was kept, judged against an eager baseline of `eager` ms and fused at `fused` ms.
+// A loop without step() marks: the MLP (16 -> 32 -> 16, GELU, AdamW) on the CPU for `steps`
+// steps, hotpath enabled or not (threshold 3, window 10, nothing remembered, no standing aside);
+// `top` runs before each step. What it leaves: hotpath's stats and report (when hot) and the
+// parameters.
+struct UnmarkedRun {
+  hotpath::Stats stats;
+  hotpath::Report report;
+  std::vector<torch::Tensor> params;
+};
+inline UnmarkedRun train_unmarked(bool hot, int steps, const std::string& cache,
+                                  const std::function<void()>& top = {}) {
+  UnmarkedRun run;
+  torch::manual_seed(3);
+  torch::nn::Sequential model(torch::nn::Linear(16, 32), torch::nn::GELU(),
+                              torch::nn::Linear(32, 16));
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-2));
+  auto x = torch::randn({8, 16}), y = torch::randn({8, 16});
+  auto c = config(cache);
+  c.threshold = 3;
+  c.revert_window = 10;
+  c.remember = false;
+  c.stand_aside = false;
+  hotpath::disable_hot_path_detection();
+  if (hot) hotpath::enable_hot_path_detection(c);
+  for (int i = 0; i < steps; ++i) {
+    if (top) top();
+    opt.zero_grad();
+    torch::mse_loss(model->forward(x), y).backward();
+    opt.step();
+  }
+  if (hot) {
+    run.stats = hotpath::stats();
+    run.report = hotpath::report();
+  }
+  hotpath::disable_hot_path_detection();  // reading the parameters is no step of the loop
+  for (auto& t : model->parameters()) run.params.push_back(t.detach().clone());
+  return run;
+}
+
+// A session of its own on config(cache), nothing remembered.
+inline void enable_fresh(const std::string& cache) {
+  hotpath::disable_hot_path_detection();
+  auto c = config(cache);
+  c.remember = false;
+  hotpath::enable_hot_path_detection(c);
+}
+
 inline void check_kept(double eager, double fused) {
   const auto st = hotpath::stats();
   const auto* sig = planned(st);

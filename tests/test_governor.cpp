@@ -306,43 +306,15 @@ TEST_CASE("a winner that has not repaid its compile yet says so", "[governor][re
 
 TEST_CASE("an unmarked training loop is judged against itself without hotpath",
           "[governor][plain]") {
-  // No step(): the iterations of the plain-eager block are counted at their forward passes by a
-  // RecordFunction callback while the hook is out of the dispatch; the loop goes on being found
+  // No step(): the iterations of the plain-eager block are counted by the iteration marker
+  // (test_plain_blocks.cpp) while the hook is out of the dispatch; the loop goes on being found
   // and fused after it, and trains exactly as eager does (CPU plans are ATen's kernels).
   const hotpath_test::TempDir tmp("hotpath-governor-test");
-  hotpath::Stats stats;
-  hotpath::Report report;
-  auto train = [&](bool hot) {
-    torch::manual_seed(3);
-    torch::nn::Sequential model(torch::nn::Linear(16, 32), torch::nn::GELU(),
-                                torch::nn::Linear(32, 16));
-    torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-2));
-    auto x = torch::randn({8, 16}), y = torch::randn({8, 16});
-    auto c = config(tmp.path());
-    c.threshold = 3;
-    c.revert_window = 10;
-    c.remember = false;
-    c.stand_aside = false;
-    hotpath::disable_hot_path_detection();
-    if (hot) hotpath::enable_hot_path_detection(c);
-    for (int i = 0; i < 60; ++i) {
-      opt.zero_grad();
-      torch::mse_loss(model->forward(x), y).backward();
-      opt.step();
-    }
-    if (hot) {
-      stats = hotpath::stats();
-      report = hotpath::report();
-    }
-    hotpath::disable_hot_path_detection();  // reading the parameters is no step of the loop
-    std::vector<torch::Tensor> p;
-    for (auto& t : model->parameters()) p.push_back(t.detach().clone());
-    return p;
-  };
-  const auto eager = train(false);
-  const auto fused = train(true);
-  const auto& st = stats;
-  const auto& rep = report;
+  const auto eager = train_unmarked(false, 60, tmp.path()).params;
+  const auto run = train_unmarked(true, 60, tmp.path());
+  const auto& fused = run.params;
+  const auto& st = run.stats;
+  const auto& rep = run.report;
   INFO(hotpath::format_stats(st));
   const auto* r = hot_report(rep);
   REQUIRE(r != nullptr);

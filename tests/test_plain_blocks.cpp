@@ -22,39 +22,16 @@ struct Seen {
   int hook_out_with_callback = 0;  // ... with one: counted by RecordFunction
 };
 
-// The MLP of "an unmarked training loop is judged against itself" (test_governor.cpp), on the
-// CPU, for `steps` steps; returns its parameters.
-std::vector<torch::Tensor> train(bool hot, int steps, const std::string& cache, Seen& seen,
-                                 hotpath::Report& report) {
-  torch::manual_seed(3);
-  torch::nn::Sequential model(torch::nn::Linear(16, 32), torch::nn::GELU(),
-                              torch::nn::Linear(32, 16));
-  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-2));
-  auto x = torch::randn({8, 16}), y = torch::randn({8, 16});
-  auto c = config(cache);
-  c.threshold = 3;
-  c.revert_window = 10;
-  c.remember = false;
-  c.stand_aside = false;
-  hotpath::disable_hot_path_detection();
-  if (hot) hotpath::enable_hot_path_detection(c);
-  for (int i = 0; i < steps; ++i) {
-    if (hot && !c10::impl::tls_is_dispatch_key_included(hotpath::detail::kHookKey)) {
-      ++seen.hook_out;
-      if (at::hasThreadLocalCallbacks())
-        ++seen.hook_out_with_callback;
-      else
-        ++seen.hook_out_no_callback;
-    }
-    opt.zero_grad();
-    torch::mse_loss(model->forward(x), y).backward();
-    opt.step();
-  }
-  if (hot) report = hotpath::report();
-  hotpath::disable_hot_path_detection();
-  std::vector<torch::Tensor> p;
-  for (auto& t : model->parameters()) p.push_back(t.detach().clone());
-  return p;
+// Counts, at the top of each step, what the loop sees of hotpath.
+std::function<void()> watch(Seen& seen) {
+  return [&seen] {
+    if (c10::impl::tls_is_dispatch_key_included(hotpath::detail::kHookKey)) return;
+    ++seen.hook_out;
+    if (at::hasThreadLocalCallbacks())
+      ++seen.hook_out_with_callback;
+    else
+      ++seen.hook_out_no_callback;
+  };
 }
 
 void check_same(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
@@ -70,11 +47,11 @@ TEST_CASE("an unmarked loop's plain blocks are counted by the iteration marker",
   // how many calls of the iteration's first operator an iteration makes; from then on only the
   // marker counts: the loop runs plain with no callback on its ops.
   const TempDir tmp("hotpath-plain-test");
-  Seen none, seen;
-  hotpath::Report unused, report;
-  const auto eager = train(false, 100, tmp.path(), none, unused);
-  const auto fused = train(true, 100, tmp.path(), seen, report);
-  const auto* r = hot_report(report);
+  Seen seen;
+  const auto eager = train_unmarked(false, 100, tmp.path()).params;
+  const auto run = train_unmarked(true, 100, tmp.path(), watch(seen));
+  const auto& fused = run.params;
+  const auto* r = hot_report(run.report);
   REQUIRE(r != nullptr);
   INFO(hotpath::format_report(*r));
   INFO("plain iterations seen: " << seen.hook_out << ", with a callback "
@@ -97,12 +74,12 @@ TEST_CASE("a marker whose count is wrong loses its block, not the training", "[g
   // iteration start. The ops after it are not the iteration's: the block's times are dropped,
   // and the next block counts with RecordFunction.
   const TempDir tmp("hotpath-plain-test");
-  Seen none, seen;
-  hotpath::Report unused, report;
-  const auto eager = train(false, 100, tmp.path(), none, unused);
+  Seen seen;
+  const auto eager = train_unmarked(false, 100, tmp.path()).params;
   EnvVar faults("HOTPATH_FAULTS", "marks");
-  const auto fused = train(true, 100, tmp.path(), seen, report);
-  const auto* r = hot_report(report);
+  const auto run = train_unmarked(true, 100, tmp.path(), watch(seen));
+  const auto& fused = run.params;
+  const auto* r = hot_report(run.report);
   REQUIRE(r != nullptr);
   INFO(hotpath::format_report(*r));
   CHECK(r->plain_blocks_dropped == 1);
@@ -144,10 +121,7 @@ TEST_CASE("a plain-eager block a Pause cuts keeps the iterations it finished",
   // iterations; the iterations a block finished before the pause are plain eager all the same,
   // so the baseline is plain eager timed beside the fused windows, not eager under the hook.
   const TempDir tmp("hotpath-plain-test");
-  hotpath::disable_hot_path_detection();
-  auto c = config(tmp.path());
-  c.remember = false;
-  hotpath::enable_hot_path_detection(c);
+  enable_fresh(tmp.path());
   FakeLoop loop{0, {-4.0}, one_group()};  // fused: 6 ms vs 10 ms eager
   loop.pause_every = 7;
   loop.pause_ms = 50;  // would make the iteration it falls in 6x slower if it counted
@@ -171,10 +145,7 @@ TEST_CASE("the verdict's evidence is the last round judged against a fresh block
   // Windows judged against the block timed before (10 ms) would claim 10 / 4.5 = 2.2x; the
   // speedup is 1.67x throughout, and the report says what the last fresh round said.
   const TempDir tmp("hotpath-plain-test");
-  hotpath::disable_hot_path_detection();
-  auto c = config(tmp.path());
-  c.remember = false;
-  hotpath::enable_hot_path_detection(c);
+  enable_fresh(tmp.path());
   FakeLoop loop{0, {-4.0}, one_group()};  // fused: 6 ms vs 10 ms eager
   loop.run(70);
   const auto first = hotpath::report();
