@@ -4,6 +4,7 @@
 
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
@@ -90,6 +91,8 @@ struct SideBySide {
   std::vector<double> lead;                              // hotpath's first iterations
   int settle = 0;             // iterations after the lead until the governor's first verdict
   std::int64_t fused_in = 0;  // of the interleaved hotpath iterations, those that ran fused
+  // The CUDA caching allocator's peak of allocated bytes over each side's blocks.
+  std::int64_t eager_peak_bytes = 0, hot_peak_bytes = 0;
   hotpath::Stats stats;
   hotpath::Report report;  // the governor's own verdicts over the same run
 };
@@ -134,14 +137,24 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
   auto append = [](std::vector<double>& to, const std::vector<double>& from) {
     to.insert(to.end(), from.begin(), from.end());
   };
+  const int device = c10::cuda::current_device();
+  auto peak_of = [&](std::int64_t& peak, const std::function<void()>& block) {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+    block();
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+    peak = std::max<std::int64_t>(peak, stats.allocated_bytes[0].peak);
+  };
   for (int done = 0; done < iters; done += kBlock) {
-    {
+    peak_of(r.eager_peak_bytes, [&] {
       hotpath::Pause pause;
       append(r.eager, time_iterations(
                           kBlock, [&](int) { eager(); }, &r.eager_host));
-    }
-    append(r.hot, time_iterations(
-                      kBlock, [&](int i) { hot_step(kLead + r.settle + done + i); }, &r.hot_host));
+    });
+    peak_of(r.hot_peak_bytes, [&] {
+      append(r.hot,
+             time_iterations(
+                 kBlock, [&](int i) { hot_step(kLead + r.settle + done + i); }, &r.hot_host));
+    });
   }
   r.fused_in = governor_state().first - fused_before;
   r.stats = hotpath::stats();

@@ -4,7 +4,7 @@
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example overhead fusion breakdown
-# and, when asked for, verdicts, compare and lm (see below).
+# and, when asked for, verdicts, suite, compare and lm (see below).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -14,7 +14,7 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
 # What has been written so far goes back even if the call is cut short: the archive is made
 # again after every program.
 save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
@@ -162,6 +162,15 @@ if want verdicts; then
     done
   } | tee "$OUT/verdicts.txt"
   unset HOTPATH_CACHE_DIR
+fi
+
+# The benchmark suite's workloads side by side, with the governor's judged speedup beside each
+# (HOTPATH_SUITE_ARGS adds arguments). The machine needs CLI11 and nlohmann-json: prepare with
+# EXTRA_DEBS="libcli11-dev nlohmann-json3-dev" bash ../shared/device/prepare.sh.
+if want suite; then
+  run suite "$BUILD"/benchmarks/bench_suite --csv "$OUT/suite.csv" --json "$OUT/suite.json" \
+    ${HOTPATH_SUITE_ARGS:-}
+  cat "$OUT/suite.txt"
 fi
 
 if want example; then

@@ -19,7 +19,7 @@ DEFAULT_TORCH_VERSION=2.11.0
 TORCH_VERSION=${HOTPATH_TORCH_VERSION:-$DEFAULT_TORCH_VERSION}
 
 need_debs=()
-for pkg in libspdlog-dev libfmt-dev catch2 ccache cmake g++; do
+for pkg in libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev ccache cmake g++; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_debs+=("$pkg")
 done
 if [ ${#need_debs[@]} -gt 0 ]; then
