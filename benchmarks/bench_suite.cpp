@@ -137,7 +137,10 @@ nlohmann::json measure(const std::string& name, const Workload& wl, int iters, i
     row["governor_speedup"] = rep.speedup_judged;
     row["governor_low"] = rep.speedup_low;
     row["governor_high"] = rep.speedup_high;
-    verdict = top->fusion.reverted ? "reverted" : rep.judged ? "judged" : "not judged yet";
+    verdict = top->fusion.reverted      ? "reverted"
+              : rep.speedup_judged <= 0 ? "no verdict yet"
+              : rep.judged              ? "kept"
+                                        : "kept, being re-checked";
   }
   const double judged = row["governor_speedup"];
   row["governor_vs_measured"] = judged > 0 && e > 0 && h > 0 ? judged / (e / h) - 1 : 0.0;
