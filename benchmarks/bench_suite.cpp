@@ -1,10 +1,11 @@
-// The benchmark suite (its first workloads): each one eager and hotpath side by side in one
-// process (bench_support.h's side_by_side: interleaved blocks of 10, eager under Pause), one row
-// per workload in CSV and JSON: the times and their spread, peak memory, compile seconds, first
+// The benchmark suite (five of its workloads so far): each one eager and hotpath side by side in
+// one process (bench_support.h's side_by_side: interleaved blocks of 10, eager under Pause), one
+// row per workload in CSV and JSON: the times and their spread, peak memory, compile seconds, first
 // fused and break-even iterations, and the governor's own judged speedup beside the measured one
 // (how honest its report is on each workload). GPU only.
 //
-//   bench_suite [--workloads matmul_chain,mlp_training,mixed_ops] [--iters N] [--warmup N]
+//   bench_suite [--workloads matmul_chain,mlp_training,mixed_ops,attention_block,rope]
+//               [--iters N] [--warmup N]
 //               [--csv FILE] [--json FILE] [--cache DIR] [--list] [shape options, --help]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,11 @@ struct Shapes {
   // mixed_ops: x[batch, seq, dim]; layer_norm -> gelu(h) + h * sigmoid(h) -> h * 0.5 + x ->
   // cross-entropy over dim classes + mse; forward.
   std::int64_t mixed_batch = 32, mixed_seq = 512, mixed_dim = 768;
+  // attention_block: x[batch, seq, dim]; pre-LayerNorm, QKV Linear, heads, softmax(QK^T/sqrt(d))V,
+  // out Linear, residual; forward + backward.
+  std::int64_t attn_batch = 8, attn_seq = 1024, attn_dim = 512, attn_heads = 8;
+  // rope: rotary embedding of q[batch, seq, heads, head_dim] in bf16, interleaved pairs; forward.
+  std::int64_t rope_batch = 8, rope_seq = 2048, rope_heads = 16, rope_head_dim = 128;
 };
 
 // One workload: what a row says of its sizes, and a step that runs it once.
@@ -99,10 +105,79 @@ Workload mixed_ops(const Shapes& s) {
   return wl;
 }
 
+Workload attention_block(const Shapes& s) {
+  struct Block {
+    torch::nn::LayerNorm norm;
+    torch::nn::Linear qkv, out;
+    torch::Tensor x, grad;
+    std::vector<torch::Tensor> params;
+  };
+  const std::int64_t d = s.attn_dim, heads = s.attn_heads, hd = d / heads;
+  if (hd * heads != d) throw std::invalid_argument("--attn-dim must be a multiple of --attn-heads");
+  auto b = std::make_shared<Block>(Block{torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})),
+                                         torch::nn::Linear(d, 3 * d),
+                                         torch::nn::Linear(d, d),
+                                         torch::Tensor(),
+                                         torch::Tensor(),
+                                         {}});
+  b->norm->to(torch::kCUDA);
+  b->qkv->to(torch::kCUDA);
+  b->out->to(torch::kCUDA);
+  b->x = torch::randn({s.attn_batch, s.attn_seq, d}, torch::kCUDA);
+  b->grad = torch::randn({s.attn_batch, s.attn_seq, d}, torch::kCUDA);
+  for (const auto& list : {b->norm->parameters(), b->qkv->parameters(), b->out->parameters()})
+    b->params.insert(b->params.end(), list.begin(), list.end());
+  const std::int64_t batch = s.attn_batch, seq = s.attn_seq;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  Workload wl;
+  wl.sizes = "x[" + std::to_string(batch) + "," + std::to_string(seq) + "," + std::to_string(d) +
+             "], " + std::to_string(heads) + " heads";
+  wl.mode = "forward + backward";
+  wl.step = [=] {
+    for (auto& p : b->params) p.mutable_grad() = torch::Tensor();
+    auto qkv = b->qkv->forward(b->norm->forward(b->x)).view({batch, seq, 3, heads, hd});
+    auto q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2),
+         v = qkv.select(2, 2).transpose(1, 2);
+    auto att = torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * scale, -1);
+    auto y = torch::matmul(att, v).transpose(1, 2).reshape({batch, seq, d});
+    auto out = b->out->forward(y) + b->x;
+    out.backward(b->grad);
+  };
+  return wl;
+}
+
+Workload rope(const Shapes& s) {
+  const auto opt = torch::TensorOptions().device(torch::kCUDA);
+  const std::int64_t half = s.rope_head_dim / 2;
+  if (half * 2 != s.rope_head_dim) throw std::invalid_argument("--rope-head-dim must be even");
+  auto q = torch::randn({s.rope_batch, s.rope_seq, s.rope_heads, s.rope_head_dim},
+                        opt.dtype(torch::kBFloat16));
+  auto pos = torch::arange(s.rope_seq, opt).unsqueeze(1);
+  auto freq = torch::pow(10000.0, -torch::arange(half, opt) / static_cast<double>(half));
+  auto angle = (pos * freq).view({1, s.rope_seq, 1, half});
+  auto cos = torch::cos(angle).to(torch::kBFloat16), sin = torch::sin(angle).to(torch::kBFloat16);
+  Workload wl;
+  wl.sizes = "q[" + std::to_string(s.rope_batch) + "," + std::to_string(s.rope_seq) + "," +
+             std::to_string(s.rope_heads) + "," + std::to_string(s.rope_head_dim) + "]";
+  wl.dtype = "bf16";
+  wl.mode = "forward";
+  wl.step = [=] {
+    torch::NoGradGuard no_grad;
+    using torch::indexing::None;
+    using torch::indexing::Slice;
+    auto even = q.index({"...", Slice(0, None, 2)}), odd = q.index({"...", Slice(1, None, 2)});
+    auto out = torch::stack({even * cos - odd * sin, even * sin + odd * cos}, -1).flatten(-2);
+    (void)out;
+  };
+  return wl;
+}
+
 const std::vector<std::pair<std::string, std::function<Workload(const Shapes&)>>> kWorkloads = {
     {"matmul_chain", matmul_chain},
     {"mlp_training", mlp_training},
     {"mixed_ops", mixed_ops},
+    {"attention_block", attention_block},
+    {"rope", rope},
 };
 
 double iqr(const std::vector<double>& v) { return quantile(v, 0.75) - quantile(v, 0.25); }
@@ -183,7 +258,8 @@ std::string csv_field(const nlohmann::json& v) {
 
 int main(int argc, char** argv) {
   CLI::App app{"hotpath's benchmark suite: eager and hotpath side by side, one row per workload"};
-  std::string which = "matmul_chain,mlp_training,mixed_ops", csv_path, json_path;
+  std::string which = "matmul_chain,mlp_training,mixed_ops,attention_block,rope", csv_path,
+              json_path;
   std::string cache = "/tmp/hotpath-suite-cache";
   int iters = 100, warmup = 10;
   bool list = false;
@@ -208,6 +284,19 @@ int main(int argc, char** argv) {
   app.add_option("--mixed-seq", s.mixed_seq, "mixed_ops: sequence")->check(CLI::Range(1, 65536));
   app.add_option("--mixed-dim", s.mixed_dim, "mixed_ops: width (and classes)")
       ->check(CLI::Range(2, 65536));
+  app.add_option("--attn-batch", s.attn_batch, "attention_block: batch")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--attn-seq", s.attn_seq, "attention_block: sequence")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--attn-dim", s.attn_dim, "attention_block: model width")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--attn-heads", s.attn_heads, "attention_block: heads")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--rope-batch", s.rope_batch, "rope: batch")->check(CLI::Range(1, 4096));
+  app.add_option("--rope-seq", s.rope_seq, "rope: sequence")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--rope-heads", s.rope_heads, "rope: heads")->check(CLI::Range(1, 1024));
+  app.add_option("--rope-head-dim", s.rope_head_dim, "rope: head width (even)")
+      ->check(CLI::Range(2, 4096));
   CLI11_PARSE(app, argc, argv);
 
   if (list) {

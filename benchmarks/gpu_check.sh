@@ -171,6 +171,13 @@ if want suite; then
   run suite "$BUILD"/benchmarks/bench_suite --csv "$OUT/suite.csv" --json "$OUT/suite.json" \
     ${HOTPATH_SUITE_ARGS:-}
   cat "$OUT/suite.txt"
+  # The same workloads in Python: eager, torch.compile default and reduce-overhead
+  # (HOTPATH_SUITE_TORCH_COMPILE=0 leaves them out).
+  if [[ ${HOTPATH_SUITE_TORCH_COMPILE:-1} == 1 ]]; then
+    run suite_torch_compile python3 benchmarks/torch_compile_suite.py \
+      --csv "$OUT/suite_torch_compile.csv" --json "$OUT/suite_torch_compile.json"
+    cat "$OUT/suite_torch_compile.txt"
+  fi
 fi
 
 if want example; then
