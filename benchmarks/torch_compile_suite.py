@@ -25,6 +25,21 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def forward_only(fwd, *inputs):
+    """The `make` of a workload that runs `fwd(*inputs)` without autograd."""
+
+    def make(wrap):
+        f = wrap(fwd)
+
+        @torch.no_grad()
+        def step():
+            return f(*inputs)
+
+        return step
+
+    return make
+
+
 def matmul_chain(n=2048, layers=4):
     x = torch.randn(n, n, device="cuda")
     w = [torch.randn(n, n, device="cuda") / math.sqrt(n) for _ in range(layers)]
@@ -36,16 +51,7 @@ def matmul_chain(n=2048, layers=4):
             h = torch.relu(h @ wi + bi)
         return h
 
-    def make(wrap):
-        f = wrap(fwd)
-
-        @torch.no_grad()
-        def step():
-            return f(x, w, b)
-
-        return step
-
-    return f"x[{n},{n}] x {layers} layers", "fp32", "forward", make
+    return f"x[{n},{n}] x {layers} layers", "fp32", "forward", forward_only(fwd, x, w, b)
 
 
 def mlp_training(batch=256, dim=1024, hidden=4096):
@@ -81,16 +87,7 @@ def mixed_ops(batch=32, seq=512, dim=768):
         h = h * 0.5 + x
         return F.cross_entropy(h.view(-1, dim), labels) + F.mse_loss(h, target)
 
-    def make(wrap):
-        f = wrap(fwd)
-
-        @torch.no_grad()
-        def step():
-            return f(x)
-
-        return step
-
-    return f"x[{batch},{seq},{dim}]", "fp32", "forward", make
+    return f"x[{batch},{seq},{dim}]", "fp32", "forward", forward_only(fwd, x)
 
 
 def attention_block(batch=8, seq=1024, dim=512, heads=8):
@@ -139,16 +136,7 @@ def rope(batch=8, seq=2048, heads=16, head_dim=128):
         even, odd = q[..., 0::2], q[..., 1::2]
         return torch.stack((even * cos - odd * sin, even * sin + odd * cos), -1).flatten(-2)
 
-    def make(wrap):
-        f = wrap(fwd)
-
-        @torch.no_grad()
-        def step():
-            return f(q)
-
-        return step
-
-    return f"q[{batch},{seq},{heads},{head_dim}]", "bf16", "forward", make
+    return f"q[{batch},{seq},{heads},{head_dim}]", "bf16", "forward", forward_only(fwd, q)
 
 
 WORKLOADS = {
