@@ -79,6 +79,11 @@ void drop_plain_callback() {
   tls_plain_callback.reset();
 }
 
+void drop_come_back() {
+  if (come_back_callback) at::removeCallback(*come_back_callback);
+  come_back_callback.reset();
+}
+
 std::unique_ptr<at::ObserverContext> come_back(const at::RecordFunction&) {
   if (tls_plain_returned && !c10::impl::tls_is_dispatch_key_included(kHookKey))
     c10::impl::tls_set_dispatch_key_included(kHookKey, true);
@@ -243,6 +248,7 @@ bool start_plain_block(PlainBlockSpec spec) {
 bool stop_plain_count() {
   tls_plain_returned = false;
   drop_plain_callback();
+  drop_come_back();
   if (!tls_block_here) return false;
   tls_block_here = false;
   plain_count.active.store(false);
@@ -253,10 +259,7 @@ bool take_plain_return() {
   if (!tls_plain_returned) return false;
   tls_plain_returned = false;
   drop_plain_callback();
-  if (come_back_callback) {
-    at::removeCallback(*come_back_callback);
-    come_back_callback.reset();
-  }
+  drop_come_back();
   return true;
 }
 
