@@ -1,16 +1,19 @@
-// The benchmark suite (five of its workloads so far): each one eager and hotpath side by side in
+// The benchmark suite (six of its workloads so far): each one eager and hotpath side by side in
 // one process (bench_support.h's side_by_side: interleaved blocks of 10, eager under Pause), one
 // row per workload in CSV and JSON: the times and their spread, peak memory, compile seconds, first
 // fused and break-even iterations, and the governor's own judged speedup beside the measured one
 // (how honest its report is on each workload). GPU only.
 //
-//   bench_suite [--workloads matmul_chain,mlp_training,mixed_ops,attention_block,rope]
+//   bench_suite [--workloads matmul_chain,mlp_training,mixed_ops,attention_block,rope,
+//                transformer_lm]
 //               [--iters N] [--warmup N]
 //               [--csv FILE] [--json FILE] [--cache DIR] [--list] [shape options, --help]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "autocast_scope.h"
 #include "bench_support.h"
+#include "models/transformer_lm.h"
 
 namespace {
 
@@ -30,6 +33,19 @@ struct Shapes {
   std::int64_t attn_batch = 8, attn_seq = 1024, attn_dim = 512, attn_heads = 8;
   // rope: rotary embedding of q[batch, seq, heads, head_dim] in bf16, interleaved pairs; forward.
   std::int64_t rope_batch = 8, rope_seq = 2048, rope_heads = 16, rope_head_dim = 128;
+  // transformer_lm: the decoder-only LM of examples/models/transformer_lm.h (vocab 10000) at a
+  // named size, batch x context tokens; mode forward, backward (forward + backward) or step
+  // (AdamW(1e-4) as well); fp32 or bf16 autocast.
+  std::string lm_size = "small", lm_mode = "step";
+  std::int64_t lm_batch = 4, lm_context = 256;
+  bool lm_bf16 = false;
+};
+
+// The LM sizes of the suite: width, layers, heads, feed-forward width.
+const std::map<std::string, hotpath_examples::LmConfig> kLmSizes = {
+    {"small", {10000, 768, 12, 12, 3072, 0}},  {"medium", {10000, 1024, 24, 16, 4096, 0}},
+    {"large", {10000, 1280, 36, 20, 5120, 0}}, {"xl", {10000, 1600, 48, 25, 6400, 0}},
+    {"2.7b", {10000, 2560, 32, 32, 10240, 0}},
 };
 
 // One workload: what a row says of its sizes, and a step that runs it once.
@@ -172,12 +188,52 @@ Workload rope(const Shapes& s) {
   return wl;
 }
 
+Workload transformer_lm(const Shapes& s) {
+  struct Lm {
+    hotpath_examples::LmConfig c;
+    hotpath_examples::TransformerLm model;
+    torch::optim::AdamW opt;
+  };
+  hotpath_examples::LmConfig c = kLmSizes.at(s.lm_size);
+  c.context = s.lm_context;
+  torch::manual_seed(0);
+  hotpath_examples::TransformerLm model(c);
+  model->to(torch::kCUDA);
+  auto lm = std::make_shared<Lm>(
+      Lm{c, model, torch::optim::AdamW(model->parameters(), torch::optim::AdamWOptions(1e-4))});
+  const std::int64_t batch = s.lm_batch;
+  const bool bf16 = s.lm_bf16, backward = s.lm_mode != "forward", step = s.lm_mode == "step";
+  Workload wl;
+  wl.sizes = s.lm_size + " (" + std::to_string(c.dim) + "/" + std::to_string(c.layers) + "/" +
+             std::to_string(c.heads) + "/" + std::to_string(c.ff) + "), batch " +
+             std::to_string(batch) + " x context " + std::to_string(c.context);
+  wl.dtype = bf16 ? "bf16 autocast" : "fp32";
+  wl.mode = step ? "full AdamW step" : backward ? "forward + backward" : "forward";
+  wl.step = [=] {
+    const auto opts = torch::TensorOptions(torch::kCUDA).dtype(torch::kLong);
+    auto x = torch::randint(lm->c.vocab, {batch, lm->c.context}, opts);
+    auto y = torch::randint(lm->c.vocab, {batch, lm->c.context}, opts);
+    c10::AutoGradMode grad(backward);
+    lm->opt.zero_grad();
+    torch::Tensor loss;
+    {
+      hotpath_tools::Autocast on(bf16, c10::DeviceType::CUDA);
+      auto logits = lm->model->forward(x);
+      loss = torch::nn::functional::cross_entropy(logits.view({-1, lm->c.vocab}), y.view({-1}));
+    }
+    if (backward) loss.backward();
+    if (step) lm->opt.step();
+  };
+  return wl;
+}
+
 const std::vector<std::pair<std::string, std::function<Workload(const Shapes&)>>> kWorkloads = {
     {"matmul_chain", matmul_chain},
     {"mlp_training", mlp_training},
     {"mixed_ops", mixed_ops},
     {"attention_block", attention_block},
     {"rope", rope},
+    {"transformer_lm", transformer_lm},
 };
 
 double iqr(const std::vector<double>& v) { return quantile(v, 0.75) - quantile(v, 0.25); }
@@ -258,8 +314,8 @@ std::string csv_field(const nlohmann::json& v) {
 
 int main(int argc, char** argv) {
   CLI::App app{"hotpath's benchmark suite: eager and hotpath side by side, one row per workload"};
-  std::string which = "matmul_chain,mlp_training,mixed_ops,attention_block,rope", csv_path,
-              json_path;
+  std::string which = "matmul_chain,mlp_training,mixed_ops,attention_block,rope,transformer_lm",
+              csv_path, json_path;
   std::string cache = "/tmp/hotpath-suite-cache";
   int iters = 100, warmup = 10;
   bool list = false;
@@ -297,6 +353,15 @@ int main(int argc, char** argv) {
   app.add_option("--rope-heads", s.rope_heads, "rope: heads")->check(CLI::Range(1, 1024));
   app.add_option("--rope-head-dim", s.rope_head_dim, "rope: head width (even)")
       ->check(CLI::Range(2, 4096));
+  std::vector<std::string> sizes;
+  for (const auto& [name, config] : kLmSizes) sizes.push_back(name);
+  app.add_option("--lm-size", s.lm_size, "transformer_lm: size")->check(CLI::IsMember(sizes));
+  app.add_option("--lm-mode", s.lm_mode, "transformer_lm: forward, backward (with forward), step")
+      ->check(CLI::IsMember({"forward", "backward", "step"}));
+  app.add_option("--lm-batch", s.lm_batch, "transformer_lm: batch")->check(CLI::Range(1, 4096));
+  app.add_option("--lm-context", s.lm_context, "transformer_lm: context")
+      ->check(CLI::Range(1, 65536));
+  app.add_flag("--lm-bf16", s.lm_bf16, "transformer_lm: bf16 autocast");
   CLI11_PARSE(app, argc, argv);
 
   if (list) {

@@ -11,6 +11,7 @@ error, out of memory) gets its message as its status; the others go on.
 
   python3 benchmarks/torch_compile_suite.py [--workloads a,b] [--modes eager,default,reduce-overhead]
       [--iters 300] [--csv FILE] [--json FILE]
+      [--lm-size small] [--lm-mode step] [--lm-batch 4] [--lm-context 256] [--lm-bf16]
 """
 import argparse
 import csv
@@ -139,12 +140,56 @@ def rope(batch=8, seq=2048, heads=16, head_dim=128):
     return f"q[{batch},{seq},{heads},{head_dim}]", "bf16", "forward", forward_only(fwd, q)
 
 
+LM_SIZES = {  # width, layers, heads, feed-forward width (bench_suite's kLmSizes)
+    "small": (768, 12, 12, 3072),
+    "medium": (1024, 24, 16, 4096),
+    "large": (1280, 36, 20, 5120),
+    "xl": (1600, 48, 25, 6400),
+    "2.7b": (2560, 32, 32, 10240),
+}
+LM = {"size": "small", "mode": "step", "batch": 4, "context": 256, "bf16": False}
+
+
+def transformer_lm():
+    from torch_compile_lm import Lm  # the same model as examples/models/transformer_lm.h
+
+    dim, layers, heads, ff = LM_SIZES[LM["size"]]
+    batch, context, vocab = LM["batch"], LM["context"], 10000
+    backward, step_too = LM["mode"] != "forward", LM["mode"] == "step"
+
+    def make(wrap):
+        torch.manual_seed(0)
+        model = Lm(vocab, dim, layers, heads, ff, context).cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        fwd = wrap(model)
+        opt_step = wrap(opt.step)
+
+        def step():
+            x = torch.randint(vocab, (batch, context), device="cuda")
+            y = torch.randint(vocab, (batch, context), device="cuda")
+            opt.zero_grad(set_to_none=True)
+            with torch.set_grad_enabled(backward), torch.autocast(
+                    "cuda", dtype=torch.bfloat16, enabled=LM["bf16"]):
+                loss = F.cross_entropy(fwd(x).view(-1, vocab), y.view(-1))
+            if backward:
+                loss.backward()
+            if step_too:
+                opt_step()
+
+        return step
+
+    mode = {"forward": "forward", "backward": "forward + backward", "step": "full AdamW step"}
+    return (f"{LM['size']} ({dim}/{layers}/{heads}/{ff}), batch {batch} x context {context}",
+            "bf16 autocast" if LM["bf16"] else "fp32", mode[LM["mode"]], make)
+
+
 WORKLOADS = {
     "matmul_chain": matmul_chain,
     "mlp_training": mlp_training,
     "mixed_ops": mixed_ops,
     "attention_block": attention_block,
     "rope": rope,
+    "transformer_lm": transformer_lm,
 }
 WRAPS = {
     "eager": lambda f: f,
@@ -178,6 +223,11 @@ def main():
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--modes", default=",".join(WRAPS))
     p.add_argument("--iters", type=int, default=300)
+    p.add_argument("--lm-size", choices=list(LM_SIZES), default=LM["size"])
+    p.add_argument("--lm-mode", choices=["forward", "backward", "step"], default=LM["mode"])
+    p.add_argument("--lm-batch", type=int, default=LM["batch"])
+    p.add_argument("--lm-context", type=int, default=LM["context"])
+    p.add_argument("--lm-bf16", action="store_true")
     p.add_argument("--csv")
     p.add_argument("--json")
     args = p.parse_args()
@@ -191,6 +241,10 @@ def main():
             p.error(f"unknown mode '{m}' (known: {', '.join(WRAPS)})")
     if args.iters < 10:
         p.error("--iters takes at least 10")
+    if args.lm_batch <= 0 or args.lm_context <= 0:
+        p.error("--lm-batch and --lm-context take positive integers")
+    LM.update(size=args.lm_size, mode=args.lm_mode, batch=args.lm_batch,
+              context=args.lm_context, bf16=args.lm_bf16)
     if not torch.cuda.is_available():
         print("torch_compile_suite needs a CUDA device", file=sys.stderr)
         return 1
