@@ -191,7 +191,14 @@ bool Session::start_plain_block(std::int64_t index) {
   spec.on_tick = [this] { governor.plain_block_tick(); };
   spec.on_end = [this, plan](PlainEnd how) {
     governor.plain_block_end(how != PlainEnd::Counted);
-    if (how == PlainEnd::Marked) check_ = BlockCheck{plan, 1};
+    // The check reads the owner's next forward ops; a plan with none after its first has
+    // nothing to compare.
+    if (how == PlainEnd::Marked) {
+      if (plan->ops.size() > 1 && plan->ops[1].grad_enabled)
+        check_ = BlockCheck{plan, 1};
+      else
+        governor.plain_block_checked(true);
+    }
     if (how == PlainEnd::Miscounted) marker_failed(*plan, "a marked call with grad mode off");
   };
   spec.on_marks = [this, sig](std::int64_t count, int left) {
