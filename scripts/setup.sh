@@ -46,6 +46,12 @@ if [ "${have%%+*}" != "$TORCH_VERSION" ]; then
   "$PY" -m pip install -q "torch==$TORCH_VERSION"
 fi
 
+# matplotlib draws the benchmark suite's plots (benchmarks/plot_suite.py, tested under CTest).
+if ! python3 -c 'import matplotlib' >/dev/null 2>&1; then
+  log "installing matplotlib from PyPI (the suite's plots)"
+  python3 -m pip install -q matplotlib
+fi
+
 if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "setup: the CUDA 13 toolkit is expected at /usr/local/cuda (NVRTC, Driver API stubs)" >&2
   exit 1
