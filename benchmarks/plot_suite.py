@@ -42,6 +42,14 @@ def save(fig, out, name):
     print(f"wrote {path} ({os.path.getsize(path)} bytes)")
 
 
+def finish_axes(ax, names, ylabel, title):
+    ax.set_xticks(list(range(len(names))))
+    ax.set_xticklabels(names, rotation=20, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--suite", required=True)
@@ -80,11 +88,7 @@ def main():
             ax.text(xi, (v or 0) + 0.03, f"{v:.2f}x" if v else "failed", ha="center",
                     va="bottom", fontsize=7, rotation=90 if v is None else 0)
     ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(names, rotation=20, ha="right")
-    ax.set_ylabel("speedup (x)")
-    ax.set_title(f"{args.title}: speedup per workload")
-    ax.legend(fontsize=8)
+    finish_axes(ax, names, "speedup (x)", f"{args.title}: speedup per workload")
     save(fig, args.out, "speedup.png")
 
     # The governor's report against the measurement.
@@ -100,11 +104,8 @@ def main():
     for i, (m, j) in enumerate(zip(measured, judged)):
         if m and j:
             ax.text(i, max(m, j) * 1.02, f"{100 * (j / m - 1):+.1f}%", ha="center", fontsize=8)
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(names, rotation=20, ha="right")
-    ax.set_ylabel("speedup (x)")
-    ax.set_title(f"{args.title}: the governor's report against the measurement")
-    ax.legend(fontsize=8)
+    finish_axes(ax, names, "speedup (x)",
+                f"{args.title}: the governor's report against the measurement")
     save(fig, args.out, "governor.png")
 
     # Peak memory.
@@ -112,11 +113,7 @@ def main():
     ax.bar([i - 0.2 for i in x], [number(r, "eager_peak_mib") for r in suite], 0.4, label="eager")
     ax.bar([i + 0.2 for i in x], [number(r, "hotpath_peak_mib") for r in suite], 0.4,
            label="hotpath")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(names, rotation=20, ha="right")
-    ax.set_ylabel("peak allocated (MiB)")
-    ax.set_title(f"{args.title}: peak memory")
-    ax.legend(fontsize=8)
+    finish_axes(ax, names, "peak allocated (MiB)", f"{args.title}: peak memory")
     save(fig, args.out, "memory.png")
     return 0
 
