@@ -75,27 +75,12 @@ Workload matmul_chain(const Shapes& s) {
 }
 
 Workload mlp_training(const Shapes& s) {
-  struct Model {
-    torch::nn::Sequential net;
-    torch::optim::AdamW opt;
-    torch::Tensor x, y;
-  };
-  torch::nn::Sequential net(torch::nn::Linear(s.mlp_dim, s.mlp_hidden), torch::nn::GELU(),
-                            torch::nn::Linear(s.mlp_hidden, s.mlp_dim));
-  net->to(torch::kCUDA);
-  auto m = std::make_shared<Model>(
-      Model{net, torch::optim::AdamW(net->parameters(), torch::optim::AdamWOptions(1e-3)),
-            torch::randn({s.mlp_batch, s.mlp_dim}, torch::kCUDA),
-            torch::randn({s.mlp_batch, s.mlp_dim}, torch::kCUDA)});
+  auto m = std::make_shared<Mlp>(s.mlp_batch, s.mlp_dim, s.mlp_hidden);
   Workload wl;
   wl.sizes = "batch " + std::to_string(s.mlp_batch) + ", " + std::to_string(s.mlp_dim) + "->" +
              std::to_string(s.mlp_hidden) + "->" + std::to_string(s.mlp_dim);
   wl.mode = "full AdamW step";
-  wl.step = [m] {
-    m->opt.zero_grad();
-    torch::mse_loss(m->net->forward(m->x), m->y).backward();
-    m->opt.step();
-  };
+  wl.step = [m] { m->step(); };
   return wl;
 }
 

@@ -207,11 +207,11 @@ struct Mlp {
   torch::nn::Sequential model;
   torch::optim::AdamW opt;
   torch::Tensor x, y;
-  Mlp()
-      : model(torch::nn::Linear(1024, 4096), torch::nn::GELU(), torch::nn::Linear(4096, 1024)),
+  explicit Mlp(std::int64_t batch = 256, std::int64_t dim = 1024, std::int64_t hidden = 4096)
+      : model(torch::nn::Linear(dim, hidden), torch::nn::GELU(), torch::nn::Linear(hidden, dim)),
         opt((model->to(torch::kCUDA), model->parameters()), torch::optim::AdamWOptions(1e-3)),
-        x(torch::randn({256, 1024}, torch::kCUDA)),
-        y(torch::randn({256, 1024}, torch::kCUDA)) {}
+        x(torch::randn({batch, dim}, torch::kCUDA)),
+        y(torch::randn({batch, dim}, torch::kCUDA)) {}
   void step() {
     opt.zero_grad();
     auto loss = torch::mse_loss(model->forward(x), y);

@@ -158,12 +158,17 @@ inline void enable_fresh(const std::string& cache) {
   hotpath::enable_hot_path_detection(c);
 }
 
-inline void check_kept(double eager, double fused) {
+// The report, once the planned signature is checked to be kept (not reverted).
+inline hotpath::Report report_of_kept() {
   const auto st = hotpath::stats();
   const auto* sig = planned(st);
   REQUIRE(sig != nullptr);
   CHECK_FALSE(sig->fusion.reverted);
-  const auto rep = hotpath::report();
+  return hotpath::report();
+}
+
+inline void check_kept(double eager, double fused) {
+  const auto rep = report_of_kept();
   const auto* r = hot_report(rep);
   REQUIRE(r != nullptr);
   CHECK(r->eager_median_ms == Approx(eager));

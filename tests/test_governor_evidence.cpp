@@ -22,11 +22,7 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
     FakeLoop loop{0, {-0.1}, one_group()};
     loop.jitter = 0.3;
     loop.run(220);
-    const auto st = hotpath::stats();
-    const auto* sig = planned(st);
-    REQUIRE(sig != nullptr);
-    CHECK_FALSE(sig->fusion.reverted);
-    const auto rep = hotpath::report();
+    const auto rep = report_of_kept();
     const auto* r = hot_report(rep);
     REQUIRE(r != nullptr);
     const std::string text = hotpath::format_report(*r);

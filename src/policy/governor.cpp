@@ -22,8 +22,6 @@ constexpr std::size_t kEventPool = 128;     // CUDA events kept for reuse
 constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tried group by group
 constexpr std::size_t kStandInSamples = 5;  // stand-in iterations before they are judged
 
-double median(std::vector<double> v) { return median_of(std::move(v)); }
-
 std::string interval_text(const RatioInterval& iv) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f [%.3f-%.3f]", iv.ratio, iv.low, iv.high);
@@ -208,14 +206,14 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     // A baseline remembered from an earlier run beats one or two samples of a loop that is
     // still warming up (a known winner is compiled at first sight).
     const double prior = remembered_eager(p.it.signature);
-    if (!s.eager.empty()) s.hooked_median = median(s.eager);
+    if (!s.eager.empty()) s.hooked_median = median_of(s.eager);
     if (prior > 0 && s.eager.size() < kTrustedEager) {
       s.eager_median = prior;
       s.base.clear();
       s.baseline_remembered = true;
       s.baseline_rebased = false;
     } else if (s.eager.size() >= kMinEager) {
-      s.eager_median = median(s.eager);
+      s.eager_median = median_of(s.eager);
       s.base = s.eager;
       s.baseline_remembered = false;
       s.baseline_rebased = false;
@@ -256,7 +254,7 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
   if (s.phase == Phase::Rebase) {  // the plan ran with every group off: an eager iteration
     s.eager.push_back(ms);
     if (s.eager.size() >= half) {
-      s.eager_median = median(s.eager);
+      s.eager_median = median_of(s.eager);
       s.base = s.eager;
       s.baseline_plain = false;  // eager under the hook
       s.baseline_rebased = true;
@@ -286,7 +284,7 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
 }
 
 void Governor::judge_window(std::uint64_t signature, Sig& s) {
-  const double m = median(s.window);
+  const double m = median_of(s.window);
   const double e = s.eager_median;
   if (s.phase == Phase::Trial)
     s.trial_samples[s.trial_pos] = s.window;
@@ -360,7 +358,7 @@ void Governor::judge_stand_in(std::uint64_t signature, Sig& s) {
   // groups run eagerly under the hook too.
   const double eager = s.hooked_median > 0 ? s.hooked_median : s.eager_median;
   if (eager <= 0) return;
-  const double m = median(s.stand_in);
+  const double m = median_of(s.stand_in);
   if (m <= eager * (1 + config_.revert_margin)) return;
   const std::string why = concat("its iterations took ", ms_text(m), " against ", ms_text(eager),
                                  " eager under the hook");
@@ -372,7 +370,7 @@ void Governor::judge_stand_in(std::uint64_t signature, Sig& s) {
 }
 
 void Governor::decide(std::uint64_t signature, Sig& s) {
-  const double m = median(s.judged);
+  const double m = median_of(s.judged);
   const double e = s.eager_median;
   const auto plan = plans_.groups(signature);
   const std::size_t groups = plan ? plan->size() : 0;
