@@ -496,3 +496,72 @@ TEST_CASE("codegen of a small broadcast chain", "[fusion][golden]") {
   check_golden("broadcast_chain.txt", plan->graph->to_text() + "\n" + spec.source);
   CHECK(spec.vec == 1);  // a transposed operand: no vector path
 }
+
+TEST_CASE("a stack or cat of a group's values is stored by the group's kernel", "[fusion][sink]") {
+  // Rotary embedding, both layouts: interleaved pairs put back with stack(-1) and flatten, halves
+  // put back with cat(-1). The group that computes the rotated values writes them into the
+  // result at their places: no copy kernel (the layout ops before them are views).
+  for (const bool interleaved : {true, false}) {
+    CAPTURE(interleaved);
+    auto loop = [&](bool hot) {
+      torch::manual_seed(31);
+      auto q = torch::randn({2, 6, 3, 8});
+      auto angle = torch::randn({1, 6, 1, 4});
+      auto cos = angle.cos(), sin = angle.sin();
+      std::unique_ptr<Enabled> on;
+      if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+      std::vector<torch::Tensor> out;
+      for (int i = 0; i < 6; ++i) {
+        using torch::indexing::None;
+        using torch::indexing::Slice;
+        const auto a = interleaved ? q.index({"...", Slice(0, None, 2)}) : q.narrow(-1, 0, 4);
+        const auto b = interleaved ? q.index({"...", Slice(1, None, 2)}) : q.narrow(-1, 4, 4);
+        const std::vector<torch::Tensor> rotated = {a * cos - b * sin, a * sin + b * cos};
+        out.push_back(interleaved ? torch::stack(rotated, -1).flatten(-2)
+                                  : torch::cat(rotated, -1));
+        hotpath::step();
+      }
+      return out;
+    };
+    const auto plan = check_plan_is_eager(loop, 6);
+    REQUIRE(plan != nullptr);
+    const auto& g = *plan->graph;
+    const std::string text = plan->partition.to_text(g);
+    INFO(text);
+    REQUIRE(plan->partition.groups.size() == 1);
+    const auto& grp = plan->partition.groups[0];
+    const auto ops = op_names(g, grp);
+    CHECK(ops.count(interleaved ? "stack" : "cat") == 1);
+    CHECK(ops.count("mul.Tensor") == 1);
+    CHECK(text.find(":stack (") == std::string::npos);  // no eager stack or cat
+    CHECK(text.find(":cat (") == std::string::npos);
+    const auto spec = check_compiles(g, grp);
+    INFO(spec.source);
+    CHECK(spec.vec == 1);
+    CHECK_FALSE(spec.interpretable());
+    // The second value lands one element (interleaved) or half a row (halves) after the first.
+    CHECK(spec.source.find(interleaved ? " + 1] = hp::from_float" : " + 4] = hp::from_float") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("a stack that a kernel cannot store stays eager, and says why", "[fusion][sink]") {
+  auto a = torch::randn({4, 8}), b = torch::randn({4, 8}).to(torch::kHalf);
+  Enabled on(cpu_plans(2));
+  for (int i = 0; i < 3; ++i) {
+    auto mixed = torch::stack({a * 2, (b * 2).to(torch::kFloat) + 1});  // one group, fp32: fused
+    auto promoted = torch::stack({a * 3 + 1, b * 3});  // fp32 and fp16 values: ATen promotes
+    auto alone = torch::cat({a, a}, 1);                // no group computes its inputs
+    hotpath::step();
+  }
+  const auto plan = last_plan();
+  REQUIRE(plan != nullptr);
+  const auto& g = *plan->graph;
+  const std::string text = plan->partition.to_text(g);
+  INFO(text);
+  int fused_stacks = 0;
+  for (const auto& grp : plan->partition.groups) fused_stacks += op_names(g, grp).count("stack");
+  CHECK(fused_stacks == 1);
+  CHECK(text.find("stack (an input of another dtype)") != std::string::npos);
+  CHECK(text.find("cat (alone (nothing to fuse with))") != std::string::npos);
+}

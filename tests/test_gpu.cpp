@@ -112,6 +112,38 @@ TEST_CASE("operands with a storage offset are read at their own elements", "[gpu
   });
 }
 
+// A stack or cat stored by the kernel that computes its inputs (fusion/op_table.h): rotary
+// embedding in both layouts, bf16 and fp32, forward and backward, every launch verified.
+TEST_CASE("a rotary embedding's stack and cat are stored in place by one kernel", "[gpu][sink]") {
+  if (!have_gpu()) return;
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    CAPTURE(dtype);
+    auto q = torch::randn({2, 64, 4, 32}, torch::kCUDA).to(dtype).requires_grad_(true);
+    auto angle = torch::randn({1, 64, 1, 16}, torch::kCUDA);
+    auto cos = angle.cos().to(dtype), sin = angle.sin().to(dtype);
+    auto g = torch::randn({2, 64, 4, 32}, torch::kCUDA).to(dtype);
+    const Outcome o = eager_and_fused([&](int i) -> std::vector<torch::Tensor> {
+      using torch::indexing::None;
+      using torch::indexing::Slice;
+      const auto x = q * (1.0 + 0.125 * i);
+      const auto even = x.index({"...", Slice(0, None, 2)}),
+                 odd = x.index({"...", Slice(1, None, 2)});
+      const auto pairs =
+          torch::stack({even * cos - odd * sin, even * sin + odd * cos}, -1).flatten(-2);
+      const auto lo = x.narrow(-1, 0, 16), hi = x.narrow(-1, 16, 16);
+      const auto halves = torch::cat({lo * cos - hi * sin, lo * sin + hi * cos}, -1);
+      if (q.grad().defined()) q.grad().zero_();
+      ((pairs + halves) * g).sum().backward();
+      return {pairs, halves, q.grad()};
+    });
+    int stored = 0;
+    for (const auto& grp : o.stats.last().fusion.groups)
+      stored +=
+          grp.name.find("stack") != std::string::npos || grp.name.find("cat") != std::string::npos;
+    CHECK(stored >= 2);
+  }
+}
+
 // Cause: a fused kernel read every operand as fp32 and rounded only the op's result, while
 // eager first casts each operand to the dtype the op computes in: a half or fp32 zero-dim tensor
 // times a bf16 tensor is multiplied as bf16, after the zero-dim value is rounded to bf16. Found

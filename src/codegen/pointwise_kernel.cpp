@@ -35,6 +35,14 @@ short cast_form() {
   return form;
 }
 
+// A value the kernel stores: into tensor parameter `param`, `offset` elements past the element
+// of the domain's coordinates (a stack's or cat's input in its place in the result).
+struct Store {
+  int param = 0;
+  std::string var;
+  std::int64_t offset = 0;
+};
+
 }  // namespace
 
 KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, bool multi) {
@@ -61,24 +69,39 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
   auto why_not = [&](const std::string& why) {
     if (spec.not_interpretable.empty()) spec.not_interpretable = why;
   };
+  // The variable holding value `v`: a load, the first time a value from outside is read.
+  auto operand = [&](int v) {
+    if (!var.count(v)) {
+      HOTPATH_CHECK(!params.in_group(v), "value %", v, " used before it is computed");
+      const int idx = static_cast<int>(params.tensor(v));
+      // Names count within the group, so that groups doing the same work read the same.
+      const std::string name = "x" + std::to_string(loads.size());
+      loads.emplace_back(idx, name);
+      var[v] = name;
+      reg[name] = static_cast<int>(reg.size());
+    }
+    return var[v];
+  };
+  // A stack's or cat's stores: its inputs, each at its place in the result (op_table.h).
+  std::vector<Store> sink_stores;
+  std::map<std::size_t, std::vector<std::int64_t>> sink_strides;  // result param -> strides
   for (std::size_t mi = 0; mi < group.nodes.size(); ++mi) {
     const Node& n = g.node(group.nodes[mi]);
+    if (is_sink(n)) {
+      why_not(n.short_name() + " stores into a strided result");
+      const SinkView view = sink_view(g, n);
+      const std::size_t idx = params.tensor(n.outputs[0]);
+      spec.args[idx].written = true;
+      sink_strides[idx] = view.strides;
+      for (std::size_t k = 0; k < n.inputs.size(); ++k)
+        sink_stores.push_back(
+            Store{static_cast<int>(idx), operand(n.inputs[k].value), view.offsets[k]});
+      continue;
+    }
     const PointwiseOp* op = find_pointwise(n);
     HOTPATH_CHECK(op != nullptr, "node ", n.index, " (", n.short_name(), ") is not fusable");
     std::vector<std::string> t, s;
-    for (int a : op->tensors) {
-      const int v = n.input_at(a);
-      if (!var.count(v)) {
-        HOTPATH_CHECK(!params.in_group(v), "value %", v, " used before it is computed");
-        const int idx = static_cast<int>(params.tensor(v));
-        // Names count within the group, so that groups doing the same work read the same.
-        const std::string name = "x" + std::to_string(loads.size());
-        loads.emplace_back(idx, name);
-        var[v] = name;
-        reg[name] = static_cast<int>(reg.size());
-      }
-      t.push_back(var[v]);
-    }
+    for (int a : op->tensors) t.push_back(operand(n.input_at(a)));
     for (int a : op->scalars) {
       if (n.args[static_cast<std::size_t>(a)].isNone()) {
         s.emplace_back();
@@ -143,13 +166,18 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
 
   // Stores: the last version of each tensor the group writes. A tensor the group made is
   // optional unless the last member returns it.
-  std::vector<std::pair<int, std::string>> stores;  // param index, variable
+  std::vector<Store> stores;
   for (const auto& [tensor, value] : final_version) {
     const int idx = params.param_of_tensor.at(tensor);
     KernelArg& p = spec.args[static_cast<std::size_t>(idx)];
     if (!p.written) continue;
     p.optional = p.output >= 0 && !made_by_last(g, group, tensor);
-    stores.emplace_back(idx, var[value]);
+    stores.push_back(Store{idx, var[value], 0});
+  }
+  for (const Store& st : sink_stores) {
+    KernelArg& p = spec.args[static_cast<std::size_t>(st.param)];
+    p.optional = !made_by_last(g, group, params.tensor_of(static_cast<std::size_t>(st.param)));
+    stores.push_back(st);
   }
 
   // Indexing per tensor parameter.
@@ -165,8 +193,9 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
     // A tensor the group writes has the domain's shape: with one element (a 0-dim domain) it is
     // linear, not broadcast.
     a.single = m.numel() == 1 && !a.written;
-    strides[i] = domain_strides(m, dom);
-    a.linear = !a.single && strides[i] == lin;
+    const auto sink = sink_strides.find(i);
+    strides[i] = sink != sink_strides.end() ? sink->second : domain_strides(m, dom);
+    a.linear = !a.single && sink == sink_strides.end() && strides[i] == lin;
     if (!a.single) {
       all_linear = all_linear && a.linear;
       max_elem = std::max<int>(max_elem, static_cast<int>(elem_size(a.dtype)));
@@ -213,8 +242,8 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
     }
     prog.stores = static_cast<int>(stores.size());
     for (std::size_t k = 0; k < stores.size(); ++k) {
-      prog.store_slot[k] = static_cast<unsigned char>(stores[k].first);
-      prog.store_reg[k] = static_cast<unsigned char>(reg.at(stores[k].second));
+      prog.store_slot[k] = static_cast<unsigned char>(stores[k].param);
+      prog.store_reg[k] = static_cast<unsigned char>(reg.at(stores[k].var));
     }
     prog.code = static_cast<int>(code.size());
     for (std::size_t k = 0; k < code.size(); ++k) prog.instr[k] = code[k];
@@ -252,7 +281,7 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
   }
   src << ") {\n" << body.str();
   for (std::size_t k = 0; k < stores.size(); ++k)
-    src << "    y" << k << " = " << stores[k].second << ";\n";
+    src << "    y" << k << " = " << stores[k].var << ";\n";
   src << "}\n\n";
 
   // The work of the kernel's blocks, for one launch (the kernel) or one segment of several.
@@ -331,9 +360,11 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
     for (std::size_t k = 0; k < stores.size(); ++k) l << "    float y" << k << "_;\n";
     l << "    " << call("_") << ";\n";
     for (std::size_t k = 0; k < stores.size(); ++k) {
-      const auto& a = spec.args[static_cast<std::size_t>(stores[k].first)];
+      const auto& a = spec.args[static_cast<std::size_t>(stores[k].param)];
+      const std::int64_t off = stores[k].offset;
       l << "    " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << a.name << "["
-        << offset(static_cast<std::size_t>(stores[k].first)) << "] = hp::from_float<"
+        << offset(static_cast<std::size_t>(stores[k].param))
+        << (off != 0 ? " + " + std::to_string(off) : "") << "] = hp::from_float<"
         << cuda_type(a.dtype) << ">(y" << k << "_);\n";
     }
     l << "  }\n";
@@ -352,7 +383,7 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
           << ", v);\n";
     }
     for (std::size_t k = 0; k < stores.size(); ++k) {
-      const auto& a = spec.args[static_cast<std::size_t>(stores[k].first)];
+      const auto& a = spec.args[static_cast<std::size_t>(stores[k].param)];
       src << "      hp::Vec<" << cuda_type(a.dtype) << ", " << V << "> y" << k << "_v;\n";
     }
     src << "#pragma unroll\n      for (int k = 0; k < " << V << "; ++k) {\n";
@@ -364,13 +395,13 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
     for (std::size_t k = 0; k < stores.size(); ++k) src << "        float y" << k << "_k;\n";
     src << "        " << call("_k") << ";\n";
     for (std::size_t k = 0; k < stores.size(); ++k) {
-      const auto& a = spec.args[static_cast<std::size_t>(stores[k].first)];
+      const auto& a = spec.args[static_cast<std::size_t>(stores[k].param)];
       src << "        y" << k << "_v.v[k] = hp::from_float<" << cuda_type(a.dtype) << ">(y" << k
           << "_k);\n";
     }
     src << "      }\n";
     for (std::size_t k = 0; k < stores.size(); ++k) {
-      const auto& a = spec.args[static_cast<std::size_t>(stores[k].first)];
+      const auto& a = spec.args[static_cast<std::size_t>(stores[k].param)];
       src << "      " << (a.optional ? "if (" + a.name + " != nullptr) " : "") << "hp::store_vec<"
           << V << ">(" << a.name << ", v, y" << k << "_v);\n";
     }

@@ -46,10 +46,14 @@ void adopt(const at::Tensor& p, const at::Tensor& r) {
   p.copy_(r);
 }
 
+// References to `t` that `args` hold, in a list (a stack's inputs) too.
 int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
   int n = 0;
   for (const auto& a : args) {
     if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
+    if (a.isTensorList())
+      for (const c10::IValue& e : a.toListRef())
+        if (e.isTensor() && e.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
   }
   return n;
 }
@@ -414,11 +418,18 @@ void Executor::run_eager(const std::vector<const Deferred*>& members,
   c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
   at::AutoDispatchBelowADInplaceOrView below;
   for (const Deferred* d : members) {
+    auto mapped = [&](const at::Tensor& t) {
+      const auto it = remap.find(t.unsafeGetTensorImpl());
+      return it != remap.end() ? it->second : t;
+    };
     torch::jit::Stack s;
     for (const auto& a : d->args) {
       if (a.isTensor()) {
-        const auto it = remap.find(a.toTensor().unsafeGetTensorImpl());
-        s.emplace_back(it != remap.end() ? c10::IValue(it->second) : a);
+        s.emplace_back(mapped(a.toTensor()));
+      } else if (a.isTensorList()) {  // a stack's inputs
+        c10::List<at::Tensor> list;
+        for (const at::Tensor& t : a.toTensorList().vec()) list.push_back(mapped(t));
+        s.emplace_back(std::move(list));
       } else {
         s.push_back(a);
       }

@@ -69,6 +69,7 @@ void plan_speculative(const Graph& g, const HotTrace& trace, const FusionGroup& 
       work.pop_back();
       if (!member_of.count(n) || !cone.insert(n).second) continue;
       const Node& node = g.node(n);
+      if (is_sink(node)) ok = false;  // a recomputation replays tensor arguments, not lists
       for (const auto& in : node.inputs) {
         if (in.value < 0) continue;
         const Value& v = g.value(in.value);

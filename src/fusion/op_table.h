@@ -130,6 +130,21 @@ bool is_total_reduction(const Node& n);
 // Empty when a total kernel computes `n`, else why not.
 std::string total_reduction_check(const Graph& g, const Node& n);
 
+// stack and cat of values of one shape (RoPE's halves, heads put back together): no kernel of
+// their own. The pointwise group that computes the values stores each one straight into its place
+// in the result, which is index arithmetic: input k is the result's view with `strides` (over the
+// domain, the inputs' shape; 0 where a dimension has size 1) from element `offsets[k]`.
+bool is_sink(const Node& n);
+// Empty when a pointwise kernel can store `n`'s inputs into its result, else why not.
+std::string sink_check(const Graph& g, const Node& n);
+struct SinkView {
+  std::vector<std::int64_t> strides;
+  std::vector<std::int64_t> offsets;  // per input, in order
+};
+SinkView sink_view(const Graph& g, const Node& n);
+// A stack or cat takes at most this many values (a kernel stores each of them).
+constexpr std::size_t kMaxSinkInputs = 16;
+
 // Every (op, variant) of the table, in a fixed order: the interpreter kernel's opcodes.
 struct OpForm {
   std::string key;  // Node::short_name()

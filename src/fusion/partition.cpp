@@ -18,8 +18,9 @@ const RowOp* row_op(const Graph& g, const Node& n) {
 
 // The shape a node iterates over: a pointwise op's output, a row op's or column sum's (full)
 // operand.
+// A stack's or cat's: its inputs' shape (it stores them).
 const TensorMeta& node_domain(const Graph& g, const Node& n) {
-  if (is_total_reduction(n)) return g.value(n.input_at(0)).meta;
+  if (is_total_reduction(n) || is_sink(n)) return g.value(n.input_at(0)).meta;
   if (const RowOp* r = find_row_op(n)) return g.value(n.input_at(r->tensors[0])).meta;
   return g.value(n.outputs[0]).meta;
 }
@@ -62,8 +63,10 @@ bool reduces_rows(const Graph& g, const std::vector<int>& members) {
 // Node `n` may belong to a group over `domain`: over the same shape; or, in a group that reduces
 // rows, a pointwise op over one value per row. A reduction of such a value (a sum over its
 // dimension of 1) is no reduction of the group's rows: it would sum the value over the row.
+// A stack or cat only in a group of pointwise ops (legal() checks the others).
 bool fits(const Graph& g, const Node& n, const TensorMeta& domain, bool rows) {
   const TensorMeta& d = node_domain(g, n);
+  if (is_sink(n)) return !rows && same_domain(d, domain);
   return same_domain(d, domain) || (rows && find_pointwise(n) != nullptr && row_shaped(d, domain));
 }
 
@@ -209,8 +212,25 @@ struct Builder {
                        [&](int m) { return fits(g, g.node(m), dom, rows); });
   }
 
+  // A stack or cat is stored by pointwise kernels alone, and its result is complete only when
+  // the kernel ends: no member reads it.
+  bool sinks_pointwise(const std::vector<int>& members) const {
+    bool other = false;
+    std::set<int> results;
+    for (int m : members) {
+      const Node& n = g.node(m);
+      for (const auto& in : n.inputs)
+        if (in.value >= 0 && results.count(in.value)) return false;
+      if (is_sink(n))
+        results.insert(n.outputs[0]);
+      else
+        other = other || find_pointwise(n) == nullptr;
+    }
+    return results.empty() || !other;
+  }
+
   bool legal(const std::vector<int>& members) const {
-    if (members.size() > kMaxGroupNodes) return false;
+    if (members.size() > kMaxGroupNodes || !sinks_pointwise(members)) return false;
     if (!one_domain(members) || !rows_kept(members) || !columns_apart(members) ||
         !total_alone(members) || !all_rows_plain(members))
       return false;
@@ -233,6 +253,7 @@ struct Builder {
 }  // namespace
 
 std::string unfusable_reason(const Graph& g, const Node& n) {
+  if (is_sink(n)) return sink_check(g, n);
   if (is_column_sum(g, n)) return column_sum_check(g, n);
   if (is_total_reduction(n)) return total_reduction_check(g, n);
   if (const RowOp* r = find_row_op(n)) {

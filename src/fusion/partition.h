@@ -1,7 +1,9 @@
 // Cuts a Graph into fusion groups: runs of pointwise and in-place ops over one iteration domain
 // (the shape of their outputs) that one kernel can compute, with the reductions along the last
 // dimension among them (sum, mean, softmax, log_softmax and their backward: row kernels), or the
-// sums over the first of two dimensions that end them (a bias's gradient: column kernels).
+// sums over the first of two dimensions that end them (a bias's gradient: column kernels). A
+// stack or cat of values of the domain's shape joins a group of pointwise ops, whose kernel
+// stores each value into its place in the result.
 // Everything else (matmuls, convolutions, other reductions, RNG, views, unknown ops) stays eager
 // and bounds the groups.
 //

@@ -8,13 +8,13 @@
 namespace fuzz {
 
 const char* const kNames[static_cast<int>(K::Count)] = {
-    "add.Tensor",     "sub.Tensor",   "mul.Tensor",   "div.Tensor",  "add.Scalar",  "mul.Scalar",
-    "div.Scalar",     "rsub",         "neg",          "exp",         "log(abs+1)",  "sqrt(abs)",
-    "rsqrt(abs+eps)", "sigmoid",      "tanh",         "relu",        "silu",        "gelu",
-    "gelu(tanh)",     "pow 2",        "clamp",        "masked_fill", "where",       "lerp",
-    "addcmul",        "sum(-1)",      "mean(-1)",     "softmax",     "log_softmax", "sum(0)",
-    "transpose",      "slice step 2", "narrow",       "to fp16",     "to bf16",     "to fp32",
-    "mul_",           "add_",         "sum lead(0,1)"};
+    "add.Tensor",     "sub.Tensor",   "mul.Tensor",    "div.Tensor",  "add.Scalar",  "mul.Scalar",
+    "div.Scalar",     "rsub",         "neg",           "exp",         "log(abs+1)",  "sqrt(abs)",
+    "rsqrt(abs+eps)", "sigmoid",      "tanh",          "relu",        "silu",        "gelu",
+    "gelu(tanh)",     "pow 2",        "clamp",         "masked_fill", "where",       "lerp",
+    "addcmul",        "sum(-1)",      "mean(-1)",      "softmax",     "log_softmax", "sum(0)",
+    "transpose",      "slice step 2", "narrow",        "to fp16",     "to bf16",     "to fp32",
+    "mul_",           "add_",         "sum lead(0,1)", "stack",       "cat"};
 
 std::vector<torch::Tensor> make_inputs(const Program& p, torch::Device d, bool grad) {
   std::mt19937_64 rng(p.seed);
@@ -194,6 +194,12 @@ void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration) {
         r = (t * o.s + t).sum(std::vector<std::int64_t>{0, 1}, true).squeeze(0);
         break;
       }
+      case K::Stack:
+        r = torch::stack({a, b}, static_cast<std::int64_t>(o.s));
+        break;
+      case K::Cat:
+        r = torch::cat({a, b}, static_cast<std::int64_t>(o.s));
+        break;
       default:
         break;
     }
@@ -249,6 +255,34 @@ Program generate(std::uint64_t seed, torch::Device d) {
       p.ops.push_back(o);
     } catch (const std::exception&) {
       // not a value of even rows
+    }
+  }
+  // A quarter end with a stack or cat of the latest value and the latest other one of its shape
+  // (or itself), from a generator of their own.
+  std::mt19937_64 put(seed ^ 0x5851f42d4c957f2dULL);
+  if (put() % 4 == 0 && !v.empty()) {
+    FOp o;
+    o.kind = put() % 2 == 0 ? K::Stack : K::Cat;
+    const int n = static_cast<int>(v.size());
+    o.a = n - 1;
+    o.b = o.a;
+    for (int k = n - 2; k >= 0; --k) {
+      if (v[static_cast<std::size_t>(k)].sizes() == v.back().sizes()) {
+        o.b = k;
+        break;
+      }
+    }
+    const std::int64_t rank = v.back().dim() + (o.kind == K::Stack ? 1 : 0);
+    o.c = o.a;
+    o.s = rank > 0 ? static_cast<double>(put() % static_cast<std::uint64_t>(rank)) : 0.0;
+    Program trial = p;
+    trial.ops.push_back(o);
+    std::vector<torch::Tensor> w = inputs;
+    try {
+      apply(trial, w, 0);
+      p.ops.push_back(o);
+    } catch (const std::exception&) {
+      // a 0-dim value cannot be concatenated
     }
   }
   return p;

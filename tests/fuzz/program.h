@@ -55,6 +55,11 @@ enum class K {
   // the programs from a generator of its own. A 2-D value of even rows read as [2, R/2, C] and
   // summed over both leading dimensions (a Linear's bias gradient: a column kernel over R rows).
   SumLeading,
+  // Also appended from a generator of their own, to a quarter of the programs: the latest value
+  // and one of the same shape (`b`) put together along dimension `s` (a stack: the new one;
+  // cat: an existing one): stored by the kernel that computes them.
+  Stack,
+  Cat,
   Count
 };
 // The ops' names, by kind (Program::text).
