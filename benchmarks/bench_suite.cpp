@@ -1,12 +1,13 @@
-// The benchmark suite (six of its workloads so far): each one eager and hotpath side by side in
-// one process (bench_support.h's side_by_side: interleaved blocks of 10, eager under Pause), one
-// row per workload in CSV and JSON: the times and their spread, peak memory, compile seconds, first
-// fused and break-even iterations, and the governor's own judged speedup beside the measured one
-// (how honest its report is on each workload). GPU only.
+// The benchmark suite: each workload eager and hotpath side by side in one process
+// (bench_support.h's side_by_side: interleaved blocks of 10, eager under Pause), one row per
+// workload in CSV and JSON: the times and their spread, peak memory, compile seconds, first fused
+// and break-even iterations, and the governor's own judged speedup beside the measured one (how
+// honest its report is on each workload). The sweeps op_bench and attention_memory add a row per
+// configuration, each from a short side-by-side run of its own (suite_sweeps.h). GPU only.
 //
 //   bench_suite [--workloads matmul_chain,mlp_training,mixed_ops,attention_block,rope,
-//                transformer_lm]
-//               [--iters N] [--warmup N]
+//                transformer_lm,op_bench,attention_memory]
+//               [--iters N] [--warmup N] [--sweep-iters N]
 //               [--csv FILE] [--json FILE] [--cache DIR] [--list] [shape options, --help]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "autocast_scope.h"
 #include "bench_support.h"
 #include "models/transformer_lm.h"
+#include "suite_sweeps.h"
 
 namespace {
 
@@ -48,11 +50,7 @@ const std::map<std::string, hotpath_examples::LmConfig> kLmSizes = {
     {"2.7b", {10000, 2560, 32, 32, 10240, 0}},
 };
 
-// One workload: what a row says of its sizes, and a step that runs it once.
-struct Workload {
-  std::string sizes, dtype = "fp32", mode;
-  std::function<void()> step;
-};
+using suite::Workload;
 
 Workload matmul_chain(const Shapes& s) {
   const auto opt = torch::TensorOptions().device(torch::kCUDA);
@@ -220,6 +218,9 @@ const std::vector<std::pair<std::string, std::function<Workload(const Shapes&)>>
     {"rope", rope},
     {"transformer_lm", transformer_lm},
 };
+const std::vector<
+    std::pair<std::string, std::function<std::vector<suite::Make>(const suite::SweepShapes&)>>>
+    kSweeps = {{"op_bench", suite::op_bench}, {"attention_memory", suite::attention_memory}};
 
 double iqr(const std::vector<double>& v) { return quantile(v, 0.75) - quantile(v, 0.25); }
 
@@ -285,7 +286,48 @@ const char* const kColumns[] = {"workload",
                                 "governor_low",
                                 "governor_high",
                                 "governor_vs_measured",
+                                "fused_groups",
+                                "eager_gbps",
+                                "hotpath_gbps",
+                                "copy_gbps",
+                                "eager_pct_copy",
+                                "hotpath_pct_copy",
+                                "theory_peak_mib",
                                 "status"};
+
+// "[#####.....] 12/40": where a run of many rows is.
+std::string progress(std::size_t done, std::size_t total) {
+  constexpr std::size_t kWidth = 20;
+  const std::size_t filled = total ? done * kWidth / total : kWidth;
+  return "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "] " +
+         std::to_string(done) + "/" + std::to_string(total);
+}
+
+// One line of what a row found.
+void print_row(const nlohmann::json& row, double secs) {
+  if (row["status"] != "ok") {
+    std::printf("      %s: %s\n", row["sizes"].get<std::string>().c_str(),
+                row["status"].get<std::string>().c_str());
+    return;
+  }
+  std::printf("      %s: eager %.3f ms, hotpath %.3f ms: %.3fx measured",
+              row["sizes"].get<std::string>().c_str(), row["eager_ms"].get<double>(),
+              row["hotpath_ms"].get<double>(), row["speedup"].get<double>());
+  if (row.contains("governor_speedup"))
+    std::printf("; the governor judged %.3fx (%.3f-%.3f, %s), %+.1f%%",
+                row["governor_speedup"].get<double>(), row["governor_low"].get<double>(),
+                row["governor_high"].get<double>(), row["governor"].get<std::string>().c_str(),
+                100 * row["governor_vs_measured"].get<double>());
+  if (row.contains("eager_pct_copy"))
+    std::printf("; %.0f / %.0f GB/s (%.0f%% / %.0f%% of copy)", row["eager_gbps"].get<double>(),
+                row["hotpath_gbps"].get<double>(), row["eager_pct_copy"].get<double>(),
+                row["hotpath_pct_copy"].get<double>());
+  std::printf("; peak %.0f / %.0f MiB", row["eager_peak_mib"].get<double>(),
+              row["hotpath_peak_mib"].get<double>());
+  if (row.contains("theory_peak_mib"))
+    std::printf(" (accounting %.0f MiB)", row["theory_peak_mib"].get<double>());
+  std::printf("; %.1f s\n", secs);
+}
 
 std::string csv_field(const nlohmann::json& v) {
   if (v.is_null()) return "";
@@ -299,16 +341,21 @@ std::string csv_field(const nlohmann::json& v) {
 
 int main(int argc, char** argv) {
   CLI::App app{"hotpath's benchmark suite: eager and hotpath side by side, one row per workload"};
-  std::string which = "matmul_chain,mlp_training,mixed_ops,attention_block,rope,transformer_lm",
+  std::string which =
+                  "matmul_chain,mlp_training,mixed_ops,attention_block,rope,transformer_lm,"
+                  "op_bench,attention_memory",
               csv_path, json_path;
   std::string cache = "/tmp/hotpath-suite-cache";
-  int iters = 100, warmup = 10;
+  int iters = 100, warmup = 10, sweep_iters = 20;
   bool list = false;
   Shapes s;
+  suite::SweepShapes sw;
   app.add_option("--workloads", which, "comma-separated workloads (--list names them)");
   app.add_option("--iters", iters, "timed iterations a side")->check(CLI::Range(10, 100000));
   app.add_option("--warmup", warmup, "untimed iterations of both before")
       ->check(CLI::Range(0, 100000));
+  app.add_option("--sweep-iters", sweep_iters, "timed iterations a side of a sweep's row")
+      ->check(CLI::Range(5, 100000));
   app.add_option("--csv", csv_path, "write the rows as CSV here");
   app.add_option("--json", json_path, "write the rows as JSON here");
   app.add_option("--cache", cache, "hotpath's kernel cache directory");
@@ -347,37 +394,77 @@ int main(int argc, char** argv) {
   app.add_option("--lm-context", s.lm_context, "transformer_lm: context")
       ->check(CLI::Range(1, 65536));
   app.add_flag("--lm-bf16", s.lm_bf16, "transformer_lm: bf16 autocast");
+  app.add_option("--op-bench-ops", sw.ops, "op_bench: ops")
+      ->delimiter(',')
+      ->check(CLI::IsMember(suite::op_bench_ops()));
+  const auto positive = CLI::Range(std::int64_t{1}, std::int64_t{1} << 20);
+  app.add_option("--op-bench-batch", sw.op_batch, "op_bench: batches")
+      ->delimiter(',')
+      ->check(positive);
+  app.add_option("--op-bench-seq", sw.op_seq, "op_bench: sequences")
+      ->delimiter(',')
+      ->check(positive);
+  app.add_option("--op-bench-dim", sw.op_dim, "op_bench: widths")->delimiter(',')->check(positive);
+  app.add_option("--attn-mem-batch", sw.attn_batch, "attention_memory: batch")->check(positive);
+  app.add_option("--attn-mem-dims", sw.attn_dims, "attention_memory: model widths")
+      ->delimiter(',')
+      ->check(positive);
+  app.add_option("--attn-mem-seqs", sw.attn_seqs, "attention_memory: sequences")
+      ->delimiter(',')
+      ->check(positive);
   CLI11_PARSE(app, argc, argv);
 
   if (list) {
     for (const auto& [name, make] : kWorkloads) std::printf("%s\n", name.c_str());
+    for (const auto& [name, make] : kSweeps) std::printf("%s (a sweep)\n", name.c_str());
     return 0;
   }
-  std::vector<std::pair<std::string, std::function<Workload(const Shapes&)>>> chosen;
+  // Every row to measure, in order: a workload's one, a sweep's many.
+  std::vector<suite::Make> jobs;
   std::stringstream ss(which);
   for (std::string name; std::getline(ss, name, ',');) {
     const auto it = std::find_if(kWorkloads.begin(), kWorkloads.end(),
                                  [&](const auto& w) { return w.first == name; });
-    if (it == kWorkloads.end()) {
+    const auto sweep = std::find_if(kSweeps.begin(), kSweeps.end(),
+                                    [&](const auto& w) { return w.first == name; });
+    if (it != kWorkloads.end()) {
+      jobs.push_back([&s, name, make = it->second] {
+        Workload wl = make(s);
+        wl.name = name;
+        return wl;
+      });
+    } else if (sweep != kSweeps.end()) {
+      for (auto& job : sweep->second(sw)) jobs.push_back(std::move(job));
+    } else {
       std::fprintf(stderr, "bench_suite: unknown workload '%s' (--list names them)\n",
                    name.c_str());
       return 2;
     }
-    chosen.push_back(*it);
   }
   if (!torch::cuda::is_available()) {
     std::fprintf(stderr, "bench_suite: no CUDA device: the suite times GPU workloads only\n");
     return 2;
   }
+  double copy = 0;  // GB/s, measured once the first op_bench row needs it
   nlohmann::json rows = nlohmann::json::array();
-  for (std::size_t i = 0; i < chosen.size(); ++i) {
-    const auto& [name, make] = chosen[i];
-    std::printf("[%zu/%zu] %s ...\n", i + 1, chosen.size(), name.c_str());
-    std::fflush(stdout);
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    nlohmann::json row{{"workload", name}, {"status", "ok"}};
+    nlohmann::json row{{"status", "ok"}};
+    std::string name = "?";
     try {
-      row = measure(name, make(s), iters, warmup, cache);
+      const Workload wl = jobs[i]();
+      name = wl.name;
+      std::printf("%s %s %s ...\n", progress(i, jobs.size()).c_str(), wl.name.c_str(),
+                  wl.sizes.c_str());
+      std::fflush(stdout);
+      row = wl.quick ? suite::quick_side_by_side(wl, sweep_iters, cache)
+                     : measure(wl.name, wl, iters, warmup, cache);
+      if (wl.bytes > 0 && row["status"] == "ok") {
+        if (copy == 0) copy = suite::copy_gbps();
+        row["copy_gbps"] = copy;
+        row["eager_pct_copy"] = 100 * row["eager_gbps"].get<double>() / copy;
+        row["hotpath_pct_copy"] = 100 * row["hotpath_gbps"].get<double>() / copy;
+      }
     } catch (const c10::OutOfMemoryError& e) {
       hotpath::disable_hot_path_detection();
       row["status"] = "out of memory";
@@ -385,24 +472,27 @@ int main(int argc, char** argv) {
       hotpath::disable_hot_path_detection();
       row["status"] = std::string("error: ") + e.what();
     }
+    if (!row.contains("workload")) row["workload"] = name;
+    if (!row.contains("sizes")) row["sizes"] = "";
     c10::cuda::CUDACachingAllocator::emptyCache();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (row["status"] == "ok") {
-      std::printf(
-          "      %s: eager %.3f ms, hotpath %.3f ms: %.3fx measured; the governor judged "
-          "%.3fx (%.3f-%.3f, %s), %+.1f%%; peak %.0f / %.0f MiB; %.1f s\n",
-          row["sizes"].get<std::string>().c_str(), row["eager_ms"].get<double>(),
-          row["hotpath_ms"].get<double>(), row["speedup"].get<double>(),
-          row["governor_speedup"].get<double>(), row["governor_low"].get<double>(),
-          row["governor_high"].get<double>(), row["governor"].get<std::string>().c_str(),
-          100 * row["governor_vs_measured"].get<double>(), row["eager_peak_mib"].get<double>(),
-          row["hotpath_peak_mib"].get<double>(), secs);
-    } else {
-      std::printf("      %s\n", row["status"].get<std::string>().c_str());
-    }
+    print_row(row, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     rows.push_back(row);
   }
+  if (!jobs.empty()) std::printf("%s done\n", progress(jobs.size(), jobs.size()).c_str());
+  // attention_memory: the smallest configuration (by the accounting) that ran out of memory.
+  const nlohmann::json* smallest = nullptr;
+  for (const auto& row : rows) {
+    if (row["workload"] != "attention_memory" || !row.contains("theory_peak_mib") ||
+        row["status"].get<std::string>().rfind("out of memory", 0) != 0)
+      continue;
+    if (!smallest || row["theory_peak_mib"] < (*smallest)["theory_peak_mib"]) smallest = &row;
+  }
+  if (smallest)
+    std::printf(
+        "attention_memory: the smallest configuration out of memory: %s (%.0f MiB by the "
+        "accounting)\n",
+        (*smallest)["sizes"].get<std::string>().c_str(),
+        (*smallest)["theory_peak_mib"].get<double>());
   if (!json_path.empty()) std::ofstream(json_path) << rows.dump(2) << "\n";
   if (!csv_path.empty()) {
     std::ofstream csv(csv_path);

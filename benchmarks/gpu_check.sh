@@ -164,20 +164,19 @@ if want verdicts; then
   unset HOTPATH_CACHE_DIR
 fi
 
-# The benchmark suite's workloads side by side, with the governor's judged speedup beside each
-# (HOTPATH_SUITE_ARGS adds arguments). The machine needs CLI11 and nlohmann-json: prepare with
+# The benchmark suite (benchmarks/run_suite.sh) in the parts HOTPATH_SUITE_PARTS names (default:
+# pieces lm torch_compile plots; also op_bench, attention_memory); its rows and plots under
+# $OUT/suite/, suite.csv and suite.json (every bench_suite row) beside the summaries. The machine
+# needs CLI11 and nlohmann-json: prepare with
 # EXTRA_DEBS="libcli11-dev nlohmann-json3-dev" bash ../shared/device/prepare.sh.
 if want suite; then
-  run suite "$BUILD"/benchmarks/bench_suite --csv "$OUT/suite.csv" --json "$OUT/suite.json" \
-    ${HOTPATH_SUITE_ARGS:-}
-  cat "$OUT/suite.txt"
-  # The same workloads in Python: eager, torch.compile default and reduce-overhead
-  # (HOTPATH_SUITE_TORCH_COMPILE=0 leaves them out).
-  if [[ ${HOTPATH_SUITE_TORCH_COMPILE:-1} == 1 ]]; then
-    run suite_torch_compile python3 benchmarks/torch_compile_suite.py \
-      --csv "$OUT/suite_torch_compile.csv" --json "$OUT/suite_torch_compile.json"
-    cat "$OUT/suite_torch_compile.txt"
-  fi
+  # shellcheck disable=SC2086
+  BUILD_DIR=$BUILD OUT=$OUT/suite run suite bash benchmarks/run_suite.sh \
+    ${HOTPATH_SUITE_PARTS:-pieces lm torch_compile plots}
+  grep -E "^== |x measured|out of memory|smallest|error" "$OUT/suite.txt" | head -80
+  cp "$OUT/suite/suite.csv" "$OUT/suite.csv" 2>/dev/null
+  python3 -c 'import csv, json, sys; json.dump(list(csv.DictReader(open(sys.argv[1]))), open(sys.argv[2], "w"), indent=1)' \
+    "$OUT/suite.csv" "$OUT/suite.json" 2>/dev/null
 fi
 
 if want example; then

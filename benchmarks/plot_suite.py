@@ -10,6 +10,10 @@ Writes into DIR:
   governor.png  per workload: the governor's judged speedup with its 95% interval beside the
                 speedup measured side by side (issue "An honest governor": within 5%)
   memory.png    per workload: peak allocated memory, eager and hotpath
+  op_bench.png  (rows of the op_bench sweep) per op: GB/s eager and hotpath against the bytes
+                moved, beside the copy bandwidth measured in the same run
+  attention_memory.png  (rows of the attention_memory sweep) peak memory against sequence length
+                per width, eager and hotpath, the accounting dotted, out-of-memory rows marked
 """
 import argparse
 import csv
@@ -50,6 +54,70 @@ def finish_axes(ax, names, ylabel, title):
     ax.legend(fontsize=8)
 
 
+SWEEPS = ("op_bench", "attention_memory")
+
+
+def sizes_of(row):
+    """[b, t, d] of a sweep row's sizes text ("gelu x[16,256,64]")."""
+    inside = row["sizes"][row["sizes"].rindex("[") + 1:row["sizes"].rindex("]")]
+    return [int(v) for v in inside.split(",")]
+
+
+def plot_op_bench(ops, args):
+    if not ops:
+        return
+    names = sorted({r["sizes"].split(" x[")[0] for r in ops})
+    fig, axes = plt.subplots(1, len(names), figsize=(3.6 * len(names), 3.8), squeeze=False)
+    copy = max(number(r, "copy_gbps") or 0 for r in ops)
+    for ax, name in zip(axes[0], names):
+        def gigabytes(r):  # what the op moves: its time at its bandwidth
+            return number(r, "eager_ms") * number(r, "eager_gbps") / 1e3
+
+        mine = sorted((r for r in ops if r["sizes"].split(" x[")[0] == name), key=gigabytes)
+        moved = [gigabytes(r) for r in mine]
+        ax.plot(moved, [number(r, "eager_gbps") for r in mine], "o", ms=3, label="eager")
+        ax.plot(moved, [number(r, "hotpath_gbps") for r in mine], "x", ms=4, label="hotpath")
+        if copy:
+            ax.axhline(copy, color="grey", linestyle="--", linewidth=0.8, label="copy")
+        ax.set_xscale("log")
+        ax.set_xlabel("bytes moved (GB)")
+        ax.set_ylabel("GB/s")
+        ax.set_title(name, fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{args.title}: op_bench bandwidth")
+    save(fig, args.out, "op_bench.png")
+
+
+def plot_attention_memory(att, args):
+    if not att:
+        return
+    widths = sorted({sizes_of(r)[2] for r in att})
+    fig, ax = plt.subplots(figsize=(7, 4.4))
+    for k, d in enumerate(widths):
+        mine = sorted((r for r in att if sizes_of(r)[2] == d), key=lambda r: sizes_of(r)[1])
+        color = f"C{k}"
+        ran = [r for r in mine if r["status"] == "ok"]
+        seq = [sizes_of(r)[1] for r in ran]
+        ax.plot(seq, [number(r, "eager_peak_mib") for r in ran], "-o", color=color, ms=3,
+                label=f"d {d} eager")
+        ax.plot(seq, [number(r, "hotpath_peak_mib") for r in ran], "--x", color=color, ms=4,
+                label=f"d {d} hotpath")
+        ax.plot([sizes_of(r)[1] for r in mine], [number(r, "theory_peak_mib") for r in mine],
+                ":", color=color, linewidth=0.8)
+        oom = [r for r in mine if r["status"].startswith("out of memory")]
+        if oom:
+            ax.plot([sizes_of(r)[1] for r in oom], [number(r, "theory_peak_mib") for r in oom],
+                    "X", color=color, ms=9, label=f"d {d} out of memory (at its accounting)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length")
+    ax.set_ylabel("peak allocated (MiB)")
+    ax.set_title(f"{args.title}: naive attention, peak memory (dotted: the accounting)",
+                 fontsize=9)
+    ax.legend(fontsize=6, ncol=2)
+    save(fig, args.out, "attention_memory.png")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--suite", required=True)
@@ -57,17 +125,23 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--title", default="hotpath benchmark suite")
     args = p.parse_args()
-    suite = [r for r in rows(args.suite) if r.get("status") == "ok"]
-    if not suite:
+    everything = rows(args.suite)
+    ok = [r for r in everything if r.get("status") == "ok"]
+    if not ok:
         p.error(f"{args.suite}: no row with status ok")
     for key in ("workload", "speedup", "governor_speedup", "eager_peak_mib", "hotpath_peak_mib"):
-        if key not in suite[0]:
+        if key not in ok[0]:
             p.error(f"{args.suite}: no column '{key}' (is it bench_suite's CSV?)")
+    os.makedirs(args.out, exist_ok=True)
+    plot_op_bench([r for r in ok if r["workload"] == "op_bench"], args)
+    plot_attention_memory([r for r in everything if r["workload"] == "attention_memory"], args)
+    suite = [r for r in ok if r["workload"] not in SWEEPS]
+    if not suite:
+        return 0
     tc = {}
     if args.torch_compile:
         for r in rows(args.torch_compile):
             tc[(r["workload"], r["compiler"])] = r
-    os.makedirs(args.out, exist_ok=True)
     names = [r["workload"] for r in suite]
     x = range(len(names))
 
