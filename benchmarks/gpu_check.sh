@@ -171,7 +171,7 @@ fi
 # EXTRA_DEBS="libcli11-dev nlohmann-json3-dev" bash ../shared/device/prepare.sh.
 if want suite; then
   # shellcheck disable=SC2086
-  BUILD_DIR=$BUILD OUT=$OUT/suite run suite bash benchmarks/run_suite.sh \
+  run suite env BUILD_DIR="$BUILD" bash benchmarks/run_suite.sh --out "$OUT/suite" \
     ${HOTPATH_SUITE_PARTS:-pieces lm torch_compile plots}
   grep -E "^== |x measured|out of memory|smallest|error" "$OUT/suite.txt" | head -80
   cp "$OUT/suite/suite.csv" "$OUT/suite.csv" 2>/dev/null

@@ -546,12 +546,14 @@ TEST_CASE("a stack or cat of a group's values is stored by the group's kernel", 
 }
 
 TEST_CASE("a stack that a kernel cannot store stays eager, and says why", "[fusion][sink]") {
-  auto a = torch::randn({4, 8}), b = torch::randn({4, 8}).to(torch::kHalf);
+  auto a = torch::randn({4, 8}), b = torch::randn({4, 8}).to(torch::kHalf),
+       c = torch::randn({4, 8});
   Enabled on(cpu_plans(2));
   for (int i = 0; i < 3; ++i) {
     auto mixed = torch::stack({a * 2, (b * 2).to(torch::kFloat) + 1});  // one group, fp32: fused
-    auto promoted = torch::stack({a * 3 + 1, b * 3});  // fp32 and fp16 values: ATen promotes
-    auto alone = torch::cat({a, a}, 1);                // no group computes its inputs
+    auto promoted = torch::stack({a * 3 + 1, b * 3});      // fp32 and fp16 values: ATen promotes
+    auto alone = torch::cat({a, a}, 1);                    // no group computes its inputs
+    auto outside = torch::cat({(a * 4).sigmoid(), c}, 0);  // `c` only the cat reads: loaded
     hotpath::step();
   }
   const auto plan = last_plan();
@@ -563,5 +565,12 @@ TEST_CASE("a stack that a kernel cannot store stays eager, and says why", "[fusi
   for (const auto& grp : plan->partition.groups) fused_stacks += op_names(g, grp).count("stack");
   CHECK(fused_stacks == 1);
   CHECK(text.find("stack (an input of another dtype)") != std::string::npos);
+  // The group with the cat reads `c` from the cat's list: the kernel parameter says where.
+  int listed = 0;
+  for (const auto& grp : plan->partition.groups) {
+    if (!op_names(g, grp).count("cat")) continue;
+    for (const auto& arg : check_compiles(g, grp).args) listed += arg.element == 1 ? 1 : 0;
+  }
+  CHECK(listed == 1);
   CHECK(text.find("cat (alone (nothing to fuse with))") != std::string::npos);
 }

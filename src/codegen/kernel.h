@@ -26,6 +26,7 @@ struct KernelArg {
   int member = -1;    // position in the group's node list
   int argument = -1;  // schema argument of that member (tensor operand or scalar)
   int output = -1;    // Tensor made by the group: output index of `member` (argument is -1)
+  int element = -1;   // Tensor from outside in a list argument (a stack's input): its position
   bool written = false;
   // A tensor the group makes that nobody but hotpath may hold at launch: the executor passes
   // nullptr then and the kernel skips its stores.

@@ -300,8 +300,7 @@ bool Executor::fill(PlanGroup& g, const std::vector<Deferred*>& members, bool ow
       continue;
     }
     // A strong reference for the launch (one more use of a tensor the group made).
-    const at::Tensor t = a.output >= 0 ? m.output(static_cast<std::size_t>(a.output))
-                                       : m.args[static_cast<std::size_t>(a.argument)].toTensor();
+    const at::Tensor t = m.tensor(a);
     if (!t.defined()) {
       if (!a.optional) return false;  // cannot happen: the last member's output is on the stack
       continue;                       // nobody holds it: nothing to write
@@ -361,6 +360,9 @@ bool Executor::fill(PlanGroup& g, const std::vector<Deferred*>& members, bool ow
 
 void Executor::materialize(const std::vector<Deferred*>& members) {
   c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+  // Below autograd, as the op's kernel ran when it was deferred: a kernel that calls other ops
+  // (mul_.Scalar calls mul.out) must not meet autograd again on a tensor that requires grad.
+  at::AutoDispatchBelowADInplaceOrView below;
   for (Deferred* d : members) {
     torch::jit::Stack s(d->args.begin(), d->args.end());
     d->op.redispatchBoxed(d->keys, &s);

@@ -99,6 +99,13 @@ class Executor {
       if (out_alias >= 0) return args[static_cast<std::size_t>(out_alias)].toTensor();
       return k < made.size() ? at::Tensor(made[k].lock()) : at::Tensor();
     }
+    // The tensor a kernel parameter names: an output, an argument or an element of a list one.
+    at::Tensor tensor(const KernelArg& a) const {
+      if (a.output >= 0) return output(static_cast<std::size_t>(a.output));
+      const c10::IValue& v = args[static_cast<std::size_t>(a.argument)];
+      return a.element >= 0 ? v.toTensorList().get(static_cast<std::size_t>(a.element))
+                            : v.toTensor();
+    }
   };
 
   // One op of the members that compute a skipped value. Tensors made by earlier ops of the cone

@@ -45,8 +45,7 @@ void Executor::run_batch(int batch) {
       for (const KernelArg& a : group(pending[k]).spec.args) {
         if (a.kind != KernelArg::Kind::Tensor) continue;
         const Deferred& m = *members[k][static_cast<std::size_t>(a.member)];
-        at::Tensor t = a.output >= 0 ? m.output(static_cast<std::size_t>(a.output))
-                                     : m.args[static_cast<std::size_t>(a.argument)].toTensor();
+        at::Tensor t = m.tensor(a);
         if (t.defined()) tensors[k].emplace_back(std::move(t), a.written);
       }
     }
