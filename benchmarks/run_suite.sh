@@ -6,8 +6,9 @@
 #
 # PARTs (default: all, in this order):
 #   pieces            matmul_chain, mlp_training, mixed_ops, attention_block, rope
-#   lm                transformer_lm (small, batch 4 x context 256, full AdamW step; HOTPATH_LM_ARGS
-#                     replaces those options, e.g. "--lm-size medium --lm-context 512 --lm-bf16")
+#   lm                transformer_lm (small, batch 4 x context 256, full AdamW step); HOTPATH_LM_CONFIGS
+#                     runs others instead, ';' between them, e.g.
+#                     "--lm-size small; --lm-size medium --lm-context 512 --lm-bf16"
 #   op_bench          the op sweep (HOTPATH_OP_BENCH_ARGS: e.g. "--op-bench-dim 256,1024")
 #   attention_memory  the attention memory sweep (HOTPATH_ATTN_MEM_ARGS: e.g. "--attn-mem-seqs
 #                     256,32768")
@@ -53,8 +54,32 @@ for part in "${parts[@]}"; do
   t0=$(date +%s)
   case $part in
     pieces) bench pieces --workloads matmul_chain,mlp_training,mixed_ops,attention_block,rope ;;
-    # shellcheck disable=SC2086
-    lm) bench lm --workloads transformer_lm ${HOTPATH_LM_ARGS:-} ;;
+    lm)
+      # One bench_suite call per configuration; their rows in lm.csv and lm.json.
+      IFS=';' read -ra configs <<<"${HOTPATH_LM_CONFIGS:---lm-size small}"
+      rc=0
+      for k in "${!configs[@]}"; do
+        # shellcheck disable=SC2086
+        bench "lm_$k" --workloads transformer_lm ${configs[$k]} || rc=1
+      done
+      python3 - "$out" "${#configs[@]}" <<'PY' || rc=1
+import csv, json, sys
+out, n = sys.argv[1], int(sys.argv[2])
+rows = []
+for k in range(n):
+    try:
+        rows += list(csv.DictReader(open(f"{out}/lm_{k}.csv")))
+    except FileNotFoundError:
+        pass
+if rows:
+    with open(f"{out}/lm.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    json.dump(rows, open(f"{out}/lm.json", "w"), indent=1)
+PY
+      (exit $rc)
+      ;;
     # shellcheck disable=SC2086
     op_bench) bench op_bench --workloads op_bench ${HOTPATH_OP_BENCH_ARGS:-} ;;
     # shellcheck disable=SC2086
