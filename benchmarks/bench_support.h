@@ -91,7 +91,10 @@ struct SideBySide {
   std::vector<double> lead;                              // hotpath's first iterations
   int settle = 0;             // iterations after the lead until the governor's first verdict
   std::int64_t fused_in = 0;  // of the interleaved hotpath iterations, those that ran fused
-  // The CUDA caching allocator's peak of allocated bytes over each side's blocks.
+  // The CUDA caching allocator's peak of allocated bytes: eager's over its warm-up iterations,
+  // before hotpath holds anything (its buffers for a plan's temporaries stay allocated while
+  // eager blocks run under Pause), or over its blocks when there is no warm-up; hotpath's over
+  // its blocks.
   std::int64_t eager_peak_bytes = 0, hot_peak_bytes = 0;
   hotpath::Stats stats;
   hotpath::Report report;  // the governor's own verdicts over the same run
@@ -118,8 +121,15 @@ inline std::pair<std::int64_t, bool> governor_state() {
 inline SideBySide side_by_side(int iters, int warmup, const std::function<void()>& eager,
                                const std::function<void()>& hot, const hotpath::Config& c) {
   SideBySide r;
+  const int device = c10::cuda::current_device();
+  auto peak_of = [&](std::int64_t& peak, const std::function<void()>& block) {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+    block();
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+    peak = std::max<std::int64_t>(peak, stats.allocated_bytes[0].peak);
+  };
   time_iterations(warmup, [&](int) {
-    eager();
+    peak_of(r.eager_peak_bytes, eager);
     hot();
   });
   hotpath::enable_hot_path_detection(c);
@@ -137,15 +147,9 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
   auto append = [](std::vector<double>& to, const std::vector<double>& from) {
     to.insert(to.end(), from.begin(), from.end());
   };
-  const int device = c10::cuda::current_device();
-  auto peak_of = [&](std::int64_t& peak, const std::function<void()>& block) {
-    c10::cuda::CUDACachingAllocator::resetPeakStats(device);
-    block();
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-    peak = std::max<std::int64_t>(peak, stats.allocated_bytes[0].peak);
-  };
+  std::int64_t eager_blocks_peak = 0;
   for (int done = 0; done < iters; done += kBlock) {
-    peak_of(r.eager_peak_bytes, [&] {
+    peak_of(eager_blocks_peak, [&] {
       hotpath::Pause pause;
       append(r.eager, time_iterations(
                           kBlock, [&](int) { eager(); }, &r.eager_host));
@@ -156,6 +160,7 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
                  kBlock, [&](int i) { hot_step(kLead + r.settle + done + i); }, &r.hot_host));
     });
   }
+  if (warmup == 0) r.eager_peak_bytes = eager_blocks_peak;
   r.fused_in = governor_state().first - fused_before;
   r.stats = hotpath::stats();
   r.report = hotpath::report();

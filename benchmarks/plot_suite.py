@@ -57,6 +57,21 @@ def finish_axes(ax, names, ylabel, title):
 SWEEPS = ("op_bench", "attention_memory")
 
 
+def config(row):
+    """What makes two rows the same measurement: workload, sizes, dtype and mode."""
+    return (row["workload"], row["sizes"], row["dtype"], row["mode"])
+
+
+def row_label(row, rows):
+    """The workload's name; where it has several rows, with what tells them apart."""
+    if sum(r["workload"] == row["workload"] for r in rows) < 2:
+        return row["workload"]
+    sizes = row["sizes"]
+    if row["workload"] == "transformer_lm":  # "small (768/...), batch 4 x context 256"
+        sizes = f"{sizes.split()[0]} T{sizes.rsplit(' ', 1)[-1]}"
+    return f"{row['workload']}\n{sizes}, {row['mode']}, {row['dtype']}"
+
+
 def sizes_of(row):
     """[b, t, d] of a sweep row's sizes text ("gelu x[16,256,64]")."""
     inside = row["sizes"][row["sizes"].rindex("[") + 1:row["sizes"].rindex("]")]
@@ -141,18 +156,19 @@ def main():
     tc = {}
     if args.torch_compile:
         for r in rows(args.torch_compile):
-            tc[(r["workload"], r["compiler"])] = r
-    names = [r["workload"] for r in suite]
+            tc[(config(r), r["compiler"])] = r
+    configs = [config(r) for r in suite]
+    names = [row_label(r, suite) for r in suite]
     x = range(len(names))
 
     # Speedups.
     series = [("hotpath / C++ eager", [number(r, "speedup") for r in suite])]
     for mode in ("default", "reduce-overhead"):
-        if any((n, mode) in tc for n in names):
+        if any((c, mode) in tc for c in configs):
             series.append((f"torch.compile {mode} / Python eager",
-                           [number(tc.get((n, mode), {}), "speedup_over_python_eager")
-                            if tc.get((n, mode), {}).get("status") == "ok" else None
-                            for n in names]))
+                           [number(tc.get((c, mode), {}), "speedup_over_python_eager")
+                            if tc.get((c, mode), {}).get("status") == "ok" else None
+                            for c in configs]))
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(names), 4.2))
     width = 0.8 / len(series)
     for k, (label, values) in enumerate(series):

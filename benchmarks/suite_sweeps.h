@@ -44,9 +44,10 @@ std::vector<Make> attention_memory(const SweepShapes& s);
 // The device's copy bandwidth (GB/s, bytes read plus written), measured now with a 512 MiB copy.
 double copy_gbps();
 
-// A sweep's row: eager and hotpath in one process (hotpath hot after 3 iterations, its kernels
-// awaited), then blocks of 5 eager iterations under Pause interleaved with blocks of 5 hotpath
-// ones, `iters` a side; peaks per side; out of memory on either side is the row's status.
+// A sweep's row: two eager iterations (eager's peak memory), then hotpath (hot after 3
+// iterations, its kernels awaited), then blocks of 5 eager iterations under Pause interleaved
+// with blocks of 5 hotpath ones (hotpath's peak), `iters` a side; out of memory on either side is
+// the row's status.
 nlohmann::json quick_side_by_side(const Workload& wl, int iters, const std::string& cache);
 
 }  // namespace suite
