@@ -338,6 +338,37 @@ TEST_CASE("every kernel launch failing: groups run eagerly, training goes on", "
   check_equal_to_eager(got, 30);
 }
 
+// Cause: disabled, hotpath kept its plans' buffers for temporaries until the thread enabled it
+// again: a benchmark's next workload (or the user's next phase) found gigabytes still held.
+TEST_CASE("disabling hotpath gives back the device memory its plans kept", "[gpu][memory]") {
+  if (!have_gpu()) return;
+  static hotpath_test::TempDir cache("hotpath-gpu-release");
+  auto x = torch::randn({512, 1024}, torch::kCUDA);
+  torch::cuda::synchronize();
+  const int device = c10::cuda::current_device();
+  auto allocated = [&] {
+    torch::cuda::synchronize();
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device).allocated_bytes[0].current;
+  };
+  const auto before = allocated();
+  hotpath::Config c;
+  c.threshold = 3;
+  c.remember = false;
+  c.cache_dir = cache.path();
+  c.log_level = hotpath::LogLevel::Warn;
+  hotpath::enable_hot_path_detection(c);
+  for (int i = 0; i < 12; ++i) {
+    // Temporaries (the product, the sigmoid) on buffers the plan keeps; a row sum to end.
+    auto y = ((x * 2).sigmoid() * x + 1).sum(-1);
+    hotpath::step();
+    if (i == 3) hotpath::wait_for_compilation();
+  }
+  CHECK(hotpath::stats().last().fusion.fused_iterations > 0);
+  CHECK(allocated() > before);  // the plan's buffers
+  hotpath::disable_hot_path_detection();
+  CHECK(allocated() == before);
+}
+
 TEST_CASE("10,000 steps keep their host and GPU memory", "[gpu][memory]") {
   if (!have_gpu()) return;
   std::int64_t host0 = 0, host1 = 0, gpu0 = 0, gpu1 = 0;

@@ -65,6 +65,7 @@ void enable_hot_path_detection(const Config& requested) {
 void disable_hot_path_detection() {
   if (!detail::current_thread_attached()) return;
   tls_state.session->executor.flush();  // nothing deferred may stay unwritten
+  tls_state.session->executor.release_buffers();
   detail::detach_current_thread();
 }
 

@@ -75,6 +75,10 @@ class Executor {
   // (disable, standing aside). `keep_plan` (a Pause): the iteration goes on matching its plan
   // after the pause, the groups after it fused again; the paused ops are not in it.
   void flush(bool keep_plan = false);
+  // Lets go of the device memory the plans keep between iterations (the buffers of their
+  // temporaries, kernels' workspaces), made again on first use: disabled, hotpath holds none of
+  // the loop's memory.
+  void release_buffers();
   void fill_stats(Stats& s) const;
   // Whether the plan of `signature` may run or is being built (not reverted, with groups):
   // interception can pay in its iterations.

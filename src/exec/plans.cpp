@@ -80,6 +80,14 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remember
   });
 }
 
+void Executor::release_buffers() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [signature, plan] : plans_) {
+    for (PlanOp& op : plan->ops) op.slots.assign(op.slots.size(), nullptr);
+    for (PlanGroup& g : plan->groups) g.workspace = at::Tensor();
+  }
+}
+
 void Executor::fill_stats(Stats& s) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& sig : s.signatures) {
