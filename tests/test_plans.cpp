@@ -534,3 +534,34 @@ TEST_CASE("a long run keeps its host memory", "[fusion][memory]") {
   // be megabytes by now).
   CHECK(after - before < 4 * 1024 * 1024);
 }
+
+TEST_CASE("a plan keeps buffers for its smallest temporaries within its budget",
+          "[plans][memory]") {
+  // Temporaries of 4 KiB and of 96 MiB: the small ones and two large ones fit the 256 MiB, the
+  // third large one comes from the allocator in each iteration, as eager's does.
+  auto small = torch::randn({1024});
+  auto big = torch::randn({24 * 1024 * 1024});
+  Enabled on(cpu_plans(2));
+  for (int i = 0; i < 3; ++i) {
+    auto s = ((small * 2).sigmoid() * 3).sum();
+    auto b = (((big * 2).sigmoid() * 3).tanh() * 4).sum();
+    hotpath::step();
+  }
+  const auto plan = last_plan();
+  REQUIRE(plan != nullptr);
+  std::int64_t held = 0;
+  int small_held = 0, big_held = 0, big_not = 0;
+  for (const auto& op : plan->ops) {
+    for (std::size_t k = 0; k < op.outs.size(); ++k) {
+      if (!op.temporary[k]) continue;
+      const std::int64_t bytes = op.outs[k].numel() * 4;
+      if (op.slotted[k]) held += bytes;
+      if (bytes <= 4096) small_held += op.slotted[k] ? 1 : 0;
+      if (bytes > 4096) (op.slotted[k] ? big_held : big_not) += 1;
+    }
+  }
+  CHECK(held <= hotpath::detail::kSlotBudgetBytes);
+  CHECK(small_held == 3);  // the product, the sigmoid, the second product
+  CHECK(big_held == 2);
+  CHECK(big_not >= 2);
+}

@@ -238,7 +238,7 @@ void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
         stack->emplace_back(at::Tensor());
         continue;
       }
-      at::Tensor out = gpu && p.temporary[k]
+      at::Tensor out = gpu && p.slotted[k]
                            ? OutputSlot::make(p.slots[k], m)
                            : at::empty_strided(m.sizes, m.strides,
                                                at::TensorOptions().dtype(m.dtype).device(m.device));

@@ -19,6 +19,12 @@
 
 namespace hotpath::detail {
 
+// The buffers a plan keeps for its temporaries, at most (PlanOp::slotted): enough for the small
+// ones, whose allocation through the dispatcher costs more host time than their kernels; large
+// ones come from the caching allocator like eager's (the LM at T1024 held 3.7x eager's peak when
+// every temporary had a buffer of its own).
+constexpr std::int64_t kSlotBudgetBytes = std::int64_t{256} << 20;
+
 struct PlanOp {
   std::uint64_t input_key = 0;            // operator + input metadata + non-scalar arguments
   std::uint64_t key = 0;                  // ... + output metadata (OpRecord::key)
@@ -31,8 +37,10 @@ struct PlanOp {
   std::vector<TensorMeta> outs;  // the outputs a deferred op must return (native_layer_norm: 3)
   std::int32_t out_alias = -1;   // ... or the argument it returns (in-place; one output)
   // Per output: the trace saw it die within the iteration (a temporary). A GPU group's deferred
-  // op returns a temporary on its slot's buffer, the same each iteration (exec/output_slot.h).
-  std::vector<bool> temporary;
+  // op returns a temporary on its slot's buffer, the same each iteration (exec/output_slot.h),
+  // where `slotted`: the plan's smallest temporaries, up to kSlotBudgetBytes in all (a slot's
+  // buffer is held from one iteration to the next, where the allocator would reuse the memory).
+  std::vector<bool> temporary, slotted;
   mutable std::vector<c10::intrusive_ptr<OutputSlot>> slots;  // under the executor's lock
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "codegen/kernel.h"
 #include "common/error.h"
@@ -83,6 +84,27 @@ void plan_speculative(const Graph& g, const HotTrace& trace, const FusionGroup& 
   }
 }
 
+// The temporaries that get a buffer of their own: the smallest first, up to kSlotBudgetBytes.
+void choose_slots(Plan& plan) {
+  std::vector<std::tuple<std::int64_t, std::size_t, std::size_t>> sizes;  // bytes, op, output
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const PlanOp& p = plan.ops[i];
+    for (std::size_t k = 0; k < p.outs.size(); ++k) {
+      if (!p.temporary[k] || !p.outs[k].defined) continue;
+      const auto bytes =
+          p.outs[k].numel() * static_cast<std::int64_t>(c10::elementSize(p.outs[k].dtype));
+      sizes.emplace_back(bytes, i, k);
+    }
+  }
+  std::sort(sizes.begin(), sizes.end());
+  std::int64_t total = 0;
+  for (const auto& [bytes, i, k] : sizes) {
+    if (total + bytes > kSlotBudgetBytes) break;
+    total += bytes;
+    plan.ops[i].slotted[k] = true;
+  }
+}
+
 }  // namespace
 
 // Groups that share one pointwise kernel and follow each other with no other op between them (an
@@ -155,8 +177,10 @@ void build_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>
     for (std::size_t k = 0; k < r.outputs.size(); ++k)
       p.temporary.push_back(k < r.output_alive.size() && !r.output_alive[k]);
     p.slots.resize(r.outputs.size());
+    p.slotted.assign(r.outputs.size(), false);
     plan->ops.push_back(std::move(p));
   }
+  choose_slots(*plan);
   // Forward passes start where the step detector anchors (trace/step_detector.h).
   bool grad_off = true;
   for (const OpRecord& r : trace.ops) {
