@@ -241,6 +241,12 @@ nlohmann::json measure(const std::string& name, const Workload& wl, int iters, i
   row["eager_peak_mib"] = static_cast<double>(r.eager_peak_bytes) / (1 << 20);
   row["hotpath_peak_mib"] = static_cast<double>(r.hot_peak_bytes) / (1 << 20);
   row["fused_of_timed"] = r.fused_in;
+  // Every hotpath iteration from enable on (JSON only: the warm-up plot), and eager's blocks.
+  std::vector<double> trace = r.lead;
+  trace.insert(trace.end(), r.settling.begin(), r.settling.end());
+  trace.insert(trace.end(), r.hot.begin(), r.hot.end());
+  row["hotpath_trace_ms"] = trace;
+  row["eager_trace_ms"] = r.eager;
   const auto top = busiest(r.stats);
   row["compile_s"] = top ? top->fusion.compile_ms / 1000 : 0.0;
   row["first_fused_iteration"] = top ? top->fusion.first_fused_iteration : -1;

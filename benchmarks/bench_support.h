@@ -89,8 +89,9 @@ inline hotpath::Config config(const std::string& cache, bool verify, bool kernel
 struct SideBySide {
   std::vector<double> eager, hot, eager_host, hot_host;  // the interleaved (steady) iterations
   std::vector<double> lead;                              // hotpath's first iterations
-  int settle = 0;             // iterations after the lead until the governor's first verdict
-  std::int64_t fused_in = 0;  // of the interleaved hotpath iterations, those that ran fused
+  std::vector<double> settling;  // then its iterations until the governor's first verdict
+  int settle = 0;                // iterations after the lead until the governor's first verdict
+  std::int64_t fused_in = 0;     // of the interleaved hotpath iterations, those that ran fused
   // The CUDA caching allocator's peak of allocated bytes: eager's over its warm-up iterations,
   // before hotpath holds anything (its buffers for a plan's temporaries stay allocated while
   // eager blocks run under Pause), or over its blocks when there is no warm-up; hotpath's over
@@ -141,8 +142,12 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
   r.lead = time_iterations(kLead, hot_step);
   // Asked every kBlock steps only: report() waits for the GPU to finish the iterations it
   // times, and a loop synchronised at every step is not the loop the governor should judge.
-  while (r.settle < kMaxSettle && (r.settle % kBlock != 0 || !governor_state().second))
-    hot_step(kLead + r.settle++);
+  while (r.settle < kMaxSettle && !governor_state().second) {
+    const std::vector<double> block =
+        time_iterations(kBlock, [&](int i) { hot_step(kLead + r.settle + i); });
+    r.settling.insert(r.settling.end(), block.begin(), block.end());
+    r.settle += kBlock;
+  }
   const std::int64_t fused_before = governor_state().first;
   auto append = [](std::vector<double>& to, const std::vector<double>& from) {
     to.insert(to.end(), from.begin(), from.end());

@@ -2,6 +2,7 @@
 """Plots of a benchmark-suite run (bench_suite's CSV, and torch_compile_suite.py's beside it).
 
   python3 benchmarks/plot_suite.py --suite suite.csv [--torch-compile suite_torch_compile.csv]
+      [--traces bench_suite.json ... [--torch-compile-json torch_compile.json]]
       --out DIR [--title TEXT]
 
 Writes into DIR:
@@ -14,7 +15,11 @@ Writes into DIR:
                 moved, beside the copy bandwidth measured in the same run
   attention_memory.png  (rows of the attention_memory sweep) peak memory against sequence length
                 per width, eager and hotpath, the accounting dotted, out-of-memory rows marked
+  warmup.png    (with --traces: bench_suite's JSON) per workload, every iteration's time from
+                the moment hotpath is enabled: its warm-up, compile and steady state, eager's
+                blocks, and torch.compile's first call and iterations (--torch-compile-json)
 """
+import json
 import argparse
 import csv
 import os
@@ -133,12 +138,48 @@ def plot_attention_memory(att, args):
     save(fig, args.out, "attention_memory.png")
 
 
+def plot_warmup(traced, tc_json, args):
+    traced = [r for r in traced if r.get("hotpath_trace_ms")]
+    if not traced:
+        return
+    tc = {(config(r), r["compiler"]): r for r in tc_json if r.get("trace_ms")}
+    cols = min(3, len(traced))
+    rows_n = (len(traced) + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5.2 * cols, 3.4 * rows_n), squeeze=False)
+    for ax, r in zip(axes.flat, traced):
+        hot = r["hotpath_trace_ms"]
+        ax.plot(range(1, len(hot) + 1), hot, linewidth=0.9, label="hotpath (C++)")
+        eager = r.get("eager_trace_ms") or []
+        if eager:
+            med = sorted(eager)[len(eager) // 2]
+            ax.axhline(med, color="C1", linestyle="--", linewidth=0.9,
+                       label=f"C++ eager (median {med:.3g} ms)")
+        for k, mode in enumerate(("eager", "default", "reduce-overhead")):
+            t = tc.get((config(r), mode))
+            if t:
+                ax.plot(range(1, len(t["trace_ms"]) + 1), t["trace_ms"], linewidth=0.7,
+                        color=f"C{k + 2}", alpha=0.8,
+                        label=f"Python {mode}" if mode == "eager" else f"torch.compile {mode}")
+        ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("ms")
+        ax.set_title(row_label(r, traced).replace("\n", " "), fontsize=8)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(traced):]:
+        ax.axis("off")
+    fig.suptitle(f"{args.title}: every iteration through warm-up, compile and steady state")
+    save(fig, args.out, "warmup.png")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--suite", required=True)
     p.add_argument("--torch-compile")
     p.add_argument("--out", required=True)
     p.add_argument("--title", default="hotpath benchmark suite")
+    p.add_argument("--traces", nargs="*", default=[],
+                   help="bench_suite's JSON files (per-iteration times): warmup.png")
+    p.add_argument("--torch-compile-json", help="torch_compile_suite.py's JSON, for warmup.png")
     args = p.parse_args()
     everything = rows(args.suite)
     ok = [r for r in everything if r.get("status") == "ok"]
@@ -150,6 +191,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     plot_op_bench([r for r in ok if r["workload"] == "op_bench"], args)
     plot_attention_memory([r for r in everything if r["workload"] == "attention_memory"], args)
+    traced = [r for path in args.traces for r in json.load(open(path))]
+    tc_json = json.load(open(args.torch_compile_json)) if args.torch_compile_json else []
+    plot_warmup(traced, tc_json, args)
     suite = [r for r in ok if r["workload"] not in SWEEPS]
     if not suite:
         return 0

@@ -107,6 +107,10 @@ PY
       else
         tc=()
         [[ -s $out/torch_compile.csv ]] && tc=(--torch-compile "$out/torch_compile.csv")
+        [[ -s $out/torch_compile.json ]] && tc+=(--torch-compile-json "$out/torch_compile.json")
+        traces=()
+        for j in "$out"/pieces.json "$out"/lm_*.json; do [[ -s $j ]] && traces+=("$j"); done
+        ((${#traces[@]})) && tc+=(--traces "${traces[@]}")
         python3 "$here/plot_suite.py" --suite "$out/suite.csv" "${tc[@]}" --out "$out"
       fi
       ;;

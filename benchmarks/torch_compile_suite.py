@@ -264,11 +264,12 @@ def main():
                 step()
                 torch.cuda.synchronize()
                 first_s = time.perf_counter() - t0
-                timed(step, 10)
+                warm = timed(step, 10)
                 ms = timed(step, args.iters)
                 med = statistics.median(ms)
                 row.update(first_call_s=first_s, median_ms=med,
-                           iqr_ms=quantile(ms, 0.75) - quantile(ms, 0.25))
+                           iqr_ms=quantile(ms, 0.75) - quantile(ms, 0.25),
+                           trace_ms=[first_s * 1000] + warm + ms)  # JSON only: the warm-up plot
                 if mode == "eager":
                     eager_ms, eager_first = med, first_s
                 if eager_ms:
