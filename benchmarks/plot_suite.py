@@ -132,7 +132,7 @@ def plot_attention_memory(att, args):
     ax.set_yscale("log")
     ax.set_xlabel("sequence length")
     ax.set_ylabel("peak allocated (MiB)")
-    ax.set_title(f"{args.title}: naive attention, peak memory (dotted: the accounting)",
+    ax.set_title(f"{args.title}: naive attention, peak memory (dotted: the accounting, a lower bound)",
                  fontsize=9)
     ax.legend(fontsize=6, ncol=2)
     save(fig, args.out, "attention_memory.png")

@@ -101,9 +101,10 @@ std::vector<Make> attention_memory(const SweepShapes& s) {
         wl.sizes = "q,k,v" + dims({b, t, d});
         wl.mode = "forward + backward";
         wl.quick = true;
-        // In backward the probabilities (saved by softmax), their gradient and the scores'
-        // gradient are [b, t, t] each and alive at once; beside them q, k, v, their gradients,
-        // the output and its gradient.
+        // A lower bound: three [b, t, t] tensors alive at once (forward: the scores, the scaled
+        // scores and the probabilities, all temporaries of one expression; backward: the
+        // probabilities, their gradient and the scores'), beside q, k, v, their gradients, the
+        // output and its gradient. Eager measured four on the H100 (2026-11-25).
         const double tt = static_cast<double>(b) * static_cast<double>(t) * static_cast<double>(t);
         wl.theory_bytes = kFloat * (3 * tt + 8 * static_cast<double>(b * t * d));
         wl.step = [=]() mutable {

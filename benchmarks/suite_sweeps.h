@@ -19,7 +19,7 @@ struct Workload {
   std::string name, sizes, dtype = "fp32", mode;
   std::function<void()> step;
   double bytes = 0;         // op_bench: what one ideal kernel reads and writes, for GB/s
-  double theory_bytes = 0;  // attention_memory: the memory the accounting says must be held
+  double theory_bytes = 0;  // attention_memory: the accounting's lower bound of its peak
   bool quick = false;       // a sweep's row: quick_side_by_side
 };
 
