@@ -119,16 +119,23 @@ inline std::pair<std::int64_t, bool> governor_state() {
   return {top->fusion.fused_iterations, false};
 }
 
+// Runs `block`; `peak` becomes at least the caching allocator's peak of allocated bytes on the
+// current device during it.
+inline void peak_of(std::int64_t& peak, const std::function<void()>& block) {
+  const int device = c10::cuda::current_device();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+  block();
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  peak = std::max<std::int64_t>(peak, stats.allocated_bytes[0].peak);
+}
+
+inline void append(std::vector<double>& to, const std::vector<double>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
 inline SideBySide side_by_side(int iters, int warmup, const std::function<void()>& eager,
                                const std::function<void()>& hot, const hotpath::Config& c) {
   SideBySide r;
-  const int device = c10::cuda::current_device();
-  auto peak_of = [&](std::int64_t& peak, const std::function<void()>& block) {
-    c10::cuda::CUDACachingAllocator::resetPeakStats(device);
-    block();
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-    peak = std::max<std::int64_t>(peak, stats.allocated_bytes[0].peak);
-  };
   time_iterations(warmup, [&](int) {
     peak_of(r.eager_peak_bytes, eager);
     hot();
@@ -149,9 +156,6 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
     r.settle += kBlock;
   }
   const std::int64_t fused_before = governor_state().first;
-  auto append = [](std::vector<double>& to, const std::vector<double>& from) {
-    to.insert(to.end(), from.begin(), from.end());
-  };
   std::int64_t eager_blocks_peak = 0;
   for (int done = 0; done < iters; done += kBlock) {
     peak_of(eager_blocks_peak, [&] {
@@ -378,9 +382,6 @@ inline Breakdown interleaved_breakdown(int rounds, const std::function<void()>& 
                                        const std::function<void()>& hot,
                                        std::int64_t sleep_cycles = 50'000'000) {
   Breakdown r;
-  auto append = [](std::vector<double>& to, const std::vector<double>& from) {
-    to.insert(to.end(), from.begin(), from.end());
-  };
   for (int b = 0; b < rounds; ++b) {
     {
       hotpath::Pause pause;

@@ -133,16 +133,8 @@ nlohmann::json quick_side_by_side(const Workload& wl, int iters, const std::stri
   constexpr int kQuickBlock = 5;
   std::vector<double> eager, hot;
   std::int64_t eager_peak = 0, hot_peak = 0;
-  const int device = c10::cuda::current_device();
-  auto peak_of = [&](std::int64_t& peak, const std::function<void()>& block) {
-    c10::cuda::CUDACachingAllocator::resetPeakStats(device);
-    block();
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-    peak = std::max<std::int64_t>(peak, stats.allocated_bytes[0].peak);
-  };
-  auto append = [](std::vector<double>& to, const std::vector<double>& from) {
-    to.insert(to.end(), from.begin(), from.end());
-  };
+  using bench::append;
+  using bench::peak_of;
   const char* side = "eager";
   hotpath::Stats stats;
   try {

@@ -207,6 +207,23 @@ void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration) {
   }
 }
 
+namespace {
+
+// Appends `o` to `p` where ATen runs it on the program's values (it throws otherwise).
+void append_if_valid(Program& p, const FOp& o, const std::vector<torch::Tensor>& inputs) {
+  Program trial = p;
+  trial.ops.push_back(o);
+  std::vector<torch::Tensor> w = inputs;
+  try {
+    apply(trial, w, 0);
+    p.ops.push_back(o);
+  } catch (const std::exception&) {
+    // not a valid op on these operands
+  }
+}
+
+}  // namespace
+
 Program generate(std::uint64_t seed, torch::Device d) {
   std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 1);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
@@ -247,15 +264,7 @@ Program generate(std::uint64_t seed, torch::Device d) {
     const int n = static_cast<int>(v.size());
     o.a = std::max(0, n - 1 - static_cast<int>(extra() % 3));
     o.s = 0.5 + 0.25 * static_cast<double>(extra() % 7);
-    Program trial = p;
-    trial.ops.push_back(o);
-    std::vector<torch::Tensor> w = inputs;
-    try {
-      apply(trial, w, 0);
-      p.ops.push_back(o);
-    } catch (const std::exception&) {
-      // not a value of even rows
-    }
+    append_if_valid(p, o, inputs);  // not where the value has odd rows
   }
   // A quarter end with a stack or cat of the latest value and the latest other one of its shape
   // (or itself), from a generator of their own.
@@ -275,15 +284,7 @@ Program generate(std::uint64_t seed, torch::Device d) {
     const std::int64_t rank = v.back().dim() + (o.kind == K::Stack ? 1 : 0);
     o.c = o.a;
     o.s = rank > 0 ? static_cast<double>(put() % static_cast<std::uint64_t>(rank)) : 0.0;
-    Program trial = p;
-    trial.ops.push_back(o);
-    std::vector<torch::Tensor> w = inputs;
-    try {
-      apply(trial, w, 0);
-      p.ops.push_back(o);
-    } catch (const std::exception&) {
-      // a 0-dim value cannot be concatenated
-    }
+    append_if_valid(p, o, inputs);  // not to a 0-dim value
   }
   return p;
 }
