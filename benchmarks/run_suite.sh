@@ -13,7 +13,9 @@
 #   attention_memory  the attention memory sweep (HOTPATH_ATTN_MEM_ARGS: e.g. "--attn-mem-seqs
 #                     256,32768")
 #   torch_compile     the same pieces and LM in Python: eager, torch.compile default and
-#                     reduce-overhead (HOTPATH_TORCH_COMPILE_ARGS)
+#                     reduce-overhead (HOTPATH_TORCH_COMPILE_ARGS, e.g. "--workloads op_bench
+#                     --op-bench-dim 256,1024 --modes eager,default": the sweeps compile anew for
+#                     every configuration)
 #   plots             suite.csv (every part's rows) and the PNGs of plot_suite.py
 # HOTPATH_SUITE_ARGS is added to every bench_suite call (e.g. "--iters 50").
 # Needs a build with the benchmarks (bench_suite: CLI11, nlohmann-json), a GPU, and for

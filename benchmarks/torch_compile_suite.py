@@ -7,10 +7,14 @@ workload and mode: the first call's seconds (compile), the steady median and IQR
 iteration (CUDA events around each iteration, blocks of 10, after 10 warm-up iterations), the
 speedup over Python eager, and the break-even iteration (the first n at which n compiled
 iterations, the first call included, cost no more than n eager ones). A mode that fails (an
-error, out of memory) gets its message as its status; the others go on.
+error, out of memory) gets its message as its status; the others go on. The sweeps op_bench and
+attention_memory (--workloads) add a row per configuration, as bench_suite's do (their grids
+narrowed on the command line: each configuration compiles anew).
 
   python3 benchmarks/torch_compile_suite.py [--workloads a,b] [--modes eager,default,reduce-overhead]
-      [--iters 300] [--csv FILE] [--json FILE]
+      [--iters 300] [--sweep-iters 20] [--csv FILE] [--json FILE]
+      [--op-bench-ops ...] [--op-bench-batch ...] [--op-bench-seq ...] [--op-bench-dim ...]
+      [--attn-mem-batch 8] [--attn-mem-dims ...] [--attn-mem-seqs ...]
       [--lm-size small] [--lm-mode step] [--lm-batch 4] [--lm-context 256] [--lm-bf16]
 """
 import argparse
@@ -140,6 +144,74 @@ def rope(batch=8, seq=2048, heads=16, head_dim=128):
     return f"q[{batch},{seq},{heads},{head_dim}]", "bf16", "forward", forward_only(fwd, q)
 
 
+def op_row(op, batch, seq, dim):
+    """One row of the op_bench sweep (bench_suite's suite_sweeps.cpp): `op` over x[b, t, d]."""
+    x = torch.randn(batch, seq, dim, device="cuda")
+    shape = f"x[{batch},{seq},{dim}]"
+    if op == "layer_norm":
+        w, b = torch.randn(dim, device="cuda"), torch.randn(dim, device="cuda")
+        return f"{op} {shape}", forward_only(lambda x: F.layer_norm(x, (dim,), w, b), x)
+    if op == "gelu":
+        return f"{op} {shape}", forward_only(F.gelu, x)
+    if op == "swish":
+        return f"swish (x * sigmoid(x)) {shape}", forward_only(lambda x: x * torch.sigmoid(x), x)
+    if op == "mse":
+        return f"{op} {shape}", forward_only(F.mse_loss, x, torch.randn_like(x))
+    labels = torch.randint(dim, (batch * seq,), device="cuda")
+    return f"{op} {shape}", forward_only(lambda x, t: F.cross_entropy(x.view(-1, dim), t), x,
+                                         labels)
+
+
+def attention_row(batch, seq, dim):
+    """One row of the attention_memory sweep: naive attention, forward and backward."""
+    q, k, v = (torch.randn(batch, seq, dim, device="cuda", requires_grad=True) for _ in range(3))
+    g = torch.randn(batch, seq, dim, device="cuda")
+    scale = 1.0 / math.sqrt(dim)
+
+    def attend(q, k, v):
+        return torch.softmax(q @ k.transpose(1, 2) * scale, -1) @ v
+
+    def make(wrap):
+        f = wrap(attend)
+
+        def step():
+            for t in (q, k, v):
+                t.grad = None
+            f(q, k, v).backward(g)
+
+        return step
+
+    return f"q,k,v[{batch},{seq},{dim}]", make
+
+
+SWEEP = {  # bench_suite's defaults; the command line narrows them
+    "op_bench_ops": ["layer_norm", "gelu", "swish", "mse", "cross_entropy"],
+    "op_bench_batch": [16, 32, 64, 128], "op_bench_seq": [256, 512, 1024, 2048],
+    "op_bench_dim": [64, 128, 256, 512, 1024],
+    "attn_mem_batch": [8], "attn_mem_dims": [16, 32, 64, 128],
+    "attn_mem_seqs": [256, 1024, 4096, 8192, 16384],
+}
+
+
+def sweep_rows(name):
+    """Per row of a sweep, a function that makes it: (sizes, dtype, mode, make)."""
+    def op_bench(op, b, t, d):
+        sizes, make = op_row(op, b, t, d)
+        return sizes, "fp32", "forward", make
+
+    def attention(b, t, d):
+        sizes, make = attention_row(b, t, d)
+        return sizes, "fp32", "forward + backward", make
+
+    if name == "op_bench":
+        return [lambda op=op, b=b, t=t, d=d: op_bench(op, b, t, d)
+                for op in SWEEP["op_bench_ops"] for b in SWEEP["op_bench_batch"]
+                for t in SWEEP["op_bench_seq"] for d in SWEEP["op_bench_dim"]]
+    b = SWEEP["attn_mem_batch"][0]
+    return [lambda t=t, d=d: attention(b, t, d)
+            for d in SWEEP["attn_mem_dims"] for t in SWEEP["attn_mem_seqs"]]
+
+
 LM_SIZES = {  # width, layers, heads, feed-forward width (bench_suite's kLmSizes)
     "small": (768, 12, 12, 3072),
     "medium": (1024, 24, 16, 4096),
@@ -220,9 +292,14 @@ def quantile(v, q):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--workloads", default=",".join(WORKLOADS),
+                   help="workloads, also the sweeps op_bench and attention_memory")
     p.add_argument("--modes", default=",".join(WRAPS))
     p.add_argument("--iters", type=int, default=300)
+    p.add_argument("--sweep-iters", type=int, default=20, help="timed iterations of a sweep's row")
+    for key, default in SWEEP.items():
+        p.add_argument("--" + key.replace("_", "-"), default=",".join(map(str, default)),
+                       help=f"the sweep's {key.split('_', 2)[-1]} (comma-separated)")
     p.add_argument("--lm-size", choices=list(LM_SIZES), default=LM["size"])
     p.add_argument("--lm-mode", choices=["forward", "backward", "step"], default=LM["mode"])
     p.add_argument("--lm-batch", type=int, default=LM["batch"])
@@ -233,8 +310,23 @@ def main():
     args = p.parse_args()
     names = args.workloads.split(",")
     for n in names:
-        if n not in WORKLOADS:
-            p.error(f"unknown workload '{n}' (known: {', '.join(WORKLOADS)})")
+        if n not in WORKLOADS and n not in ("op_bench", "attention_memory"):
+            p.error(f"unknown workload '{n}' (known: {', '.join(WORKLOADS)}, op_bench, "
+                    "attention_memory)")
+    for key in SWEEP:
+        text = getattr(args, key)
+        if key == "op_bench_ops":
+            SWEEP[key] = text.split(",")
+            for op in SWEEP[key]:
+                if op not in ("layer_norm", "gelu", "swish", "mse", "cross_entropy"):
+                    p.error(f"--op-bench-ops: unknown op '{op}'")
+            continue
+        try:
+            SWEEP[key] = [int(v) for v in text.split(",")]
+        except ValueError:
+            p.error(f"--{key.replace('_', '-')} takes comma-separated integers")
+        if any(v <= 0 for v in SWEEP[key]):
+            p.error(f"--{key.replace('_', '-')} takes positive integers")
     modes = args.modes.split(",")
     for m in modes:
         if m not in WRAPS:
@@ -251,8 +343,24 @@ def main():
     print(f"torch_compile_suite: torch {torch.__version__}, {torch.cuda.get_device_name()}",
           flush=True)
     rows = []
+    # (workload, a function that makes the row, timed iterations): a workload's one, a sweep's
+    # many, made one at a time.
+    jobs = []
     for name in names:
-        sizes, dtype, mode_name, make = WORKLOADS[name]()
+        if name in WORKLOADS:
+            jobs.append((name, WORKLOADS[name], args.iters))
+        else:
+            jobs += [(name, row, args.sweep_iters) for row in sweep_rows(name)]
+    for k, (name, make_row, iters) in enumerate(jobs):
+        try:
+            sizes, dtype, mode_name, make = make_row()
+        except torch.cuda.OutOfMemoryError as e:  # the inputs alone
+            rows.append({"workload": name, "sizes": "", "compiler": "eager",
+                         "status": f"OutOfMemoryError: {str(e).splitlines()[0][:200]}"})
+            torch.cuda.empty_cache()
+            continue
+        if len(jobs) > 1:
+            print(f"[{k + 1}/{len(jobs)}] {name} {sizes}", flush=True)
         eager_ms, eager_first = None, None
         for mode in modes:
             row = {"workload": name, "sizes": sizes, "dtype": dtype, "mode": mode_name,
@@ -265,7 +373,7 @@ def main():
                 torch.cuda.synchronize()
                 first_s = time.perf_counter() - t0
                 warm = timed(step, 10)
-                ms = timed(step, args.iters)
+                ms = timed(step, iters)
                 med = statistics.median(ms)
                 row.update(first_call_s=first_s, median_ms=med,
                            iqr_ms=quantile(ms, 0.75) - quantile(ms, 0.25),
