@@ -20,6 +20,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "compile/worker.h"
+#include "dispatch/hook_key.h"
 #include "exec/planner.h"
 #include "fusion/partition.h"
 #include "ir/graph.h"
@@ -359,7 +360,7 @@ bool Executor::fill(PlanGroup& g, const std::vector<Deferred*>& members, bool ow
 }
 
 void Executor::materialize(const std::vector<Deferred*>& members) {
-  c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+  c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
   // Below autograd, as the op's kernel ran when it was deferred: a kernel that calls other ops
   // (mul_.Scalar calls mul.out) must not meet autograd again on a tensor that requires grad.
   at::AutoDispatchBelowADInplaceOrView below;
@@ -417,7 +418,7 @@ void Executor::flush(bool keep_plan) {
 
 void Executor::run_eager(const std::vector<const Deferred*>& members,
                          std::map<const c10::TensorImpl*, at::Tensor>& remap) {
-  c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+  c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
   at::AutoDispatchBelowADInplaceOrView below;
   for (const Deferred* d : members) {
     auto mapped = [&](const at::Tensor& t) {
@@ -518,7 +519,7 @@ void Executor::restore_unwritten(bool all) {
                       "inputs have changed since; it cannot be restored. Disable fusion for this "
                       "loop (HOTPATH_FUSE=0) and report the loop.");
       }
-      c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+      c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
       at::AutoDispatchBelowADInplaceOrView below;
       std::vector<at::Tensor> slots(static_cast<std::size_t>(it->slots));
       for (const ConeOp& c : it->cone) {

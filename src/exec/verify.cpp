@@ -23,12 +23,13 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "dispatch/hook_key.h"
 #include "exec/executor.h"
 
 namespace hotpath::detail {
 
 void Executor::prepare_verify(const PlanGroup& g, LaunchArgs& l) {
-  c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+  c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
   at::AutoDispatchBelowADInplaceOrView below;
   l.verify_inputs.clear();
   // The eager reference runs on copies of what the kernel overwrites, taken before it does.
@@ -109,7 +110,7 @@ void Executor::verify(PlanGroup& g, const std::vector<Deferred*>& members, Launc
   std::map<const c10::TensorImpl*, at::Tensor> remap = std::move(l.verify_inputs);
   std::vector<const Deferred*> all(members.begin(), members.end());
   run_eager(all, remap);
-  c10::impl::ExcludeDispatchKeyGuard no_hook(c10::DispatchKey::Fake);
+  c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
   at::AutoDispatchBelowADInplaceOrView below;
   bool failed = false;
   for (std::size_t i = 0; i < g.spec.args.size(); ++i) {
