@@ -217,15 +217,14 @@ std::size_t GroupParams::tensor(int value) {
       // Found through the first member that touches it.
       for (std::size_t i = 0; i < group.nodes.size() && a.member < 0; ++i) {
         const Node& n = g.node(group.nodes[i]);
-        int element = 0;  // position within a list argument (a stack's inputs share argument 0)
-        for (const auto& in : n.inputs) {
+        for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+          const NodeInput& in = n.inputs[k];
           if (in.value >= 0 && g.value(in.value).tensor == v.tensor) {
             a.member = static_cast<int>(i);
             a.argument = in.argument;
-            if (is_sink(n)) a.element = element;
+            if (is_sink(n)) a.element = static_cast<int>(k);  // its inputs are one list's
             break;
           }
-          element += in.argument == n.inputs.front().argument ? 1 : 0;
         }
       }
     }

@@ -92,6 +92,7 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
       const SinkView view = sink_view(g, n);
       const std::size_t idx = params.tensor(n.outputs[0]);
       spec.args[idx].written = true;
+      spec.args[idx].optional = !made_by_last(g, group, g.value(n.outputs[0]).tensor);
       sink_strides[idx] = view.strides;
       for (std::size_t k = 0; k < n.inputs.size(); ++k)
         sink_stores.push_back(
@@ -174,11 +175,7 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
     p.optional = p.output >= 0 && !made_by_last(g, group, tensor);
     stores.push_back(Store{idx, var[value], 0});
   }
-  for (const Store& st : sink_stores) {
-    KernelArg& p = spec.args[static_cast<std::size_t>(st.param)];
-    p.optional = !made_by_last(g, group, params.tensor_of(static_cast<std::size_t>(st.param)));
-    stores.push_back(st);
-  }
+  stores.insert(stores.end(), sink_stores.begin(), sink_stores.end());
 
   // Indexing per tensor parameter.
   bool use64 = spec.numel > (1LL << 31) - 1;

@@ -420,11 +420,11 @@ void Executor::run_eager(const std::vector<const Deferred*>& members,
                          std::map<const c10::TensorImpl*, at::Tensor>& remap) {
   c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
   at::AutoDispatchBelowADInplaceOrView below;
+  auto mapped = [&](const at::Tensor& t) {
+    const auto it = remap.find(t.unsafeGetTensorImpl());
+    return it != remap.end() ? it->second : t;
+  };
   for (const Deferred* d : members) {
-    auto mapped = [&](const at::Tensor& t) {
-      const auto it = remap.find(t.unsafeGetTensorImpl());
-      return it != remap.end() ? it->second : t;
-    };
     torch::jit::Stack s;
     for (const auto& a : d->args) {
       if (a.isTensor()) {
