@@ -57,6 +57,31 @@ TEST_CASE("an irregular first iteration becomes a prelude of its own", "[period]
   CHECK(b.back() == 7 + 30);
 }
 
+TEST_CASE("a period found again from the middle of an iteration keeps its phase", "[period]") {
+  // hotpath looked away and looks again from the fourth op of an iteration: a fresh search would
+  // cut there, another signature for the same iteration.
+  const std::vector<std::uint64_t> body{1, 2, 3, 2, 4, 5, 6};
+  PeriodDetector before(1000);
+  run(before, repeat(body, 5));
+  REQUIRE(before.period() == 7);
+  REQUIRE(before.known().size() == 1);
+
+  std::vector<std::uint64_t> keys(body.begin() + 3, body.end());  // 4 ops, then whole bodies
+  const auto more = repeat(body, 6);
+  keys.insert(keys.end(), more.begin(), more.end());
+  PeriodDetector again(1000, 0, before.known());
+  const auto b = run(again, keys);
+  REQUIRE(again.period() == 7);
+  REQUIRE(!b.empty());
+  for (auto x : b) CHECK((x - 4) % 7 == 0);  // at the body's first op
+  CHECK(again.known().size() == 1);
+
+  PeriodDetector fresh(1000);  // without the memory: cut where the history resumed
+  const auto c = run(fresh, keys);
+  REQUIRE(!c.empty());
+  CHECK(c.back() % 7 == 0);
+}
+
 TEST_CASE("a block repeated twice inside the body is not taken for the period", "[period]") {
   // body = A B B C : the sub-period |B| holds for one copy only, the true one is 8.
   const std::vector<std::uint64_t> body{10, 1, 2, 3, 1, 2, 3, 20};

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,6 +42,21 @@ std::vector<Op> step_ops(int data_ops) {
   for (int p = 0; p < 4; ++p)
     for (int k = 0; k < 9; ++k) s.push_back(bwd(70 + k));  // AdamW per parameter
   s.push_back(fwd(99));                                    // loss.item(): reads the loss, no leaf
+  return s;
+}
+
+// D(real) + backward; G(noise) and D(fake.detach()) + backward + D's optimizer; D(fake) for G +
+// backward + G's optimizer; an item() when `log`.
+std::vector<Op> gan_step(bool log) {
+  std::vector<Op> s{fwd(90), fwd(10, true), fwd(11, true), fwd(12)};
+  for (int i = 0; i < 5; ++i) s.push_back(bwd(60));
+  s.insert(s.end(), {fwd(91), fwd(20, true), fwd(21, true), fwd(10, true), fwd(11, true), fwd(12)});
+  for (int i = 0; i < 5; ++i) s.push_back(bwd(61));
+  for (int i = 0; i < 8; ++i) s.push_back(bwd(70));
+  s.insert(s.end(), {fwd(10, true), fwd(11, true), fwd(13)});
+  for (int i = 0; i < 7; ++i) s.push_back(bwd(62));
+  for (int i = 0; i < 8; ++i) s.push_back(bwd(71));
+  if (log) s.push_back(fwd(99));
   return s;
 }
 
@@ -102,21 +118,6 @@ TEST_CASE("the first iteration is known at the third forward pass", "[steps]") {
 }
 
 TEST_CASE("a GAN's step is its three forward/backward passes", "[steps]") {
-  // D(real) + backward; G(noise) and D(fake.detach()) + backward + D's optimizer; D(fake) for
-  // G + backward + G's optimizer; an item() every other step.
-  auto gan_step = [](bool log) {
-    std::vector<Op> s{fwd(90), fwd(10, true), fwd(11, true), fwd(12)};
-    for (int i = 0; i < 5; ++i) s.push_back(bwd(60));
-    s.insert(s.end(),
-             {fwd(91), fwd(20, true), fwd(21, true), fwd(10, true), fwd(11, true), fwd(12)});
-    for (int i = 0; i < 5; ++i) s.push_back(bwd(61));
-    for (int i = 0; i < 8; ++i) s.push_back(bwd(70));
-    s.insert(s.end(), {fwd(10, true), fwd(11, true), fwd(13)});
-    for (int i = 0; i < 7; ++i) s.push_back(bwd(62));
-    for (int i = 0; i < 8; ++i) s.push_back(bwd(71));
-    if (log) s.push_back(fwd(99));
-    return s;
-  };
   Stream s;
   std::vector<std::int64_t> starts;
   for (int i = 0; i < 7; ++i) {
@@ -128,6 +129,41 @@ TEST_CASE("a GAN's step is its three forward/backward passes", "[steps]") {
   CHECK(d.period() == 3);
   REQUIRE(b.size() == 6);
   for (std::size_t i = 0; i < b.size(); ++i) CHECK(b[i] == starts[i + 1]);
+}
+
+TEST_CASE("a step found again from the middle of a step keeps the phase it had", "[steps]") {
+  // hotpath looked away (stood aside) and looks again from the generator's pass of a step: a
+  // fresh search would cut G, D(real), D(fake), another signature for the same step.
+  Stream first;
+  for (int i = 0; i < 5; ++i) first.add(gan_step(false));
+  StepDetector before;
+  feed_all(before, first);
+  REQUIRE(before.period() == 3);
+  REQUIRE(before.known().size() == 1);
+
+  const std::vector<Op> step = gan_step(false);
+  const std::int64_t g_pass = 28;  // the third pass's first op in a step of gan_step(false)
+  REQUIRE(step[static_cast<std::size_t>(g_pass)].name == 10);
+  REQUIRE(step[static_cast<std::size_t>(g_pass - 1)].grad == false);
+  Stream resumed;
+  resumed.ops.assign(step.begin() + g_pass, step.end());
+  std::vector<std::int64_t> starts;
+  for (int i = 0; i < 6; ++i) {
+    starts.push_back(resumed.size() + 1);  // after the data op, at D(real)
+    resumed.add(step);
+  }
+  StepDetector again(before.known());
+  const auto b = feed_all(again, resumed);
+  CHECK(again.period() == 3);
+  REQUIRE(!b.empty());
+  for (std::int64_t x : b) CHECK(std::find(starts.begin(), starts.end(), x) != starts.end());
+  CHECK(again.known().size() == 1);
+
+  // Without the memory the same stream is cut at the generator's pass.
+  StepDetector fresh;
+  const auto c = feed_all(fresh, resumed);
+  REQUIRE(!c.empty());
+  CHECK(std::find(starts.begin(), starts.end(), c.front()) == starts.end());
 }
 
 TEST_CASE("evaluation under no_grad and logging do not move the boundary", "[steps]") {

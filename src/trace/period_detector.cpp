@@ -1,6 +1,7 @@
 #include "trace/period_detector.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace hotpath::detail {
 namespace {
@@ -9,8 +10,9 @@ constexpr std::size_t kMaxHypotheses = 512;
 constexpr std::uint32_t kWindowMask = 0x3u;  // the last two iterations
 }  // namespace
 
-PeriodDetector::PeriodDetector(std::int64_t max_period, std::int64_t start)
-    : max_period_(std::max<std::int64_t>(1, max_period)), h0_(start) {}
+PeriodDetector::PeriodDetector(std::int64_t max_period, std::int64_t start,
+                               std::vector<Phase> known)
+    : max_period_(std::max<std::int64_t>(1, max_period)), h0_(start), known_(std::move(known)) {}
 
 bool PeriodDetector::equal_ranges(std::int64_t a, std::int64_t b, std::int64_t n) const {
   for (std::int64_t t = 0; t < n; ++t) {
@@ -103,6 +105,8 @@ void PeriodDetector::feed(std::int64_t pos, std::uint64_t key, std::uint64_t nam
 
 std::int64_t PeriodDetector::choose_phase(std::int64_t p, std::int64_t pos) const {
   const std::int64_t w = pos - p + 1;  // the last whole period is [w, pos]
+  const std::int64_t known = known_rotation(p, w);
+  if (known >= 0) return w + known;
   std::int64_t best_r = 0, best_len = -1;
   // The first op of the history that occurs in the period anchors the phase.
   for (std::int64_t q = h0_; q <= w && best_len < 0 && q < h0_ + p; ++q) {
@@ -117,6 +121,33 @@ std::int64_t PeriodDetector::choose_phase(std::int64_t p, std::int64_t pos) cons
     }
   }
   return w + best_r;
+}
+
+std::int64_t PeriodDetector::known_rotation(std::int64_t p, std::int64_t w) const {
+  for (auto k = known_.rbegin(); k != known_.rend(); ++k) {
+    if (k->period != p) continue;
+    const auto n = static_cast<std::int64_t>(k->first_keys.size());
+    for (std::int64_t r = 0; r < p; ++r) {
+      bool same = true;
+      for (std::int64_t t = 0; t < n && same; ++t)
+        same = key_at(w + (r + t) % p) == k->first_keys[static_cast<std::size_t>(t)];
+      if (same) return r;
+    }
+  }
+  return -1;
+}
+
+void PeriodDetector::remember(std::int64_t p, std::int64_t pos, std::int64_t phase) {
+  // The keys from the phase on, read around the last whole period [w, pos].
+  const std::int64_t w = pos - p + 1;
+  Phase ph;
+  ph.period = p;
+  for (std::int64_t t = 0; t < std::min(p, kPhaseKeys); ++t)
+    ph.first_keys.push_back(key_at(w + (phase - w + t) % p));
+  for (const Phase& k : known_)
+    if (k == ph) return;
+  if (known_.size() >= kKnownPhases) known_.erase(known_.begin());
+  known_.push_back(std::move(ph));
 }
 
 void PeriodDetector::lock(std::int64_t p, std::int64_t pos, std::vector<std::int64_t>& boundaries) {
@@ -141,6 +172,7 @@ void PeriodDetector::lock(std::int64_t p, std::int64_t pos, std::vector<std::int
   anchor_.clear();
   for (std::int64_t t = 0; t < std::min<std::int64_t>(3, p); ++t)
     anchor_.push_back(name_at(phase + t));
+  remember(p, pos, phase);
   recent_bad_ = 0;
   hypotheses_.clear();
   last_positions_.clear();

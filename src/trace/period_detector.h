@@ -13,10 +13,14 @@
 // k iterations) or a shape change does not lose the phase; with no anchor for 4P ops a boundary
 // is forced. An isolated iteration of another length is tolerated (it has its own signature);
 // two in a row mean the period is wrong or gone: it is banned and the search restarts.
+// A period found again (after the search restarted, or by a detector that took over after
+// hotpath looked away for a while) keeps the phase it had, not the one the resumed history
+// suggests: the detector remembers the first keys of each period it locked onto (known()).
 // Known limit: a body made of one block repeated three or more times in a row may lock onto
 // the block; such loops should mark iterations with step().
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,7 +30,20 @@ namespace hotpath::detail {
 
 class PeriodDetector {
  public:
-  explicit PeriodDetector(std::int64_t max_period = 65536, std::int64_t start = 0);
+  // A period locked onto before: its length and the keys an iteration starts with.
+  struct Phase {
+    std::int64_t period = 0;
+    std::vector<std::uint64_t> first_keys;
+    bool operator==(const Phase& o) const {
+      return period == o.period && first_keys == o.first_keys;
+    }
+  };
+  static constexpr std::size_t kKnownPhases = 8;
+  static constexpr std::int64_t kPhaseKeys = 16;
+
+  // `known`: periods an earlier detector locked onto; one found again keeps its phase.
+  explicit PeriodDetector(std::int64_t max_period = 65536, std::int64_t start = 0,
+                          std::vector<Phase> known = {});
 
   // Feeds the op at global position `pos` (consecutive, starting at `start`): `key` hashes the
   // op with its metadata, `name` the operator name alone. Appends to `boundaries` each position
@@ -42,6 +59,7 @@ class PeriodDetector {
   std::int64_t history_start() const { return h0_; }
   // Number of times a locked period was abandoned.
   std::int64_t losses() const { return losses_; }
+  const std::vector<Phase>& known() const { return known_; }
 
  private:
   struct Hypothesis {
@@ -58,6 +76,9 @@ class PeriodDetector {
   bool equal_ranges(std::int64_t a, std::int64_t b, std::int64_t n) const;
   void lock(std::int64_t p, std::int64_t pos, std::vector<std::int64_t>& boundaries);
   std::int64_t choose_phase(std::int64_t p, std::int64_t pos) const;
+  // The rotation r of the last whole period [w, w + p) that starts a known phase, or -1.
+  std::int64_t known_rotation(std::int64_t p, std::int64_t w) const;
+  void remember(std::int64_t p, std::int64_t pos, std::int64_t phase);
   void restart(std::int64_t at);
   void trim(std::int64_t keep);
 
@@ -76,6 +97,7 @@ class PeriodDetector {
   std::vector<std::uint64_t> anchor_;  // op names that start an iteration
   std::uint32_t recent_bad_ = 0;       // bit i: iteration i back was not P ops long (i < 2)
   std::int64_t losses_ = 0;
+  std::vector<Phase> known_;
 };
 
 }  // namespace hotpath::detail

@@ -355,8 +355,13 @@ void Recorder::gap() {
   after_gap_ = true;
   last_closed_ = next_;
   if (mode_ == BoundaryMode::Auto) {
-    if (training_) steps_ = std::make_unique<StepDetector>();
-    if (detector_) detector_ = std::make_unique<PeriodDetector>(config_.max_period_ops, next_);
+    // The detectors start again; a step or period they find again keeps the phase it had.
+    if (training_)
+      steps_ = std::make_unique<StepDetector>(steps_ ? steps_->known()
+                                                     : std::vector<StepDetector::Step>{});
+    if (detector_)
+      detector_ =
+          std::make_unique<PeriodDetector>(config_.max_period_ops, next_, detector_->known());
     after_gap_ = false;  // the detectors start again: nothing incomplete will be closed
   }
   start_here_ = -1;

@@ -76,6 +76,9 @@ void StepDetector::try_lock(std::vector<std::int64_t>& boundaries) {
   // (a prelude) belongs to none.
   std::int64_t s = n - 2 * found;
   while (s > 0 && tokens_[s - 1] == tokens_[s - 1 + found]) --s;
+  // A step seen before starts at the segment it started at then (s moves at most found - 1
+  // segments on: a whole step stays before the segment just closed).
+  s += known_shift(s, found);
   locked_ = true;
   period_ = found;
   mismatches_ = 0;
@@ -85,6 +88,28 @@ void StepDetector::try_lock(std::vector<std::int64_t>& boundaries) {
   slot_ = static_cast<int>((n - s) % found);
   starts_.clear();
   tokens_.clear();
+  remember();
+}
+
+int StepDetector::known_shift(std::int64_t s, int period) const {
+  for (auto k = known_.rbegin(); k != known_.rend(); ++k) {
+    if (static_cast<int>(k->size()) != period) continue;
+    for (int r = 0; r < period; ++r) {
+      bool same = true;
+      for (int j = 0; j < period && same; ++j)
+        same = tokens_[static_cast<std::size_t>(s + (r + j) % period)] ==
+               (*k)[static_cast<std::size_t>(j)];
+      if (same) return r;
+    }
+  }
+  return 0;
+}
+
+void StepDetector::remember() {
+  for (const Step& k : known_)
+    if (k == step_tokens_) return;
+  if (known_.size() >= kKnownSteps) known_.erase(known_.begin());
+  known_.push_back(step_tokens_);
 }
 
 void StepDetector::restart(std::int64_t at) {

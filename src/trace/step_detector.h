@@ -17,9 +17,15 @@
 // per-parameter chains are inside a segment and cannot be taken for the step.
 // Locked, a segment whose token is not the one expected at its place in the step, twice in a
 // row, means the loop changed (another phase of training): the search starts again from there.
+// A step found again (after that, or by a detector that took over after hotpath looked away for
+// a while, e.g. standing aside) keeps the phase it had: a search that resumes mid-step would
+// otherwise cut a GAN's three passes in another order, and the same step would get another
+// signature. The detector remembers the steps it locked onto and carries them over (known()).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace hotpath::detail {
@@ -29,6 +35,13 @@ class StepDetector {
   // Segments a step may have, at most; tokens hash this many first op names of a segment.
   static constexpr int kMaxSegments = 8;
   static constexpr int kTokenOps = 8;
+  // Steps remembered (the most recent ones).
+  static constexpr std::size_t kKnownSteps = 8;
+  // A step: the token of each of its segments, in the order the loop runs them.
+  using Step = std::vector<std::uint64_t>;
+
+  // `known`: steps an earlier detector locked onto; one found again starts where it did.
+  explicit StepDetector(std::vector<Step> known = {}) : known_(std::move(known)) {}
 
   // Feeds the op at global position `pos` (consecutive) before it runs: its operator name hash,
   // whether grad mode is on and whether it reads a parameter. Appends to `boundaries` every
@@ -54,11 +67,17 @@ class StepDetector {
   std::int64_t history_start() const { return history_start_; }
   // Times a locked step was abandoned (the loop changed).
   std::int64_t losses() const { return losses_; }
+  // The steps locked onto so far (and those this detector was given).
+  const std::vector<Step>& known() const { return known_; }
 
  private:
   void close_segment();
   void try_lock(std::vector<std::int64_t>& boundaries);
   void restart(std::int64_t at);
+  // How many segments past `s` the known rotation of the step of `period` segments starting at
+  // tokens_[s] begins (0 if the step is new).
+  int known_shift(std::int64_t s, int period) const;
+  void remember();
 
   bool grad_off_since_anchor_ = false;
   std::int64_t anchors_ = 0;
@@ -78,6 +97,7 @@ class StepDetector {
   int slot_ = 0;                            // the open segment's place in the step
   int mismatches_ = 0;                      // consecutive segments with an unexpected token
   std::int64_t losses_ = 0;
+  std::vector<Step> known_;
 };
 
 }  // namespace hotpath::detail
