@@ -4,7 +4,7 @@
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example overhead fusion breakdown
-# and, when asked for, verdicts, suite, compare and lm (see below).
+# and, when asked for, verdicts, suite, compare, lm and ddp (see below).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -14,7 +14,7 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/ddp.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
 # What has been written so far goes back even if the call is cut short: the archive is made
 # again after every program.
 save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
@@ -121,6 +121,29 @@ if want programs; then
     grep -E "summary|cross-check|standing aside|VERDICT" "$OUT/program_$p.txt" | tail -6
   done | tee "$OUT/programs.txt"
   unset HOTPATH_CACHE_DIR
+fi
+
+# Data-parallel training (issue "Beyond one GPU"): two ranks started by ddp_launch.sh, NCCL where
+# each has a GPU of its own, gloo where they share the one GPU (correctness only: their timings
+# share it too). --verify checks the parameters between ranks, against eager data-parallel and
+# against the same steps in one process, within 10x a noise floor measured in the same run; the
+# training runs cross-check hotpath against plain eager data-parallel on every rank.
+# HOTPATH_DDP_ARGS adds arguments to every run. (gloo needs libgloo-dev among EXTRA_DEBS.)
+if want ddp; then
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  backend=$([ "$gpus" -ge 2 ] && echo nccl || echo gloo)
+  # shellcheck disable=SC2206 # HOTPATH_DDP_ARGS is a list of arguments
+  ddp=(bash examples/ddp_launch.sh --nproc 2 -- "$BUILD"/examples/ddp_training --backend "$backend")
+  more=(${HOTPATH_DDP_ARGS:-})
+  {
+    echo "ddp: $gpus GPU(s), backend $backend"
+    for m in mlp lm; do
+      run "ddp_verify_$m" "${ddp[@]}" --model "$m" --verify --steps 150 --diverge-step 60 "${more[@]}"
+      grep -E "ddp verify|rank [0-9]:|  [a-z].* (ok|OUTSIDE)" "$OUT/ddp_verify_$m.txt"
+      run "ddp_train_$m" "${ddp[@]}" --model "$m" --steps 200 --cross-check 100 "${more[@]}"
+      grep -E "^\[0\] +[0-9]+ |ddp summary" "$OUT/ddp_train_$m.txt"
+    done
+  } | tee "$OUT/ddp.txt"
 fi
 
 # The governor on whole programs (issue "An honest governor"): a plan made slower on purpose

@@ -110,33 +110,35 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Plans (signatures with fused groups, not reverted) the governor has not judged yet.
+inline int unjudged_plans() {
+  const hotpath::Stats s = hotpath::stats();
+  const hotpath::Report r = hotpath::report();
+  int n = 0;
+  for (const auto& sig : s.signatures) {
+    if (!sig.fusion.planned || sig.fusion.groups.empty() || sig.fusion.reverted) continue;
+    for (const auto& rep : r.signatures)
+      if (rep.hex == sig.hex && !rep.judged) ++n;
+  }
+  return n;
+}
+
 // Goes on training until the governor has judged every plan against this run's plain eager (or
 // reverted it), at most `max_steps` more steps, and says how many it took: the cross-check's
 // Pauses would cut the governor's own plain-eager blocks short, leaving it to judge against
 // eager under the hook. Returns the steps run.
 inline int settle(int max_steps, const std::function<void()>& step) {
-  auto unjudged = [] {
-    const hotpath::Stats s = hotpath::stats();
-    const hotpath::Report r = hotpath::report();
-    int n = 0;
-    for (const auto& sig : s.signatures) {
-      if (!sig.fusion.planned || sig.fusion.groups.empty() || sig.fusion.reverted) continue;
-      for (const auto& rep : r.signatures)
-        if (rep.hex == sig.hex && !rep.judged) ++n;
-    }
-    return n;
-  };
   // Judged are the kernels as they will run: a compile still under way keeps the first window
   // from starting (the interpreter stands in meanwhile), however many steps run.
   hotpath::wait_for_compilation();
   // Asked every 10 steps only: report() waits for the GPU to finish the iterations it times,
   // and a loop synchronised at every step is not the loop the governor should judge.
   int steps = 0;
-  while (steps < max_steps && (steps % 10 != 0 || unjudged() > 0)) {
+  while (steps < max_steps && (steps % 10 != 0 || unjudged_plans() > 0)) {
     step();
     ++steps;
   }
-  const int left = unjudged();
+  const int left = unjudged_plans();
   std::printf("governor: %s after %d more step(s)%s\n",
               left == 0 ? "every plan judged" : "still measuring", steps,
               left == 0 ? "" : " (the cross-check may cut its plain-eager blocks short)");

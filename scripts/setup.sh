@@ -2,7 +2,8 @@
 # Installs everything hotpath needs on a fresh Debian 12 machine with the CUDA 13 toolkit at
 # /usr/local/cuda, then configures and builds it. Safe to run again: each step is skipped when
 # already done.
-#   Debian: spdlog (+fmt), Catch2, ccache.   PyPI: torch (LibTorch), HOTPATH_TORCH_VERSION.
+#   Debian: spdlog (+fmt), Catch2, CLI11, nlohmann-json, gloo's headers (ddp_training), ccache.
+#   PyPI: torch (LibTorch), HOTPATH_TORCH_VERSION.
 # HOTPATH_TORCH_VERSION (default 2.11.0, the GPU machine's) picks the LibTorch: the default goes
 # into $PYTHON's site-packages and builds into build/; another version goes into a virtual
 # environment of its own ($HOTPATH_VENVS/torch-<version>, default ~/.cache/hotpath/venvs) and
@@ -19,7 +20,7 @@ DEFAULT_TORCH_VERSION=2.11.0
 TORCH_VERSION=${HOTPATH_TORCH_VERSION:-$DEFAULT_TORCH_VERSION}
 
 need_debs=()
-for pkg in libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev ccache cmake g++; do
+for pkg in libspdlog-dev libfmt-dev catch2 libcli11-dev nlohmann-json3-dev libgloo-dev ccache cmake g++; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_debs+=("$pkg")
 done
 if [ ${#need_debs[@]} -gt 0 ]; then
