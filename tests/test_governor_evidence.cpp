@@ -108,6 +108,32 @@ TEST_CASE("a ratio's interval covers the truth and narrows with samples", "[gove
   CHECK(one.high == 0.5);
 }
 
+TEST_CASE("when its last plan is reverted hotpath stands aside at once", "[governor][aside]") {
+  // A loop whose only plan loses: once it is reverted the hook costs every op and buys nothing;
+  // hotpath takes it out of the dispatch from the next op, not at the end of its 30-iteration
+  // stand-aside window (which would come at iteration 60 here).
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  hotpath::disable_hot_path_detection();
+  auto c = config(tmp.path());
+  c.remember = false;
+  hotpath::enable_hot_path_detection(c);
+  FakeLoop loop{0, {2.5}, one_group()};  // 12.5 ms fused vs 10 ms eager
+  loop.jitter = 0.1;
+  loop.run(55);
+  const auto st = hotpath::stats();
+  INFO(hotpath::format_stats(st));
+  const auto* sig = planned(st);
+  REQUIRE(sig != nullptr);
+  REQUIRE(sig->fusion.reverted);
+  CHECK(st.stood_aside == 1);
+  CHECK(st.standing_aside);
+  CHECK(st.aside_reason.find("its last plan that could run was reverted (signature " + sig->hex) !=
+        std::string::npos);
+  // The iterations seen end with the revert: none ran under the hook after it.
+  CHECK(st.iterations < 50);
+  hotpath::disable_hot_path_detection();
+}
+
 TEST_CASE("a group made slower on purpose is turned off within two windows", "[governor][faults]") {
   // HOTPATH_FAULTS=slow: the plan's first group costs 2 ms more each time it runs fused; the
   // loop (CPU plans, the real clock, ~0.1 ms an iteration) is timed as it runs. The first window

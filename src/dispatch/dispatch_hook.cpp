@@ -7,6 +7,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <c10/util/flat_hash_map.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/version.h>
 
 #include <atomic>
@@ -44,9 +45,16 @@ struct ThreadOwner {
 thread_local ThreadOwner tls_owner;
 
 // Standing aside (stand_aside_current_thread): the owner thread's state.
+// A backward pass that autograd runs on this thread (CPU tensors) evaluates each node under a
+// guard that restores the thread-local state (dispatch keys, RecordFunction callbacks) it had
+// before: what is switched inside the pass does not last. So hotpath stands aside, and comes
+// back, only at ops outside backward passes (in_backward_pass); the wake-up callback goes once an
+// op outside them has met the hook; an op that meets the hook while it stands aside (a guard put
+// it back) takes it out again.
 struct Aside {
-  bool active = false;    // the hook is out of the thread's dispatch
-  bool returned = false;  // put back by the callback; the session has not been told yet
+  bool active = false;      // the hook is out of the thread's dispatch
+  bool returned = false;    // put back by the callback; the session has not been told yet
+  bool confirming = false;  // put back; the callback stays until an op outside backward sees it
   std::chrono::steady_clock::time_point wake_at;
   std::optional<at::CallbackHandle> callback;
 };
@@ -218,11 +226,13 @@ OpSink* current_session() {
 }
 
 std::unique_ptr<at::ObserverContext> wake_check(const at::RecordFunction&) {
-  // Runs on any thread that inherited the callback (autograd's too): only the owner acts.
-  if (tls_aside.active && tls_owner.session &&
+  // Runs on any thread that inherited the callback (autograd's too): only the owner acts, and
+  // outside backward passes.
+  if (tls_aside.active && tls_owner.session && !in_backward_pass() &&
       std::chrono::steady_clock::now() >= tls_aside.wake_at) {
     tls_aside.active = false;
     tls_aside.returned = true;
+    tls_aside.confirming = true;
     c10::impl::tls_set_dispatch_key_included(kHookKey, true);
   }
   return nullptr;
@@ -269,11 +279,19 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const bool owner = static_cast<bool>(tls_owner.session);
   bool back_from_plain = false, back_from_aside = false;
   if (owner) {
+    if (tls_aside.active) {  // standing aside, put back by a backward pass's guard: out again
+      c10::impl::tls_set_dispatch_key_included(kHookKey, false);
+      op.redispatchBoxed(keys & below, stack);
+      return;
+    }
     back_from_plain = take_plain_return();
     if (tls_aside.returned) {
       tls_aside.returned = false;
-      drop_wake_callback();
       back_from_aside = true;
+    }
+    if (tls_aside.confirming && !in_backward_pass()) {
+      tls_aside.confirming = false;  // back for good: later passes start with it in
+      drop_wake_callback();
     }
   }
   const OpInfo& info = op_info(op);
@@ -421,6 +439,7 @@ void stand_aside_current_thread(double seconds) {
   c10::impl::tls_set_dispatch_key_included(kHookKey, false);
   tls_aside.active = true;
   tls_aside.returned = false;
+  tls_aside.confirming = false;
   tls_aside.wake_at = std::chrono::steady_clock::now() +
                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                           std::chrono::duration<double>(seconds));
@@ -433,8 +452,15 @@ void stand_aside_current_thread(double seconds) {
 
 bool standing_aside() { return tls_aside.active; }
 
+bool in_backward_pass() { return torch::autograd::get_current_graph_task_id() >= 0; }
+
 void hook_current_thread(bool on) {
-  if (tls_owner.session) c10::impl::tls_set_dispatch_key_included(kHookKey, on);
+  if (!tls_owner.session) return;
+  if (!on && tls_aside.confirming) {  // a plain block starts: the hook was back, the wake-up done
+    tls_aside.confirming = false;
+    drop_wake_callback();
+  }
+  c10::impl::tls_set_dispatch_key_included(kHookKey, on);
 }
 
 bool pause_current_thread() {

@@ -32,6 +32,10 @@ void resume_current_thread(bool was_paused);
 // (OpCall::back_from_aside) with the next op.
 void stand_aside_current_thread(double seconds);
 bool standing_aside();
+// Whether the calling thread is evaluating a backward pass (autograd runs CPU passes on the
+// thread that called backward(), each node under a guard that restores the thread-local state
+// after it: hotpath switches its hook in and out only outside them).
+bool in_backward_pass();
 
 // Plain-eager blocks (the governor's baseline: the loop with no hook at all). In a training loop
 // found at its forward passes: the hook is out of the owner thread's dispatch for `iterations`

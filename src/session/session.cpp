@@ -1,6 +1,7 @@
 #include "session/session.h"
 
 #include "common/error.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "dispatch/dispatch_hook.h"
 
@@ -12,7 +13,7 @@ void Session::on_op(OpCall& call) {
     if (call.back_from_aside) back_from_aside();
     // Ops under a Pause are no iteration's: the check goes on after one.
     if (check_.plan) check_after_block(call.record());
-    if (aside_due() && !standing_aside()) {
+    if (aside_due() && !standing_aside() && !in_backward_pass()) {
       stand_aside();  // the hook is out of the dispatch from the next op on
       call.run_eager();
       return;
@@ -73,6 +74,17 @@ std::int64_t Session::set_active(std::uint64_t signature, const std::vector<bool
 
 void Session::revert(std::uint64_t signature, const std::string& reason) {
   executor.revert(signature, reason);
+  // With no plan left that may run, the hook only costs the loop: it stands aside from the next
+  // op (and looks again later) instead of at the end of the stand-aside window.
+  std::set<std::uint64_t> hot;
+  {
+    std::lock_guard<std::mutex> lock(aside_mu);
+    hot = hot_seen;
+  }
+  hot.insert(signature);
+  for (std::uint64_t s : hot)
+    if (executor.plan_live(s)) return;
+  due(concat("its last plan that could run was reverted (signature ", short_hex(signature), ")"));
 }
 
 void Session::no_stand_in(std::uint64_t signature, const std::string& reason) {
