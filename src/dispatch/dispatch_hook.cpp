@@ -317,12 +317,13 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     for (std::size_t i = 0; i < nargs; ++i) {
       h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
                      info.position_argument[i], info.written[i], rec, inputs);
-      // Lists of numbers are kept (a reduction's dims); lists that may hold tensors are not.
+      // Lists of numbers are kept (a reduction's dims); lists that may hold tensors are not, nor
+      // objects (a collective's process group: a record must not keep it alive).
       const c10::IValue& a = args[i];
       const bool holds_tensors =
           a.isTensor() || a.isTensorList() || a.isOptionalTensorList() ||
           (a.isList() && !a.isIntList() && !a.isDoubleList() && !a.isBoolList());
-      rec.args.push_back(holds_tensors ? c10::IValue() : args[i]);
+      rec.args.push_back(holds_tensors || a.isObject() || a.isCapsule() ? c10::IValue() : args[i]);
     }
   }
   rec.input_key = h;
