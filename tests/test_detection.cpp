@@ -163,6 +163,39 @@ TEST_CASE("an unmarked training loop's steps are found at its forward passes", "
   CHECK(hot->op_names.front() == "aten::t");
 }
 
+TEST_CASE("gradient accumulation's micro-batches and their update are one step", "[detect]") {
+  // Three micro-batches, a forward and backward each, then one update: SGD's through p.data()
+  // (an alias of the parameter), AdamW's on the parameter itself.
+  for (const bool sgd : {true, false}) {
+    Mlp mlp;
+    std::unique_ptr<torch::optim::Optimizer> opt;
+    if (sgd)
+      opt = std::make_unique<torch::optim::SGD>(mlp.model->parameters(),
+                                                torch::optim::SGDOptions(0.01).momentum(0.9));
+    else
+      opt = std::make_unique<torch::optim::AdamW>(mlp.model->parameters(),
+                                                  torch::optim::AdamWOptions(1e-3));
+    hotpath::Config c;
+    c.threshold = 5;
+    c.log_level = hotpath::LogLevel::Warn;
+    c.stand_aside = false;  // on the CPU nothing fuses; this is about finding the step
+    Enabled on(c);
+    for (int step = 0; step < 20; ++step) {
+      opt->zero_grad();
+      for (int k = 0; k < 3; ++k) {
+        auto x = mlp.x.narrow(0, 2 * k, 2), y = mlp.y.narrow(0, 2 * k, 2);
+        (torch::mse_loss(mlp.model->forward(x), y) / 3).backward();
+      }
+      opt->step();
+    }
+    const auto s = hotpath::stats();
+    INFO((sgd ? "SGD: " : "AdamW: ") << hotpath::format_stats(s));
+    CHECK(s.passes_per_step == 3);
+    CHECK(s.hot_signatures() == 1);
+    CHECK(s.iterations >= 17);
+  }
+}
+
 TEST_CASE("the Iteration scope marks iterations and ignores ops outside it", "[detect]") {
   auto a = torch::randn({32});
   Enabled on(4);

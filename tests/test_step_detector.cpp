@@ -11,14 +11,17 @@ using hotpath::detail::StepDetector;
 
 namespace {
 
-// An op as the detector sees it: a name, grad mode, whether it reads a parameter.
+// An op as the detector sees it: a name, grad mode, whether it reads a parameter, whether it
+// writes one (the optimizer's update).
 struct Op {
   std::uint64_t name;
   bool grad = true;
   bool param = false;
+  bool update = false;
 };
-Op fwd(std::uint64_t name, bool param = false) { return {name, true, param}; }
-Op bwd(std::uint64_t name) { return {name, false, false}; }  // backward, optimizer, no_grad
+Op fwd(std::uint64_t name, bool param = false) { return {name, true, param, false}; }
+Op bwd(std::uint64_t name) { return {name, false, false, false}; }  // backward, no_grad
+Op upd(std::uint64_t name) { return {name, false, true, true}; }    // p.addcdiv_(...) under no_grad
 
 struct Stream {
   std::vector<Op> ops;
@@ -40,8 +43,8 @@ std::vector<Op> step_ops(int data_ops) {
   s.push_back(fwd(4));  // loss
   for (int i = 0; i < 10; ++i) s.push_back(bwd(50 + i % 3));
   for (int p = 0; p < 4; ++p)
-    for (int k = 0; k < 9; ++k) s.push_back(bwd(70 + k));  // AdamW per parameter
-  s.push_back(fwd(99));                                    // loss.item(): reads the loss, no leaf
+    for (int k = 0; k < 9; ++k) s.push_back(k < 8 ? bwd(70 + k) : upd(78));  // AdamW per parameter
+  s.push_back(fwd(99));  // loss.item(): reads the loss, no leaf
   return s;
 }
 
@@ -52,10 +55,10 @@ std::vector<Op> gan_step(bool log) {
   for (int i = 0; i < 5; ++i) s.push_back(bwd(60));
   s.insert(s.end(), {fwd(91), fwd(20, true), fwd(21, true), fwd(10, true), fwd(11, true), fwd(12)});
   for (int i = 0; i < 5; ++i) s.push_back(bwd(61));
-  for (int i = 0; i < 8; ++i) s.push_back(bwd(70));
+  for (int i = 0; i < 8; ++i) s.push_back(i < 7 ? bwd(70) : upd(72));  // D's optimizer
   s.insert(s.end(), {fwd(10, true), fwd(11, true), fwd(13)});
   for (int i = 0; i < 7; ++i) s.push_back(bwd(62));
-  for (int i = 0; i < 8; ++i) s.push_back(bwd(71));
+  for (int i = 0; i < 8; ++i) s.push_back(i < 7 ? bwd(71) : upd(73));  // G's optimizer
   if (log) s.push_back(fwd(99));
   return s;
 }
@@ -65,7 +68,7 @@ std::vector<std::int64_t> feed_all(StepDetector& d, const Stream& s,
   std::vector<std::int64_t> out;
   for (std::int64_t i = 0; i < s.size(); ++i) {
     const Op& op = s.ops[static_cast<std::size_t>(i)];
-    if (d.feed(i, op.name, op.grad, op.param, out) && anchors)
+    if (d.feed(i, op.name, op.grad, op.param, op.update, out) && anchors)
       anchors->push_back(static_cast<int>(i));
   }
   return out;
@@ -106,7 +109,7 @@ TEST_CASE("the first iteration is known at the third forward pass", "[steps]") {
   std::vector<std::int64_t> out;
   for (std::int64_t i = 0; i < s.size(); ++i) {
     const Op& op = s.ops[static_cast<std::size_t>(i)];
-    d.feed(i, op.name, op.grad, op.param, out);
+    d.feed(i, op.name, op.grad, op.param, op.update, out);
     if (i < third) CHECK(out.empty());
     if (i == third) {
       CHECK(d.locked());
@@ -192,6 +195,7 @@ TEST_CASE("a loop that changes its step is searched again and found again", "[st
   auto other = [] {
     std::vector<Op> o{fwd(90), fwd(30, true), fwd(31, true), fwd(32)};
     for (int i = 0; i < 6; ++i) o.push_back(bwd(80));
+    o.push_back(upd(81));  // its optimizer
     return o;
   };
   const std::int64_t change = s.size() + 1;
@@ -208,6 +212,55 @@ TEST_CASE("a loop that changes its step is searched again and found again", "[st
   CHECK(d.history_start() >= change);
   // The new step is cut at its forward passes again.
   CHECK(b.back() == later.back());
+}
+
+TEST_CASE("gradient accumulation's micro-batches are one step with the update", "[steps]") {
+  // Four micro-batches, a forward and backward each, then clipping and the optimizer: the
+  // micro-batches look alike, but a step ends with the update.
+  auto micro = [](bool last) {
+    std::vector<Op> m{fwd(90), fwd(1, true), fwd(2, true), fwd(3)};
+    for (int i = 0; i < 6; ++i) m.push_back(bwd(50));
+    if (last) {
+      for (int i = 0; i < 4; ++i) m.push_back(bwd(60));  // clip_grad_norm_
+      for (int p = 0; p < 3; ++p) m.push_back(upd(70));  // the update of each parameter
+    }
+    return m;
+  };
+  Stream s;
+  std::vector<std::int64_t> starts;
+  for (int i = 0; i < 6; ++i) {
+    starts.push_back(s.size() + 1);
+    for (int k = 0; k < 4; ++k) s.add(micro(k == 3));
+  }
+  StepDetector d;
+  const auto b = feed_all(d, s);
+  CHECK(d.period() == 4);
+  REQUIRE(!b.empty());
+  for (std::int64_t x : b) CHECK(std::find(starts.begin(), starts.end(), x) != starts.end());
+  CHECK(b.back() == starts.back());
+}
+
+TEST_CASE("a loop that never updates a parameter is cut once no update came", "[steps]") {
+  // Forward and backward alone (a benchmark of both): kMaxSegments + 1 passes show no update,
+  // then each pass is a step.
+  Stream s;
+  for (int i = 0; i < 14; ++i) {
+    s.add({fwd(90), fwd(1, true), fwd(2, true), fwd(3)});
+    for (int k = 0; k < 5; ++k) s.add({bwd(50)});
+  }
+  StepDetector d;
+  std::vector<std::int64_t> b;
+  int anchors = 0, first_cut_at = -1;
+  for (std::int64_t i = 0; i < s.size(); ++i) {
+    const Op& op = s.ops[static_cast<std::size_t>(i)];
+    if (d.feed(i, op.name, op.grad, op.param, op.update, b)) ++anchors;
+    if (!b.empty() && first_cut_at < 0) first_cut_at = anchors;
+  }
+  CHECK(d.period() == 1);
+  // Cut when the (kMaxSegments + 2)-th pass starts: kMaxSegments + 1 have closed without an
+  // update; then every pass before it is an iteration.
+  CHECK(first_cut_at == StepDetector::kMaxSegments + 2);
+  CHECK(b.size() == 13);
 }
 
 TEST_CASE("a loop that never trains has no anchors", "[steps]") {

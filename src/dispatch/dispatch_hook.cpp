@@ -59,6 +59,24 @@ struct Aside {
   std::optional<at::CallbackHandle> callback;
 };
 thread_local Aside tls_aside;
+
+// The storages of the parameters this thread's forward passes read (leaves that require grad), to
+// see an update through an alias. Weak references: a storage that dies keeps its address taken,
+// so a new one cannot be mistaken for it. Bounded: a program that keeps making models starts
+// the set again.
+thread_local ska::flat_hash_map<const c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>>
+    tls_param_storages;
+constexpr std::size_t kMaxParamStorages = 1 << 16;
+void note_param_storage(const c10::Storage& s) {
+  const c10::StorageImpl* key = s.unsafeGetStorageImpl();
+  if (tls_param_storages.count(key)) return;
+  if (tls_param_storages.size() >= kMaxParamStorages) tls_param_storages.clear();
+  tls_param_storages.emplace(key, s.getWeakStorageImpl());
+}
+bool param_storage(const c10::StorageImpl* s) {
+  const auto it = tls_param_storages.find(s);
+  return it != tls_param_storages.end() && !it->second.expired();
+}
 // About one op in this many runs the wake-up check while standing aside.
 constexpr double kWakeSampling = 1e-3;
 
@@ -171,8 +189,16 @@ std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg
   if (v.isTensor()) {
     // A leaf that requires grad: a parameter (a loss that requires grad is no leaf: its item()
     // or detach() after the optimizer step is not a forward pass).
-    if (!rec.reads_param && v.toTensor().requires_grad() && v.toTensor().is_leaf())
+    const at::TensorBase& t = v.toTensor();
+    if (t.requires_grad() && t.is_leaf()) {
       rec.reads_param = true;
+      rec.writes_param = rec.writes_param || written;
+      if (t.has_storage()) note_param_storage(t.storage());
+    } else if (written && !rec.writes_param && t.has_storage()) {
+      // An optimizer may update a parameter through p.data() (LibTorch's SGD does): an alias
+      // that does not require grad, on the parameter's storage.
+      rec.writes_param = param_storage(t.storage().unsafeGetStorageImpl());
+    }
     rec.inputs.emplace_back();
     rec.inputs.back().argument = arg;
     rec.inputs.back().written = written;
@@ -356,6 +382,7 @@ void detach_locked() {
   c10::impl::tls_set_dispatch_key_included(kHookKey, false);
   drop_wake_callback();
   tls_aside = Aside{};
+  tls_param_storages.clear();
   stop_plain_count();
   unmark_current_thread();
   if (tls_owner.info) {

@@ -59,6 +59,8 @@ struct OpRecord {
   // (a parameter, read by a forward pass). Backward and optimizer ops run with grad mode off.
   bool grad_enabled = true;
   bool reads_param = false;
+  // It writes a parameter in place (an optimizer's update; a gradient is no parameter).
+  bool writes_param = false;
   c10::SmallVector<TensorMeta, 1> outputs;
   // Per output: the argument it aliases (in-place and out= ops return their argument), or -1.
   c10::SmallVector<std::int32_t, 1> output_alias;
@@ -78,6 +80,7 @@ struct OpRecord {
     key = name_key = input_key = scalar_mask = planned_key = 0;
     grad_enabled = true;
     reads_param = false;
+    writes_param = false;
     inputs.clear();
     args.clear();
     outputs.clear();

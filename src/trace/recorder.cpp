@@ -100,7 +100,9 @@ void Recorder::detect_steps(const OpRecord& rec) {
   if (!training_) return;
   mode_ = BoundaryMode::Auto;
   boundaries_.clear();
-  if (steps_->feed(next_, rec.name_key, rec.grad_enabled, rec.reads_param, boundaries_)) ++anchors_;
+  if (steps_->feed(next_, rec.name_key, rec.grad_enabled, rec.reads_param, rec.writes_param,
+                   boundaries_))
+    ++anchors_;
   const std::int64_t history = steps_->history_start();
   for (std::int64_t b : boundaries_) {
     if (history > seg_start_ && history <= b) drop_pending(history);  // a prelude

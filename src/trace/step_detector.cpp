@@ -1,5 +1,7 @@
 #include "trace/step_detector.h"
 
+#include <algorithm>
+
 #include "common/hash.h"
 
 namespace hotpath::detail {
@@ -10,7 +12,7 @@ constexpr std::size_t kMaxHistory = 256;
 }  // namespace
 
 bool StepDetector::feed(std::int64_t pos, std::uint64_t name, bool grad_enabled, bool reads_param,
-                        std::vector<std::int64_t>& boundaries) {
+                        bool writes_param, std::vector<std::int64_t>& boundaries) {
   if (!any_op_) {
     any_op_ = true;
     history_start_ = pos;
@@ -36,6 +38,7 @@ bool StepDetector::feed(std::int64_t pos, std::uint64_t name, bool grad_enabled,
       if (starts_.size() >= kMaxHistory) {
         starts_.erase(starts_.begin());
         tokens_.erase(tokens_.begin());
+        updates_.erase(updates_.begin());
       }
       starts_.push_back(pos);
       try_lock(boundaries);
@@ -44,7 +47,9 @@ bool StepDetector::feed(std::int64_t pos, std::uint64_t name, bool grad_enabled,
     open_token_ = kTokenSeed;
     open_ops_ = 0;
     open_off_ = 0;
+    open_update_ = false;
   }
+  open_update_ = open_update_ || (writes_param && !grad_enabled);
   if (open_ && open_ops_ < kTokenOps) {
     open_token_ = hash_combine(open_token_, name);
     ++open_ops_;
@@ -55,8 +60,10 @@ bool StepDetector::feed(std::int64_t pos, std::uint64_t name, bool grad_enabled,
 void StepDetector::close_segment() {
   open_ = false;
   open_token_ = hash_combine(open_token_, 0x0ff00000ULL + static_cast<std::uint64_t>(open_off_));
+  open_token_ = hash_combine(open_token_, open_update_ ? 0x0bdULL : 0x0b0ULL);
   if (!locked_) {
     tokens_.push_back(open_token_);
+    updates_.push_back(open_update_);
     return;
   }
   mismatches_ = open_token_ == step_tokens_[static_cast<std::size_t>(slot_)] ? 0 : mismatches_ + 1;
@@ -65,11 +72,16 @@ void StepDetector::close_segment() {
 void StepDetector::try_lock(std::vector<std::int64_t>& boundaries) {
   // tokens_[i] belongs to the segment that started at starts_[i]; starts_.back() just started.
   const auto n = static_cast<std::int64_t>(tokens_.size());
+  const bool updating = std::find(updates_.begin(), updates_.end(), true) != updates_.end();
+  if (!updating && n <= kMaxSegments) return;  // an update may still come
   int found = 0;
   for (int p = 1; p <= kMaxSegments && 2 * p <= n && found == 0; ++p) {
-    bool periodic = true;
-    for (std::int64_t k = n - p; k < n && periodic; ++k) periodic = tokens_[k] == tokens_[k - p];
-    if (periodic) found = p;
+    bool periodic = true, updates = !updating;
+    for (std::int64_t k = n - p; k < n && periodic; ++k) {
+      periodic = tokens_[k] == tokens_[k - p];
+      updates = updates || updates_[static_cast<std::size_t>(k)];
+    }
+    if (periodic && updates) found = p;
   }
   if (found == 0) return;
   // The earliest segment of the periodic run starts the first iteration; what came before it
@@ -88,6 +100,7 @@ void StepDetector::try_lock(std::vector<std::int64_t>& boundaries) {
   slot_ = static_cast<int>((n - s) % found);
   starts_.clear();
   tokens_.clear();
+  updates_.clear();
   remember();
 }
 
@@ -115,6 +128,7 @@ void StepDetector::remember() {
 void StepDetector::restart(std::int64_t at) {
   starts_.clear();
   tokens_.clear();
+  updates_.clear();
   locked_ = false;
   period_ = 0;
   slot_ = 0;

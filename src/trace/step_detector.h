@@ -15,6 +15,11 @@
 // grad) and evaluation under NoGradGuard never anchor, so they stay inside the step they follow
 // and cannot shift the boundary; the stack of a model's identical layers and an optimizer's
 // per-parameter chains are inside a segment and cannot be taken for the step.
+// A step ends with the optimizer's update of the parameters (ops that write a parameter in place):
+// once a loop has shown one, a step must contain one. Gradient accumulation's micro-batches (a
+// forward and backward each, the update after the last) are then one step, not one each. Until
+// an update is seen, kMaxSegments + 1 segments pass before a step without one is taken (a loop
+// that never updates: forward and backward alone).
 // Locked, a segment whose token is not the one expected at its place in the step, twice in a
 // row, means the loop changed (another phase of training): the search starts again from there.
 // A step found again (after that, or by a detector that took over after hotpath looked away for
@@ -44,12 +49,12 @@ class StepDetector {
   explicit StepDetector(std::vector<Step> known = {}) : known_(std::move(known)) {}
 
   // Feeds the op at global position `pos` (consecutive) before it runs: its operator name hash,
-  // whether grad mode is on and whether it reads a parameter. Appends to `boundaries` every
-  // position at which an iteration now known to be complete ends (= where the next starts),
-  // ascending; a boundary equal to `pos` means an iteration starts with this op. Returns whether
-  // the op is an anchor.
+  // whether grad mode is on, whether it reads a parameter and whether it writes one. Appends to
+  // `boundaries` every position at which an iteration now known to be complete ends (= where the
+  // next starts), ascending; a boundary equal to `pos` means an iteration starts with this op.
+  // Returns whether the op is an anchor.
   bool feed(std::int64_t pos, std::uint64_t name, bool grad_enabled, bool reads_param,
-            std::vector<std::int64_t>& boundaries);
+            bool writes_param, std::vector<std::int64_t>& boundaries);
 
   bool locked() const { return locked_; }
   // Ops were not seen from an iteration's first op (a plain-eager block ended there): the
@@ -86,7 +91,9 @@ class StepDetector {
   // The search: segment starts and tokens since the last restart; the open segment's token.
   std::vector<std::int64_t> starts_;
   std::vector<std::uint64_t> tokens_;
+  std::vector<bool> updates_;  // per segment of the search: it wrote a parameter
   std::uint64_t open_token_ = 0;
+  bool open_update_ = false;
   int open_ops_ = 0;
   std::int64_t open_off_ = 0;  // ops with grad mode off (its backward and optimizer)
   bool open_ = false;

@@ -10,8 +10,9 @@
 namespace hotpath_diff {
 
 const std::vector<std::string>& variant_names() {
-  static const std::vector<std::string> names = {
-      "plain", "batch_flip", "seq_grow", "item_branch", "alternate", "keep_across", "eval"};
+  static const std::vector<std::string> names = {"plain",       "batch_flip", "seq_grow",
+                                                 "item_branch", "alternate",  "keep_across",
+                                                 "eval",        "grad_accum"};
   return names;
 }
 
@@ -465,18 +466,32 @@ void Trainer::make_optimizer(std::vector<torch::Tensor> params) {
 torch::Tensor Trainer::step(int step, const Batch& b, const torch::Tensor& perturb) {
   for (auto& group : opt_->param_groups()) group.options().set_lr(learning_rate(setup_, step));
   opt_->zero_grad();
-  torch::Tensor l;
-  {
-    Autocast autocast(setup_.bf16, setup_.device.type());
-    auto out = forward(step, b);
-    if (perturb.defined()) out = out.to(torch::kFloat) * perturb;  // in fp32
-    l = loss(out, b);
+  // Gradient accumulation: micro-batches (slices of the batch and of the perturbation), each with
+  // its forward and backward, before the one optimizer step.
+  const std::int64_t micro = setup_.variant == Variant::GradAccum ? 4 : 1;
+  std::vector<torch::Tensor> losses;
+  for (std::int64_t k = 0; k < micro; ++k) {
+    auto part = [&](const torch::Tensor& t) {
+      return micro == 1 ? t : t.chunk(micro, 0)[static_cast<std::size_t>(k)];
+    };
+    const Batch mb{part(b.x), part(b.y)};
+    torch::Tensor l;
+    {
+      Autocast autocast(setup_.bf16, setup_.device.type());
+      auto out = forward(step, mb);
+      if (perturb.defined()) out = out.to(torch::kFloat) * part(perturb);  // in fp32
+      l = loss(out, mb);
+    }
+    if (micro > 1) l = l / static_cast<double>(micro);
+    l.backward();
+    losses.push_back(l);
   }
-  l.backward();
   torch::nn::utils::clip_grad_norm_(params_, 1.0);
   opt_->step();
   after_step(step, b);
-  return l.detach();
+  torch::Tensor total = losses[0].detach();
+  for (std::size_t k = 1; k < losses.size(); ++k) total = total + losses[k].detach();
+  return total;
 }
 
 std::unique_ptr<Trainer> make_trainer(const Setup& s) {

@@ -16,8 +16,19 @@
 
 namespace hotpath_diff {
 
-// What varies the loop around the model (the GPT's seven variants; the others run "plain").
-enum class Variant { Plain, BatchFlip, SeqGrow, ItemBranch, Alternate, KeepAcross, Eval };
+// What varies the loop around the model (the GPT's eight variants; the others run "plain").
+// GradAccum: gradient accumulation, four micro-batches (each its own forward and backward, the
+// loss divided by four) before one clipped optimizer step.
+enum class Variant {
+  Plain,
+  BatchFlip,
+  SeqGrow,
+  ItemBranch,
+  Alternate,
+  KeepAcross,
+  Eval,
+  GradAccum
+};
 const std::vector<std::string>& variant_names();
 Variant parse_variant(const std::string& name);
 
