@@ -145,9 +145,10 @@ void reference_step(Job& j, Data& data, int step, int world) {
   j.opt->step();
 }
 
-// The largest of every rank's `x`.
-double max_over_ranks(c10d::ProcessGroup& pg, double x) {
-  std::vector<at::Tensor> t{torch::tensor({x}, torch::kDouble)};
+// The largest of every rank's `x`. Collectives take tensors on the job's device (NCCL has no
+// CPU tensors).
+double max_over_ranks(c10d::ProcessGroup& pg, const torch::Device& dev, double x) {
+  std::vector<at::Tensor> t{torch::tensor({x}, torch::kDouble).to(dev)};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp::MAX;
   pg.allreduce(t, opts)->wait();
@@ -155,12 +156,14 @@ double max_over_ranks(c10d::ProcessGroup& pg, double x) {
 }
 
 // Rows of every rank's numbers, on rank 0 (each rank fills its row; the sum is the table).
-torch::Tensor gather_rows(c10d::ProcessGroup& pg, const std::vector<double>& mine) {
+torch::Tensor gather_rows(c10d::ProcessGroup& pg, const torch::Device& dev,
+                          const std::vector<double>& mine) {
   const auto n = static_cast<std::int64_t>(mine.size());
   std::vector<at::Tensor> t{torch::zeros({pg.getSize(), n}, torch::kDouble)};
   t[0][pg.getRank()].copy_(torch::tensor(mine, torch::kDouble));
+  t[0] = t[0].to(dev);
   pg.allreduce(t)->wait();
-  return t[0];
+  return t[0].cpu();
 }
 
 hotpath::Config hotpath_config(const Options& o, bool cuda) {
@@ -196,18 +199,23 @@ int verify(const Options& o, Data& data, const Rendezvous& r, c10d::ProcessGroup
 
   const torch::Tensor p_hot = hotpath_examples::flat_parameters(hot.params);
   const torch::Tensor p_eager = hotpath_examples::flat_parameters(eager.params);
-  std::vector<at::Tensor> root{p_hot.clone()};
+  const torch::Device dev = data.device;
+  std::vector<at::Tensor> root{p_hot.to(dev, /*non_blocking=*/false, /*copy=*/true)};
   pg.broadcast(root)->wait();
+  root[0] = root[0].cpu();
   const double between_ranks =
-      max_over_ranks(pg, hotpath_examples::relative_distance(p_hot, root[0]));
-  const double hot_eager = max_over_ranks(pg, hotpath_examples::relative_distance(p_hot, p_eager));
+      max_over_ranks(pg, dev, hotpath_examples::relative_distance(p_hot, root[0]));
+  const double hot_eager =
+      max_over_ranks(pg, dev, hotpath_examples::relative_distance(p_hot, p_eager));
   const torch::Tensor rows =
-      gather_rows(pg, {static_cast<double>(st.hot_signatures()), static_cast<double>(fused),
-                       static_cast<double>(divergences), static_cast<double>(collectives)});
+      gather_rows(pg, dev,
+                  {static_cast<double>(st.hot_signatures()), static_cast<double>(fused),
+                   static_cast<double>(divergences), static_cast<double>(collectives)});
 
   // Rank 0 trains the one-process reference and its perturbed twin; the others wait for the
   // verdict, so that every rank exits with the same status.
-  std::vector<at::Tensor> verdict{torch::zeros({1}, torch::kDouble)};
+  std::vector<at::Tensor> verdict{
+      torch::zeros({1}, torch::TensorOptions(torch::kDouble).device(dev))};
   if (r.rank == 0) {
     Job ref = make_job(o, data), twin = make_job(o, data, true);
     for (int s = 1; s <= o.steps; ++s) {
@@ -272,7 +280,7 @@ int train(const Options& o, Data& data, const Rendezvous& r, c10d::ProcessGroup&
     for (int k = 0; k < 2 * o.cross; k += 10) {
       {
         hotpath::Pause pause;
-        if (max_over_ranks(pg, hotpath_examples::unjudged_plans()) == 0) break;
+        if (max_over_ranks(pg, data.device, hotpath_examples::unjudged_plans()) == 0) break;
       }
       for (int s = 0; s < 10; ++s) one();
     }
@@ -302,9 +310,10 @@ int train(const Options& o, Data& data, const Rendezvous& r, c10d::ProcessGroup&
   std::printf("%s", mine.str().c_str());
   std::fflush(stdout);
   const torch::Tensor rows =
-      gather_rows(pg, {eager_ms, hot_ms, ratio, static_cast<double>(st.hot_signatures()),
-                       static_cast<double>(groups), static_cast<double>(fused),
-                       static_cast<double>(divergences), static_cast<double>(st.stood_aside)});
+      gather_rows(pg, data.device,
+                  {eager_ms, hot_ms, ratio, static_cast<double>(st.hot_signatures()),
+                   static_cast<double>(groups), static_cast<double>(fused),
+                   static_cast<double>(divergences), static_cast<double>(st.stood_aside)});
   if (r.rank == 0) {
     std::printf(
         "\nrank  eager DP ms  hotpath ms  speedup  hot  groups  fused iters  divergences  "
