@@ -12,9 +12,12 @@
 # 0's address, reachable from all) and --master-port, and --node-rank 0..M-1; ranks are
 # K * N + local rank. The default port is a free one on this machine (a single machine's job).
 set -euo pipefail
+# usage [STATUS]: the comment above, on stdout for --help (status 0), else on stderr (status 2).
 usage() {
-  sed -n '9,10p' "$0" | sed 's/^# *//' >&2
-  exit 2
+  local text
+  text=$(sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//')
+  if [[ ${1:-2} == 0 ]]; then echo "$text"; else echo "$text" >&2; fi
+  exit "${1:-2}"
 }
 nproc=2 nnodes=1 node_rank=0 addr=127.0.0.1 port=
 while (($#)); do
@@ -25,7 +28,7 @@ while (($#)); do
     --master-addr) addr=${2:-}; shift 2 ;;
     --master-port) port=${2:-}; shift 2 ;;
     --) shift; break ;;
-    -h|--help) usage ;;
+    -h|--help) usage 0 ;;
     *) echo "ddp_launch.sh: unknown argument '$1'" >&2; usage ;;
   esac
 done
