@@ -12,6 +12,7 @@
 
 #include "dispatch/hook_key.h"
 #include "hotpath/hotpath.h"
+#include "session/session.h"
 
 namespace {
 
@@ -416,6 +417,38 @@ TEST_CASE("a step looked at again from its middle keeps its signature", "[detect
   const hotpath::SignatureStats after = hot(s);
   CHECK(after.id == before.id);
   CHECK(after.count >= before.count + 10);
+}
+
+TEST_CASE("standing aside that falls due inside a backward pass still comes back",
+          "[detect][aside]") {
+  // A CPU backward pass runs on this thread, each node under a guard that restores the thread's
+  // dispatch keys and RecordFunction callbacks: standing aside begun there would lose its wake-up
+  // callback at the node's end and never come back. A revert (the governor's way to ask for it)
+  // from a gradient hook, inside the pass, makes it due there.
+  Mlp mlp;
+  Enabled on(quiet(5));
+  bool fire = false;
+  auto w = mlp.model->parameters()[0];
+  w.register_hook([&](torch::Tensor g) {
+    if (fire) {
+      fire = false;
+      hotpath::detail::thread_session()->revert(0, "a test");
+    }
+    return g;
+  });
+  for (int i = 0; i < 3; ++i) mlp.train_step();
+  fire = true;
+  mlp.train_step();
+  auto s = hotpath::stats();
+  INFO(hotpath::format_stats(s));
+  REQUIRE(s.stood_aside == 1);
+  CHECK(s.standing_aside);
+  const auto seen = s.ops_seen;
+  for (int i = 0; i < 5; ++i) mlp.train_step();
+  CHECK(hotpath::stats().ops_seen == seen);  // out, and staying out
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  for (int i = 0; i < 3000 && hotpath::stats().ops_seen == seen; ++i) mlp.train_step();
+  CHECK(hotpath::stats().ops_seen > seen);  // back after the pause
 }
 
 TEST_CASE("a loop whose ops change every step is stood aside", "[detect][aside]") {
