@@ -166,6 +166,24 @@ torch::Tensor gather_rows(c10d::ProcessGroup& pg, const torch::Device& dev,
   return t[0].cpu();
 }
 
+// What hotpath did on this rank, summed over its signatures; `collectives`: the c10d ops in a hot
+// iteration, as hotpath recorded it.
+struct FusionTotals {
+  std::int64_t groups = 0, fused = 0, divergences = 0, collectives = 0;
+  explicit FusionTotals(const hotpath::Stats& st) {
+    for (const auto& sig : st.signatures) {
+      groups += static_cast<std::int64_t>(sig.fusion.groups.size());
+      fused += sig.fusion.fused_iterations;
+      divergences += sig.fusion.divergences;
+      if (!sig.hot) continue;
+      collectives = std::max<std::int64_t>(
+          collectives,
+          std::count_if(sig.op_names.begin(), sig.op_names.end(),
+                        [](const std::string& n) { return n.rfind("c10d::", 0) == 0; }));
+    }
+  }
+};
+
 hotpath::Config hotpath_config(const Options& o, bool cuda) {
   hotpath::Config c;
   c.threshold = o.threshold;
@@ -187,15 +205,7 @@ int verify(const Options& o, Data& data, const Rendezvous& r, c10d::ProcessGroup
   for (int s = 1; s <= o.steps; ++s) dp_step(hot, data, s, r, pg, hot_buckets, o);
   hotpath::disable_hot_path_detection();
   const hotpath::Stats st = hotpath::stats();
-  std::int64_t fused = 0, divergences = 0, collectives = 0;
-  for (const auto& sig : st.signatures) {
-    fused += sig.fusion.fused_iterations;
-    divergences += sig.fusion.divergences;
-    if (!sig.hot) continue;  // the collectives in the hot iteration, as hotpath recorded it
-    collectives = std::max<std::int64_t>(
-        collectives, std::count_if(sig.op_names.begin(), sig.op_names.end(),
-                                   [](const std::string& n) { return n.rfind("c10d::", 0) == 0; }));
-  }
+  const FusionTotals t(st);
 
   const torch::Tensor p_hot = hotpath_examples::flat_parameters(hot.params);
   const torch::Tensor p_eager = hotpath_examples::flat_parameters(eager.params);
@@ -209,8 +219,8 @@ int verify(const Options& o, Data& data, const Rendezvous& r, c10d::ProcessGroup
       max_over_ranks(pg, dev, hotpath_examples::relative_distance(p_hot, p_eager));
   const torch::Tensor rows =
       gather_rows(pg, dev,
-                  {static_cast<double>(st.hot_signatures()), static_cast<double>(fused),
-                   static_cast<double>(divergences), static_cast<double>(collectives)});
+                  {static_cast<double>(st.hot_signatures()), static_cast<double>(t.fused),
+                   static_cast<double>(t.divergences), static_cast<double>(t.collectives)});
 
   // Rank 0 trains the one-process reference and its perturbed twin; the others wait for the
   // verdict, so that every rank exits with the same status.
@@ -298,12 +308,7 @@ int train(const Options& o, Data& data, const Rendezvous& r, c10d::ProcessGroup&
   }
   hotpath::disable_hot_path_detection();
   const hotpath::Stats st = hotpath::stats();
-  std::int64_t groups = 0, fused = 0, divergences = 0;
-  for (const auto& sig : st.signatures) {
-    groups += static_cast<std::int64_t>(sig.fusion.groups.size());
-    fused += sig.fusion.fused_iterations;
-    divergences += sig.fusion.divergences;
-  }
+  const FusionTotals t(st);
   std::ostringstream mine;  // one write per rank: the ranks' reports do not interleave
   mine << "[rank " << r.rank << "] " << hotpath::format_stats(st) << "\n"
        << hotpath::format_report(hotpath::report());
@@ -312,8 +317,8 @@ int train(const Options& o, Data& data, const Rendezvous& r, c10d::ProcessGroup&
   const torch::Tensor rows =
       gather_rows(pg, data.device,
                   {eager_ms, hot_ms, ratio, static_cast<double>(st.hot_signatures()),
-                   static_cast<double>(groups), static_cast<double>(fused),
-                   static_cast<double>(divergences), static_cast<double>(st.stood_aside)});
+                   static_cast<double>(t.groups), static_cast<double>(t.fused),
+                   static_cast<double>(t.divergences), static_cast<double>(st.stood_aside)});
   if (r.rank == 0) {
     std::printf(
         "\nrank  eager DP ms  hotpath ms  speedup  hot  groups  fused iters  divergences  "

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "ddp_support.h"
 #include "hotpath/hotpath.h"
 
 namespace {
@@ -27,40 +28,25 @@ c10::intrusive_ptr<c10d::ProcessGroup> world_of_one() {
   return pg;
 }
 
+torch::nn::Sequential seeded_mlp() {
+  torch::manual_seed(3);
+  return torch::nn::Sequential(torch::nn::Linear(32, 64), torch::nn::GELU(),
+                               torch::nn::Linear(64, 32));
+}
+
 struct DataParallelMlp {
-  torch::nn::Sequential model;
-  std::unique_ptr<torch::optim::AdamW> opt;
-  torch::Tensor x, y;
-  DataParallelMlp() {
-    torch::manual_seed(3);
-    model = torch::nn::Sequential(torch::nn::Linear(32, 64), torch::nn::GELU(),
-                                  torch::nn::Linear(64, 32));
-    opt = std::make_unique<torch::optim::AdamW>(model->parameters(),
-                                                torch::optim::AdamWOptions(1e-3));
-    x = torch::randn({16, 32});
-    y = torch::randn({16, 32});
-  }
+  torch::nn::Sequential model = seeded_mlp();
+  torch::optim::AdamW opt{model->parameters(), torch::optim::AdamWOptions(1e-3)};
+  torch::Tensor x = torch::randn({16, 32}), y = torch::randn({16, 32});
+  // The example's bucketed all-reduce (examples/ddp_support.h): here one bucket, one collective.
+  hotpath_examples::GradBuckets buckets{model->parameters(), std::int64_t{1} << 30};
   void step(c10d::ProcessGroup& pg) {
-    opt->zero_grad();
+    opt.zero_grad();
     torch::mse_loss(model->forward(x), y).backward();
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> grads;
-    for (const auto& p : model->parameters()) grads.push_back(p.grad().view(-1));
-    std::vector<at::Tensor> flat{torch::cat(grads)};
-    pg.allreduce(flat)->wait();
-    flat[0].div_(pg.getSize());
-    std::int64_t at = 0;
-    for (const auto& p : model->parameters()) {
-      p.grad().copy_(flat[0].narrow(0, at, p.numel()).view_as(p));
-      at += p.numel();
-    }
-    opt->step();
+    buckets.allreduce(pg);
+    opt.step();
   }
-  torch::Tensor flat_parameters() {
-    std::vector<torch::Tensor> v;
-    for (const auto& p : model->parameters()) v.push_back(p.detach().view(-1));
-    return torch::cat(v);
-  }
+  torch::Tensor flat_parameters() { return hotpath_examples::flat_parameters(model->parameters()); }
 };
 
 }  // namespace

@@ -483,12 +483,7 @@ bool standing_aside() { return tls_aside.active; }
 bool in_backward_pass() { return torch::autograd::get_current_graph_task_id() >= 0; }
 
 void hook_current_thread(bool on) {
-  if (!tls_owner.session) return;
-  if (!on && tls_aside.confirming) {  // a plain block starts: the hook was back, the wake-up done
-    tls_aside.confirming = false;
-    drop_wake_callback();
-  }
-  c10::impl::tls_set_dispatch_key_included(kHookKey, on);
+  if (tls_owner.session) c10::impl::tls_set_dispatch_key_included(kHookKey, on);
 }
 
 bool pause_current_thread() {
