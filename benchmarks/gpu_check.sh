@@ -128,7 +128,8 @@ fi
 # share it too). --verify checks the parameters between ranks, against eager data-parallel and
 # against the same steps in one process, within 10x a noise floor measured in the same run; the
 # training runs cross-check hotpath against plain eager data-parallel on every rank.
-# HOTPATH_DDP_ARGS adds arguments to every run. (gloo needs libgloo-dev among EXTRA_DEBS.)
+# HOTPATH_DDP_ARGS adds arguments to every run, HOTPATH_DDP_MODELS picks the models (default: mlp
+# lm). (gloo needs libgloo-dev among EXTRA_DEBS.)
 if want ddp; then
   gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
   backend=$([ "$gpus" -ge 2 ] && echo nccl || echo gloo)
@@ -137,7 +138,7 @@ if want ddp; then
   more=(${HOTPATH_DDP_ARGS:-})
   {
     echo "ddp: $gpus GPU(s), backend $backend"
-    for m in mlp lm; do
+    for m in ${HOTPATH_DDP_MODELS:-mlp lm}; do
       run "ddp_verify_$m" "${ddp[@]}" --model "$m" --verify --steps 150 --diverge-step 60 "${more[@]}"
       grep -E "ddp verify|rank [0-9]:|  [a-z].* (ok|OUTSIDE)" "$OUT/ddp_verify_$m.txt"
       run "ddp_train_$m" "${ddp[@]}" --model "$m" --steps 200 --cross-check 100 "${more[@]}"
