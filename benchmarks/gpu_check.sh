@@ -140,7 +140,7 @@ if want ddp; then
     echo "ddp: $gpus GPU(s), backend $backend"
     for m in ${HOTPATH_DDP_MODELS:-mlp lm}; do
       run "ddp_verify_$m" "${ddp[@]}" --model "$m" --verify --steps 150 --diverge-step 60 "${more[@]}"
-      grep -E "ddp verify|rank [0-9]:|  [a-z].* (ok|OUTSIDE)" "$OUT/ddp_verify_$m.txt"
+      grep -E "ddp verify|rank [0-9]:|step +floor| (ok|OUTSIDE the tolerance)$" "$OUT/ddp_verify_$m.txt"
       run "ddp_train_$m" "${ddp[@]}" --model "$m" --steps 200 --cross-check 100 "${more[@]}"
       grep -E "^\[0\] +[0-9]+ |ddp summary" "$OUT/ddp_train_$m.txt"
     done
