@@ -139,6 +139,9 @@ struct FusionStats {
   std::int64_t first_fused_iteration = -1;  // iteration in which fused kernels first ran
   std::int64_t fused_iterations = 0;        // iterations that ran the whole plan
   std::int64_t divergences = 0;             // iterations that left the plan part-way
+  // The last of them: "iteration 21, op 8695: expected aten::mul_.Scalar, got ... with other
+  // inputs: input 0: expected ..., got ..." (what the guard saw), or empty.
+  std::string last_divergence;
   // Values a kernel skipped (the recorded iterations never kept them) that the program held after
   // all, so they were computed eagerly; a steady loop has none.
   std::int64_t restored = 0;

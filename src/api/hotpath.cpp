@@ -186,6 +186,7 @@ std::string format_stats(const Stats& s) {
       os << ", " << f.fused_iterations << " fused iteration(s), " << f.divergences
          << " divergence(s)";
       if (f.restored > 0) os << ", " << f.restored << " skipped value(s) restored";
+      if (!f.last_divergence.empty()) os << "; the last left the plan at " << f.last_divergence;
     }
     os << "\n";
     for (const GroupStats& g : f.groups) {

@@ -111,6 +111,39 @@ bool Executor::guard(const PlanOp& p, const OpRecord& rec, bool check_key) {
   return true;
 }
 
+std::string Executor::mismatch(const PlanOp& p, const OpRecord& rec) const {
+  if (rec.input_key != p.input_key) return "its inputs' metadata or arguments differ";
+  if (rec.inputs.size() != p.refs.size())
+    return concat(rec.inputs.size(), " tensor inputs where the plan has ", p.refs.size());
+  auto where = [&](const ValueRef& r) {
+    if (r.producer >= iter_start_)
+      return concat("output ", r.output, " of this iteration's op ", r.producer - iter_start_);
+    if (r.producer < 0) return concat("a tensor first seen outside the loop (#", -r.producer, ")");
+    return concat("output ", r.output, " of op ", r.producer - iter_start_,
+                  " (an earlier iteration's)");
+  };
+  for (std::size_t k = 0; k < p.refs.size(); ++k) {
+    if (!rec.inputs[k].meta.defined) continue;
+    const ValueRef e = p.refs[k];
+    const ValueRef a = rec.inputs[k].ref;
+    if (e.producer >= 0) {
+      if (a.producer != iter_start_ + e.producer || a.output != e.output)
+        return concat("input ", k, ": expected output ", e.output, " of this iteration's op ",
+                      e.producer, ", got ", where(a));
+      continue;
+    }
+    if (a.producer >= iter_start_)
+      return concat("input ", k, ": expected the iteration's outside value #", -e.producer - 1,
+                    ", got ", where(a));
+    const auto it = outside_.find(
+        hash_combine(static_cast<std::uint64_t>(a.producer), static_cast<std::uint64_t>(a.output)));
+    if (it != outside_.end() && it->second != -e.producer - 1)
+      return concat("input ", k, ": expected the iteration's outside value #", -e.producer - 1,
+                    ", got its outside value #", it->second, " (", where(a), ")");
+  }
+  return "its inputs differ";
+}
+
 const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpRecord& rec,
                                                    const torch::jit::Stack& stack,
                                                    std::size_t index) {
@@ -154,6 +187,7 @@ void Executor::diverge(const std::string& why) {
   materialize_all();
   restore_unwritten(true);  // the op that left the plan may read a value a kernel skipped
   ++armed_->divergences;
+  armed_->last_divergence = concat("iteration ", iteration_, ", ", why);
   if (divergence_logs_++ < kDivergenceLogs) {
     log_info(
         concat("hotpath: signature ", armed_->hex, ": iteration ", iteration_, " left the plan (",
@@ -188,7 +222,7 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
       const std::string want = full_name(p.op_name, p.op_overload);
       const std::string got = full_name(rec.name, rec.overload);
       diverge(concat("op ", index, ": expected ", want, ", got ", got,
-                     got == want ? " with other inputs" : ""));
+                     got == want ? concat(" with other inputs: ", mismatch(p, rec)) : ""));
       return false;
     }
   }

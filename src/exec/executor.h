@@ -168,6 +168,8 @@ class Executor {
   void prepare_verify(const PlanGroup& g, LaunchArgs& l);
   void verify(PlanGroup& g, const std::vector<Deferred*>& members, LaunchArgs& l);
   bool guard(const PlanOp& p, const OpRecord& rec, bool check_key);
+  // Why guard refused an op of the planned name (for the divergence's log line).
+  std::string mismatch(const PlanOp& p, const OpRecord& rec) const;
   // The recorded in-place op to run instead of `rec` when autograd asked for its out-of-place
   // twin only because deferred ops hold its buffer (see the definition); nullptr otherwise.
   const c10::OperatorHandle* in_place_twin(const PlanOp& p, const OpRecord& rec,

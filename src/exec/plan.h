@@ -111,8 +111,9 @@ struct Plan {
   std::int64_t first_fused_iteration = -1;
   std::int64_t fused_iterations = 0;
   std::int64_t divergences = 0;
-  std::int64_t restored = 0;  // skipped values computed after all because someone needed them
-  double stall_ms = 0;        // the training thread waited: module loads, wait_for_compilation
+  std::string last_divergence;  // FusionStats::last_divergence
+  std::int64_t restored = 0;    // skipped values computed after all because someone needed them
+  double stall_ms = 0;          // the training thread waited: module loads, wait_for_compilation
   // The governor's decisions. Requests take effect at the next iteration start.
   std::vector<bool> requested_active;
   std::int64_t requested_epoch = 0;

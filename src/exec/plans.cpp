@@ -107,6 +107,7 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.first_fused_iteration = p.first_fused_iteration;
     sig.fusion.fused_iterations = p.fused_iterations;
     sig.fusion.divergences = p.divergences;
+    sig.fusion.last_divergence = p.last_divergence;
     sig.fusion.restored = p.restored;
     sig.fusion.reverted = p.reverted;
     sig.fusion.reason = p.reason;
