@@ -60,6 +60,7 @@ def finish_axes(ax, names, ylabel, title):
 
 
 SWEEPS = ("op_bench", "attention_memory")
+FAILED = object()  # a torch.compile row that ran and did not finish (an error, out of memory)
 
 
 def config(row):
@@ -83,9 +84,12 @@ def sizes_of(row):
     return [int(v) for v in inside.split(",")]
 
 
-def plot_op_bench(ops, args):
+def plot_op_bench(ops, tc, args):
+    """GB/s against bytes moved, per op; torch.compile default's where its rows (`tc`, by config)
+    have the same configuration: its median time at the bytes eager moves."""
     if not ops:
         return
+    beside = 0
     names = sorted({r["sizes"].split(" x[")[0] for r in ops})
     fig, axes = plt.subplots(1, len(names), figsize=(3.6 * len(names), 3.8), squeeze=False)
     copy = max(number(r, "copy_gbps") or 0 for r in ops)
@@ -97,6 +101,12 @@ def plot_op_bench(ops, args):
         moved = [gigabytes(r) for r in mine]
         ax.plot(moved, [number(r, "eager_gbps") for r in mine], "o", ms=3, label="eager")
         ax.plot(moved, [number(r, "hotpath_gbps") for r in mine], "x", ms=4, label="hotpath")
+        compiled = [(gigabytes(r), gigabytes(r) / number(t, "median_ms") * 1e3)
+                    for r in mine for t in [tc.get((config(r), "default"), {})]
+                    if t.get("status") == "ok" and number(t, "median_ms")]
+        if compiled:
+            beside += len(compiled)
+            ax.plot(*zip(*compiled), "^", ms=4, mfc="none", label="torch.compile default")
         if copy:
             ax.axhline(copy, color="grey", linestyle="--", linewidth=0.8, label="copy")
         ax.set_xscale("log")
@@ -106,6 +116,8 @@ def plot_op_bench(ops, args):
         ax.legend(fontsize=7)
     fig.suptitle(f"{args.title}: op_bench bandwidth")
     save(fig, args.out, "op_bench.png")
+    if beside:
+        print(f"op_bench.png: torch.compile default beside hotpath in {beside} configuration(s)")
 
 
 def plot_attention_memory(att, args):
@@ -189,7 +201,11 @@ def main():
         if key not in ok[0]:
             p.error(f"{args.suite}: no column '{key}' (is it bench_suite's CSV?)")
     os.makedirs(args.out, exist_ok=True)
-    plot_op_bench([r for r in ok if r["workload"] == "op_bench"], args)
+    tc = {}
+    if args.torch_compile:
+        for r in rows(args.torch_compile):
+            tc[(config(r), r["compiler"])] = r
+    plot_op_bench([r for r in ok if r["workload"] == "op_bench"], tc, args)
     plot_attention_memory([r for r in everything if r["workload"] == "attention_memory"], args)
     traced = [r for path in args.traces for r in json.load(open(path))]
     tc_json = json.load(open(args.torch_compile_json)) if args.torch_compile_json else []
@@ -197,10 +213,6 @@ def main():
     suite = [r for r in ok if r["workload"] not in SWEEPS]
     if not suite:
         return 0
-    tc = {}
-    if args.torch_compile:
-        for r in rows(args.torch_compile):
-            tc[(config(r), r["compiler"])] = r
     configs = [config(r) for r in suite]
     names = [row_label(r, suite) for r in suite]
     x = range(len(names))
@@ -210,17 +222,21 @@ def main():
     for mode in ("default", "reduce-overhead"):
         if any((c, mode) in tc for c in configs):
             series.append((f"torch.compile {mode} / Python eager",
-                           [number(tc.get((c, mode), {}), "speedup_over_python_eager")
-                            if tc.get((c, mode), {}).get("status") == "ok" else None
+                           [number(tc[(c, mode)], "speedup_over_python_eager")
+                            if tc.get((c, mode), {}).get("status") == "ok"
+                            else FAILED if (c, mode) in tc else None
                             for c in configs]))
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(names), 4.2))
     width = 0.8 / len(series)
     for k, (label, values) in enumerate(series):
         xs = [i + (k - (len(series) - 1) / 2) * width for i in x]
-        bars = ax.bar(xs, [v or 0 for v in values], width, label=label)
+        bars = ax.bar(xs, [v if v and v is not FAILED else 0 for v in values], width, label=label)
         for xi, v, b in zip(xs, values, bars):
-            ax.text(xi, (v or 0) + 0.03, f"{v:.2f}x" if v else "failed", ha="center",
-                    va="bottom", fontsize=7, rotation=90 if v is None else 0)
+            if v is None:  # not run for this configuration: no bar, no label
+                continue
+            failed = v is FAILED
+            ax.text(xi, 0.03 if failed else v + 0.03, "failed" if failed else f"{v:.2f}x",
+                    ha="center", va="bottom", fontsize=7, rotation=90 if failed else 0)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     finish_axes(ax, names, "speedup (x)", f"{args.title}: speedup per workload")
     save(fig, args.out, "speedup.png")

@@ -391,9 +391,11 @@ def main():
                 row["status"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
                 torch.cuda.empty_cache()
             rows.append(row)
+            speedup = (f"{row['speedup_over_python_eager']:.3f}x"
+                       if "speedup_over_python_eager" in row else "no speedup (eager did not run)")
             print(f"{name:16s} {mode:16s} " + (
                 f"first call {row['first_call_s']:.2f} s, median {row['median_ms']:.3f} ms"
-                f" (IQR {row['iqr_ms']:.3f}), {row.get('speedup_over_python_eager', 0):.3f}x,"
+                f" (IQR {row['iqr_ms']:.3f}), {speedup},"
                 f" break-even {row.get('break_even_iteration', -1)}"
                 if row["status"] == "ok" else row["status"]), flush=True)
     if args.json:
