@@ -591,6 +591,17 @@ TEST_CASE("a divergence says which input differed from the plan", "[fusion]") {
         "first seen outside the loop (#1))");
   CHECK(hotpath::format_stats(s).find("the last left the plan at iteration 9, op 0") !=
         std::string::npos);
+  // The report counts it beside the iterations that ran the plan whole.
+  const auto rep = hotpath::report();
+  const hotpath::SignatureReport* r = nullptr;
+  for (const auto& sig : rep.signatures)
+    if (sig.hex == planned->hex) r = &sig;
+  REQUIRE(r != nullptr);
+  CHECK(r->left_plan == 1);
+  CHECK(r->fused_iterations == planned->fusion.fused_iterations);
+  CHECK(hotpath::format_report(*r).find("left the plan part-way in 1 of " +
+                                        std::to_string(r->fused_iterations + 1) +
+                                        " iterations that started on it") != std::string::npos);
   CHECK(torch::equal(outs[8], (a * a + 1).sigmoid()));
   CHECK(torch::equal(outs[9], (a * c + 1).sigmoid()));
 }

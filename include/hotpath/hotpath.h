@@ -245,6 +245,11 @@ struct SignatureReport {
   // rests on (0: no verdict yet, or one on a remembered baseline).
   double speedup_judged = 0, speedup_low = 0, speedup_high = 0;
   std::int64_t speedup_samples_fused = 0, speedup_samples_eager = 0;
+  // Iterations that ran the plan whole, and that started on it and left it part-way (each
+  // finished eagerly; its ops differ from the plan's, so it may be counted under another
+  // signature, and it is not in the judged figure: a plan that is often left speeds the loop up
+  // less than speedup_judged says).
+  std::int64_t fused_iterations = 0, left_plan = 0;
   // Eager under the hook (the iterations before the plan ran, in a process still warming up):
   // against a plain baseline, what the hook costs a loop it does not fuse. 0: not timed.
   double hooked_eager_ms = 0;

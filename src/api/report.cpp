@@ -45,6 +45,12 @@ std::string format_report(const SignatureReport& r) {
     }
     os << "\n";
   }
+  if (r.left_plan > 0) {
+    os << "  left the plan part-way in " << r.left_plan << " of "
+       << r.fused_iterations + r.left_plan
+       << " iterations that started on it (each finished eagerly; not in the judged speedup, so "
+          "the loop gains less than it says; stats() says where the last one left)\n";
+  }
   const double e = r.eager_median_ms;
   const bool table = e > 0 && r.timed_iterations > 0;
   if (table) {
