@@ -9,11 +9,14 @@
 #include <c10/core/ScalarType.h>
 #include <c10/util/SmallVector.h>
 #include <c10/util/accumulate.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/hash.h"
 
 namespace hotpath::detail {
 
@@ -33,7 +36,21 @@ struct TensorMeta {
 struct ValueRef {
   std::int64_t producer = 0;
   std::int32_t output = 0;
+  bool operator==(const ValueRef& o) const { return producer == o.producer && output == o.output; }
 };
+
+// Hash of a ValueRef, for maps keyed by the value itself (a value's identity is the pair: a hash
+// of it is no identity; two producers' indices can hash alike).
+struct ValueRefHash {
+  std::size_t operator()(const ValueRef& r) const {
+    return static_cast<std::size_t>(
+        hash_combine(static_cast<std::uint64_t>(r.producer), static_cast<std::uint64_t>(r.output)));
+  }
+};
+
+// The distinct values from outside an iteration, numbered in the order they are first read:
+// how a signature, a hot trace and a plan's guard name them.
+using OutsideOrdinals = ska::flat_hash_map<ValueRef, std::int64_t, ValueRefHash>;
 
 struct TensorInput {
   std::int32_t argument = 0;  // position in the schema's argument list

@@ -102,9 +102,7 @@ bool Executor::guard(const PlanOp& p, const OpRecord& rec, bool check_key) {
       if (a.producer != iter_start_ + e.producer || a.output != e.output) return false;
     } else {
       if (a.producer >= iter_start_) return false;
-      const std::uint64_t id = hash_combine(static_cast<std::uint64_t>(a.producer),
-                                            static_cast<std::uint64_t>(a.output));
-      const auto it = outside_.emplace(id, static_cast<std::int64_t>(outside_.size())).first;
+      const auto it = outside_.emplace(a, static_cast<std::int64_t>(outside_.size())).first;
       if (it->second != -e.producer - 1) return false;
     }
   }
@@ -135,8 +133,7 @@ std::string Executor::mismatch(const PlanOp& p, const OpRecord& rec) const {
     if (a.producer >= iter_start_)
       return concat("input ", k, ": expected the iteration's outside value #", -e.producer - 1,
                     ", got ", where(a));
-    const auto it = outside_.find(
-        hash_combine(static_cast<std::uint64_t>(a.producer), static_cast<std::uint64_t>(a.output)));
+    const auto it = outside_.find(a);
     if (it != outside_.end() && it->second != -e.producer - 1)
       return concat("input ", k, ": expected the iteration's outside value #", -e.producer - 1,
                     ", got its outside value #", it->second, " (", where(a), ")");

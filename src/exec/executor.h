@@ -211,7 +211,7 @@ class Executor {
   std::size_t cursor_ = 0;
   std::int64_t iter_start_ = 0;
   std::int64_t iteration_ = 0;  // iteration number (1-based) of the armed iteration
-  ska::flat_hash_map<std::uint64_t, std::int64_t> outside_;  // guard: outside tensors' ordinals
+  OutsideOrdinals outside_;     // guard: outside tensors' ordinals
   std::vector<Deferred> deferred_;
   std::vector<Unwritten> unwritten_;
   std::int64_t divergence_logs_ = 0;

@@ -306,7 +306,7 @@ HotTrace Recorder::make_trace(std::uint64_t signature, std::int64_t first, std::
   t.signature = signature;
   t.iteration = iterations_;
   t.ops.reserve(static_cast<std::size_t>(end - first));
-  std::unordered_map<std::uint64_t, std::int64_t> outside;
+  OutsideOrdinals outside;
   // Which outputs are still held by someone now that the iteration is over.
   std::vector<std::vector<bool>> alive(static_cast<std::size_t>(end - first));
   for (std::int64_t i = first; i < end; ++i) {
@@ -329,9 +329,7 @@ HotTrace Recorder::make_trace(std::uint64_t signature, std::int64_t first, std::
       if (in.ref.producer >= first) {
         in.ref.producer -= first;
       } else {
-        const std::uint64_t id = hash_combine(static_cast<std::uint64_t>(in.ref.producer),
-                                              static_cast<std::uint64_t>(in.ref.output));
-        const auto it = outside.try_emplace(id, static_cast<std::int64_t>(outside.size())).first;
+        const auto it = outside.emplace(in.ref, static_cast<std::int64_t>(outside.size())).first;
         in.ref = ValueRef{-(it->second + 1), 0};
       }
     }

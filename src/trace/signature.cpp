@@ -12,7 +12,7 @@ std::uint64_t iteration_signature(const OpRing& ops, std::int64_t base, std::int
                                   std::int64_t last) {
   std::uint64_t h = hash_combine(0x686f7470617468ULL, static_cast<std::uint64_t>(last - first));
   // (producer, output) -> ordinal; kept between calls so that hashing allocates nothing
-  thread_local ska::flat_hash_map<std::uint64_t, std::uint64_t> outside;
+  thread_local OutsideOrdinals outside;
   outside.clear();
   for (std::int64_t i = first; i < last; ++i) {
     const OpRecord& op = ops[static_cast<std::size_t>(i - base)];
@@ -25,11 +25,9 @@ std::uint64_t iteration_signature(const OpRing& ops, std::int64_t base, std::int
         h = hash_combine(h, static_cast<std::uint64_t>(in.ref.producer - first));
         h = hash_combine(h, static_cast<std::uint64_t>(in.ref.output));
       } else {
-        const std::uint64_t id = hash_combine(static_cast<std::uint64_t>(in.ref.producer),
-                                              static_cast<std::uint64_t>(in.ref.output));
-        const auto it = outside.emplace(id, outside.size()).first;
+        const auto it = outside.emplace(in.ref, static_cast<std::int64_t>(outside.size())).first;
         h = hash_combine(h, 0x22);
-        h = hash_combine(h, it->second);
+        h = hash_combine(h, static_cast<std::uint64_t>(it->second));
       }
     }
   }
