@@ -1,7 +1,9 @@
-// The interpreter's stand-in on trial: iterations that ran it for kernels still compiling are
-// judged against eager under the hook; where they are slower, the plan's groups wait eagerly.
-// The governor alone, with a fake plan and a fake clock.
+// The governor alone, with a fake plan and a fake clock: the interpreter's stand-in on trial
+// (iterations that ran it for kernels still compiling are judged against eager under the hook;
+// where they are slower, the plan's groups wait eagerly), and iterations that left the plan
+// part-way judged as the plan's.
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,12 +20,18 @@ using hotpath::detail::PlanControl;
 struct FakePlans : PlanControl {
   bool fused = false;        // the iterations from now on ran the plan
   bool final_tiers = false;  // ... with every group's own kernel
-  int no_stand_in_calls = 0;
+  int no_stand_in_calls = 0, reverts = 0;
   std::string why;
-  Run ran(std::uint64_t, std::int64_t) const override {
+  // Iterations (by their first op) that started on signature 7's plan (10 ops) and left it.
+  std::set<std::int64_t> left;
+  Run ran(std::uint64_t, std::int64_t first) const override {
     Run r;
     r.fused = fused;
     r.final_tiers = final_tiers;
+    if (left.count(first) > 0) {
+      r.left_plan = 7;
+      r.plan_ops = 10;
+    }
     return r;
   }
   std::optional<std::vector<Group>> groups(std::uint64_t) const override {
@@ -32,28 +40,33 @@ struct FakePlans : PlanControl {
   std::int64_t set_active(std::uint64_t, const std::vector<bool>&, const std::string&) override {
     return 0;
   }
-  void revert(std::uint64_t, const std::string&) override {}
+  void revert(std::uint64_t, const std::string& reason) override {
+    ++reverts;
+    why = reason;
+  }
   void no_stand_in(std::uint64_t, const std::string& reason) override {
     ++no_stand_in_calls;
     why = reason;
   }
 };
 
-// Feeds iterations of signature 7 that take `ms` each to the governor (ten ops each).
+// Feeds iterations to the governor that take `ms` each: of signature 7 (ten ops each) unless
+// told otherwise (`ops` of them, under `signature`).
 struct Feed {
   hotpath::detail::Governor& gov;
   double now = 0;
-  std::int64_t count = 0;
-  void run(int n, double ms) {
+  std::int64_t count = 0, next_op = 0;
+  void run(int n, double ms, std::uint64_t signature = 7, std::int64_t ops = 10) {
     for (int i = 0; i < n; ++i) {
       if (count == 0) gov.stamp(0);
       now += ms;
       ++count;
-      gov.stamp(count * 10);
       hotpath::detail::IterationEvent e;
-      e.signature = 7;
-      e.first = (count - 1) * 10;
-      e.end = e.core_end = count * 10;
+      e.signature = signature;
+      e.first = next_op;
+      next_op += ops;
+      gov.stamp(next_op);
+      e.end = e.core_end = next_op;
       e.count = count;
       e.hot = count >= 3;
       gov.on_iteration(e);
@@ -96,5 +109,36 @@ TEST_CASE("a stand-in slower than eager under the hook is taken off", "[governor
     plans.final_tiers = true;
     feed.run(10, 15.0);
     CHECK(plans.no_stand_in_calls == 0);
+  }
+}
+
+TEST_CASE("iterations that left the plan are judged as the plan's", "[governor][divergence]") {
+  FakePlans plans;
+  plans.final_tiers = true;
+  hotpath::detail::Governor gov(plans, config());
+  Feed feed{gov};
+  gov.set_clock([&] { return feed.now; });
+  feed.run(6, 10.0);  // eager under the hook: the baseline
+  plans.fused = true;
+  // Complete iterations on the plan take 8 ms; two of every three leave it part-way, finish
+  // eagerly in 30 ms and, their ops' inputs not the plan's, are recorded as signature 9. (The
+  // window's median moves only once more than half its iterations leave the plan.)
+  auto alternate = [&](std::int64_t ops) {
+    for (int i = 0; i < 20; ++i) {
+      feed.run(1, 8.0);
+      for (int k = 0; k < 2; ++k) {
+        plans.left.insert(feed.next_op);
+        feed.run(1, 30.0, 9, ops);
+      }
+    }
+  };
+  SECTION("the same step: the plan costs more than it saves and is reverted") {
+    alternate(10);
+    CHECK(plans.reverts == 1);
+    CHECK(plans.why.find("vs eager 10.000 ms") != std::string::npos);
+  }
+  SECTION("another step (as many ops as the plan's only if it is the same step): not the plan's") {
+    alternate(6);  // an evaluation pass that shares the plan's first ops
+    CHECK(plans.reverts == 0);
   }
 }

@@ -184,6 +184,11 @@ void Executor::diverge(const std::string& why) {
   materialize_all();
   restore_unwritten(true);  // the op that left the plan may read a value a kernel skipped
   ++armed_->divergences;
+  completed_[completed_next_++ % std::size(completed_)] =
+      Completed{armed_->signature, iter_start_,
+                armed_->epoch,
+                /*fused=*/true,    tiers_final_,
+                /*diverged=*/true, static_cast<std::int64_t>(armed_->ops.size())};
   armed_->last_divergence = concat("iteration ", iteration_, ", ", why);
   if (divergence_logs_++ < kDivergenceLogs) {
     log_info(

@@ -50,6 +50,8 @@ class Executor {
     bool fused = false;
     std::int64_t epoch = 0;
     bool final_tiers = true;
+    std::uint64_t left_plan = 0;  // PlanControl::Run::left_plan and plan_ops
+    std::int64_t plan_ops = 0;
   };
   RunInfo ran(std::uint64_t signature, std::int64_t first) const;
   // Which groups run fused from the next iteration start on (`reason`, if not empty, is what
@@ -224,8 +226,11 @@ class Executor {
     std::int64_t epoch = 0;
     bool fused = false;  // launched, or had nothing to wait for (every group off)
     bool final_tiers = true;
+    bool diverged = false;  // it left the plan part-way
+    std::int64_t ops = 0;   // the plan's
   };
-  Completed completed_[8];  // the last iterations that ran their plan to the end (a ring)
+  // The last iterations that ran their plan to the end or left it part-way (a ring).
+  Completed completed_[8];
   std::size_t completed_next_ = 0;
 };
 

@@ -143,8 +143,8 @@ void Executor::fill_stats(Stats& s) const {
 Executor::RunInfo Executor::ran(std::uint64_t signature, std::int64_t first) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Completed& c : completed_) {
-    if (c.signature == signature && c.first == first)
-      return RunInfo{c.fused, c.epoch, c.final_tiers};
+    if (c.first == first && (c.signature == signature || c.diverged))
+      return RunInfo{c.fused, c.epoch, c.final_tiers, c.diverged ? c.signature : 0, c.ops};
   }
   return RunInfo{};
 }

@@ -125,12 +125,25 @@ void Governor::on_iteration(const IterationEvent& c) {
   }
   Sig& sig = sigs_[c.signature];
   if (c.hot && sig.hot_count < 0) sig.hot_count = c.count;
+  sig.last_count = c.count;
+  // An iteration that left a plan part-way is a sample of that plan (what running with it cost),
+  // whatever signature its ops make: judged on its complete iterations alone, a plan that is
+  // often left would be judged faster than the loop runs with it.
+  IterationEvent it = c;
+  if (run.left_plan != 0 && run.left_plan != c.signature && c.core_end - c.first == run.plan_ops) {
+    const auto planned = sigs_.find(run.left_plan);
+    if (planned != sigs_.end()) {
+      it.signature = run.left_plan;
+      it.count = planned->second.last_count;
+      it.hot = true;
+    }
+  }
   // A pause at c.first fell between the boundary's stamp and the first op only if resume did not
   // stamp it again: in an auto-detected loop the stamp is taken at the first op, after the pause.
   const bool paused = std::any_of(pauses_.begin(), pauses_.end(),
                                   [&](std::int64_t p) { return p > c.first && p <= c.end; });
   if (a != nullptr && b != nullptr && !paused) {
-    pending_.push_back(Pending{c, run.fused, run.epoch, run.final_tiers, *a, *b});
+    pending_.push_back(Pending{it, run.fused, run.epoch, run.final_tiers, *a, *b});
   }
   while (!stamps_.empty() && stamps_.front().index < c.end) stamps_.pop_front();
   while (!pauses_.empty() && pauses_.front() < c.end) pauses_.pop_front();

@@ -110,6 +110,7 @@ class Governor {
     bool cuda_events = false;
     std::int64_t timed = 0;
     std::int64_t hot_count = -1;
+    std::int64_t last_count = 0;  // the count of its latest iteration
     std::int64_t first_fused = -1;
     std::vector<double> eager;  // baseline samples (iterations before the plan ran)
     double eager_median = 0;    // frozen at the first fused sample

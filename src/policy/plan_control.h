@@ -16,6 +16,12 @@ class PlanControl {
     bool fused = false;       // the plan ran it (some group fused)
     std::int64_t epoch = 0;   // the configuration of groups it ran with (set_active's)
     bool final_tiers = true;  // every group ran its final kernel (none waited for NVRTC)
+    // The iteration started on the plan of this signature and left it part-way (finished
+    // eagerly); 0 if it did not. Its ops differ from the plan's, so the recorder may have counted
+    // it under another signature: where it has as many ops as the plan (the same step, one op's
+    // inputs other than the plan's), its time is still what running with that plan cost.
+    std::uint64_t left_plan = 0;
+    std::int64_t plan_ops = 0;  // the ops of that plan
   };
   // The plan's fused groups, in order.
   struct Group {
@@ -24,7 +30,8 @@ class PlanControl {
   };
 
   virtual ~PlanControl() = default;
-  // The iteration of `signature` that started at global op `first`.
+  // The iteration of `signature` that started at global op `first` (or any iteration that
+  // started there on a plan and left it: Run::left_plan).
   virtual Run ran(std::uint64_t signature, std::int64_t first) const = 0;
   // The plan's groups; nullopt while the signature has no plan.
   virtual std::optional<std::vector<Group>> groups(std::uint64_t signature) const = 0;

@@ -55,6 +55,8 @@ PlanControl::Run Session::ran(std::uint64_t signature, std::int64_t first) const
   run.fused = r.fused;
   run.epoch = r.epoch;
   run.final_tiers = r.final_tiers;
+  run.left_plan = r.left_plan;
+  run.plan_ops = r.plan_ops;
   return run;
 }
 
