@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <functional>
 #include <random>
 #include <string>
@@ -55,11 +56,17 @@ struct FakeLoop {
   double pause_ms = 0;
   // Each iteration's time is scaled by (1 + jitter * u), u uniform in [-1, 1] (a noisy host).
   double jitter = 0;
+  // ... and by (1 + drift * sin(2 pi i / 24)) at the loop's i-th iteration (a host whose speed
+  // drifts over a few iterations, as busy machines' do).
+  double drift = 0;
+  int drifted = 0;
+  bool started = false;
   std::mt19937 rng{7};
 
   void run(int iterations) {
     hotpath::detail::thread_session()->governor.set_clock([this] { return now; });
-    hotpath::step();  // the first boundary
+    if (!started) hotpath::step();  // the first boundary (a later run goes on from the last)
+    started = true;
     for (int i = 0; i < iterations; ++i) {
       if (pause_every > 0 && i % pause_every == 0) {
         hotpath::Pause pause;
@@ -75,6 +82,7 @@ struct FakeLoop {
         if (after[g] > was) cost += deltas[g];
       }
       if (jitter > 0) cost *= 1 + jitter * std::uniform_real_distribution<double>(-1, 1)(rng);
+      if (drift > 0) cost *= 1 + drift * std::sin(2 * 3.14159265358979 * drifted++ / 24.0);
       now += cost;
       hotpath::step();
     }

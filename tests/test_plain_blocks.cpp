@@ -135,17 +135,18 @@ TEST_CASE("a plain-eager block a Pause cuts keeps the iterations it finished",
   INFO(hotpath::format_report(*r));
   CHECK(r->baseline_plain);
   CHECK_FALSE(r->baseline_rebased);
+  // Each block is cut after at most six iterations; the verdict may pool several of them.
   CHECK(r->speedup_samples_eager >= 3);
-  CHECK(r->speedup_samples_eager <= 6);
+  CHECK(r->speedup_samples_eager <= 6 * r->plain_blocks);
   CHECK(r->speedup_judged == Approx(10.0 / 6.0));
   hotpath::disable_hot_path_detection();
 }
 
-TEST_CASE("the verdict's evidence is the last round judged against a fresh block",
+TEST_CASE("the verdict's evidence is rounds judged against fresh blocks",
           "[governor][plain]") {
   // The process warms up after the first verdict: eager and fused both take a quarter less.
   // Windows judged against the block timed before (10 ms) would claim 10 / 4.5 = 2.2x; the
-  // speedup is 1.67x throughout, and the report says what the last fresh round said.
+  // speedup is 1.67x throughout, and the report says what the rounds against fresh blocks said.
   const TempDir tmp("hotpath-plain-test");
   enable_fresh(tmp.path());
   FakeLoop loop{0, {-4.0}, one_group()};  // fused: 6 ms vs 10 ms eager

@@ -28,4 +28,15 @@ inline std::string ms_text(double ms) {
   return buf;
 }
 
+// Samples in milliseconds for a debug line: "0.812 0.790 ..." (three decimals, in order).
+inline std::string samples_text(const double* v, std::size_t n) {
+  std::string out;
+  char buf[32];
+  for (std::size_t i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof buf, i == 0 ? "%.3f" : " %.3f", v[i]);
+    out += buf;
+  }
+  return out;
+}
+
 }  // namespace hotpath::detail

@@ -28,6 +28,13 @@ std::string interval_text(const RatioInterval& iv) {
   return buf;
 }
 
+// The same as a speedup (eager over fused): "1.352x (1.301-1.405x)".
+std::string speedup_text(const RatioInterval& iv) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3fx (%.3f-%.3fx)", 1 / iv.ratio, 1 / iv.high, 1 / iv.low);
+  return buf;
+}
+
 std::string percent(double a, double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%+.1f%%", b > 0 ? 100.0 * (a - b) / b : 0.0);
@@ -360,7 +367,7 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
   }
   // An undecided first verdict pools another plain block with the next window; once settled,
   // windows are judged against the last block (a new one only when they look slower).
-  const bool pool_block = s.undecided > 0 && s.phase != Phase::Settled;
+  const bool pool_block = (s.undecided > 0 && s.phase != Phase::Settled) || s.refining;
   if ((!s.baseline_plain || recheck || pool_block) && want_plain(signature, s)) return;
   decide(signature, s);
 }
@@ -431,6 +438,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
              " fused iterations, each against the eager ones timed beside it)");
   if (!slower && !within && s.undecided < kMaxUndecided) {
     ++s.undecided;
+    if (s.refining) ++s.refined;  // each round counts against the refinement's budget
     (s.phase == Phase::Settled ? log_debug : log_info)(
         concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m), " vs ",
                s.baseline_plain ? "plain " : "", "eager ", ms_text(e), evidence,
@@ -438,17 +446,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     return;
   }
   const std::size_t windows = s.rounds.size();
-  // The verdict's evidence (report()) is the last round judged against eager timed beside it:
-  // a baseline that has aged since (the process warms up, the machine drifts) flatters or
-  // wrongs the windows judged against it; they still keep or re-check the plan.
-  if (s.baseline_fresh || s.verdict_fused == 0 || slower) {
-    s.verdict = iv;
-    s.verdict_fused = s.verdict_eager = 0;
-    for (const RatioRound& r : s.rounds) {
-      s.verdict_fused += static_cast<std::int64_t>(r.num.size());
-      s.verdict_eager += static_cast<std::int64_t>(r.den.size());
-    }
-  }
+  record_evidence(signature, s, iv, s.baseline_fresh, slower);
   std::vector<double> window = std::move(s.judged);
   s.judged.clear();
   s.rounds.clear();
@@ -489,6 +487,57 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
                     "; keeping the fused path"));
     remember(signature, s, true);
   }
+  // Kept; a figure too uncertain to report is measured further (only against plain eager: a
+  // baseline under the hook is not what a side-by-side measures).
+  const bool wide = s.verdict.high > s.verdict.ratio * (1 + kVerdictPrecision) ||
+                    s.verdict.low < s.verdict.ratio * (1 - kVerdictPrecision);
+  const bool was_refining = s.refining;
+  s.refining = wide && s.baseline_plain && !s.plain_never && s.refined < kMaxRefine;
+  if (s.refining) {
+    ++s.refined;
+  } else if (was_refining) {
+    log_info(concat("hotpath: signature ", short_hex(signature), ": steady-state speedup ",
+                    speedup_text(s.verdict), " at 95% over ", s.evidence.size(),
+                    " round(s) of fused and plain-eager iterations"));
+  }
+}
+
+void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round,
+                               bool fresh, bool loss) {
+  auto set_verdict = [&s](const RatioInterval& iv, const std::deque<RatioRound>& rounds) {
+    s.verdict = iv;
+    s.verdict_fused = s.verdict_eager = 0;
+    for (const RatioRound& r : rounds) {
+      s.verdict_fused += static_cast<std::int64_t>(r.num.size());
+      s.verdict_eager += static_cast<std::int64_t>(r.den.size());
+    }
+  };
+  const std::deque<RatioRound> these(s.rounds.begin(), s.rounds.end());
+  // A loss is reported as judged. A baseline that has aged since it was timed (the process warms
+  // up, the machine drifts) flatters or wrongs the windows judged against it: they keep or
+  // re-check the plan, but they are evidence for the report only while there is no other.
+  if (loss) {
+    s.evidence.clear();
+    set_verdict(round, these);
+    return;
+  }
+  if (!fresh) {
+    if (s.verdict_fused == 0) set_verdict(round, these);
+    return;
+  }
+  if (s.evidence_epoch != s.epoch) {  // another configuration: its rounds say nothing of this one
+    s.evidence.clear();
+    s.refined = 0;
+  }
+  s.evidence_epoch = s.epoch;
+  s.evidence.insert(s.evidence.end(), these.begin(), these.end());
+  while (s.evidence.size() > kEvidenceRounds) s.evidence.pop_front();
+  if (s.evidence.size() == these.size()) {
+    set_verdict(round, these);
+    return;
+  }
+  const std::vector<RatioRound> pooled(s.evidence.begin(), s.evidence.end());
+  set_verdict(pooled_ratio(pooled, signature ^ static_cast<std::uint64_t>(s.timed)), s.evidence);
 }
 
 void Governor::apply(std::uint64_t signature, Sig& s) {

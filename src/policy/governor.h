@@ -84,6 +84,12 @@ class Governor {
   // Rounds pooled while the interval of the ratio straddles the margin; what is still within
   // the noise then is no loss on evidence.
   static constexpr int kMaxUndecided = 3;
+  // A kept plan's verdict is refined until its 95% interval lies within this fraction of its
+  // figure on both sides, with at most kMaxRefine more rounds; the report pools the last
+  // kEvidenceRounds rounds.
+  static constexpr double kVerdictPrecision = 0.05;
+  static constexpr int kMaxRefine = 7;
+  static constexpr std::size_t kEvidenceRounds = 8;
 
   struct Stamp {
     std::int64_t index = 0;
@@ -127,6 +133,16 @@ class Governor {
     // The last verdict's evidence (fused over eager), and the samples a side it rests on.
     RatioInterval verdict;
     std::int64_t verdict_fused = 0, verdict_eager = 0;
+    // The rounds it pools: the latest (kEvidenceRounds at most) judged against a baseline timed
+    // just before them, of the plan's current configuration (epoch). A loop whose times drift
+    // over a few iterations (a busy host) gives one round a ratio well off the truth; the
+    // verdict stands on several.
+    std::deque<RatioRound> evidence;
+    std::int64_t evidence_epoch = -1;
+    // Kept, but the verdict's interval is wider than kVerdictPrecision: more rounds (a window and
+    // a plain block beside it) are timed for it, kMaxRefine at most, before it counts as judged.
+    bool refining = false;
+    int refined = 0;
     bool baseline_remembered = false;
     bool baseline_rebased = false;  // re-timed under the hook with every group off
     // Measured just before the window being judged. Machines drift (clocks, other work): a
@@ -192,6 +208,10 @@ class Governor {
   // Stand-in iterations slower than eager under the hook: their groups wait eagerly instead.
   void judge_stand_in(std::uint64_t signature, Sig& s);
   void decide(std::uint64_t signature, Sig& s);  // the judged windows vs the baseline
+  // The verdict from the rounds just judged (`round`, their interval; fresh: against a baseline
+  // timed beside them; loss: they revert or trial the plan).
+  void record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round, bool fresh,
+                       bool loss);
   void plain_result(std::uint64_t signature, std::vector<double> samples);
   // Asks for a plain-eager block to judge the judged windows against, if the loop allows one.
   bool want_plain(std::uint64_t signature, Sig& s);

@@ -157,6 +157,10 @@ void Governor::plain_result(std::uint64_t signature, std::vector<double> samples
                   ms_text(s.eager_median), " per iteration over ", s.base.size(),
                   " iteration(s) (hook out of the dispatch), fused ",
                   ms_text(median_of(s.judged))));
+  if (log_enabled(LogLevel::Debug))
+    log_debug(concat("hotpath: signature ", short_hex(signature), ": plain-eager samples (ms) ",
+                     samples_text(s.base.data(), s.base.size()), "; fused window (ms) ",
+                     samples_text(s.judged.data(), s.judged.size())));
   decide(signature, s);
 }
 

@@ -102,8 +102,8 @@ void Governor::fill_report(const Stats& stats, Report& report) {
             s.first_fused + static_cast<std::int64_t>(std::ceil(s.cost_ms / saving));
       }
       r.reason = s.reason;
-      r.judged =
-          (s.phase == Phase::Settled || s.phase == Phase::Reverted) && !s.baseline_remembered;
+      r.judged = ((s.phase == Phase::Settled && !s.refining) || s.phase == Phase::Reverted) &&
+                 !s.baseline_remembered;
     }
     if (!f.remembered.empty()) {
       r.reason = r.reason.empty() ? f.remembered : f.remembered + "; " + r.reason;
