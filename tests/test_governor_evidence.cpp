@@ -110,6 +110,18 @@ TEST_CASE("a ratio's interval covers the truth and narrows with samples", "[gove
   CHECK(one.ratio == 0.5);
   CHECK(one.low == 0.5);
   CHECK(one.high == 0.5);
+  // Rounds judged one at a time pool without resampling: eight rounds of 20 and 10 samples,
+  // each with its own interval, narrow around the truth like one round of all their samples.
+  std::vector<hotpath::detail::RatioInterval> rounds;
+  for (int k = 0; k < 8; ++k)
+    rounds.push_back(hotpath::detail::ratio_of_medians(draw(8, 20), draw(10, 10), 100 + k));
+  const auto pooled = hotpath::detail::pool_intervals(rounds);
+  CHECK(pooled.low < 0.8);
+  CHECK(pooled.high > 0.8);
+  CHECK(pooled.ratio == Approx(0.8).epsilon(0.05));
+  CHECK(pooled.high - pooled.low < 0.5 * (rounds[0].high - rounds[0].low));
+  CHECK(hotpath::detail::pool_intervals({rounds[3]}).ratio == Approx(rounds[3].ratio));
+  CHECK_FALSE(hotpath::detail::pool_intervals({}).known());
 }
 
 TEST_CASE("when its last plan is reverted hotpath stands aside at once", "[governor][aside]") {
@@ -176,7 +188,8 @@ TEST_CASE("a group made slower on purpose is turned off within two windows", "[g
   hotpath::disable_hot_path_detection();
 }
 
-TEST_CASE("a noisy loop's figure is measured until its interval is narrow", "[governor][interval]") {
+TEST_CASE("a noisy loop's figure is measured until its interval is narrow",
+          "[governor][interval]") {
   // A host whose speed drifts over a few iterations: one window and the block after it can land
   // in different moods, so one round's ratio is off by more than the issue's 5%. The plan is
   // kept after the first round; the report's figure pools rounds (a window and a plain block

@@ -142,8 +142,7 @@ TEST_CASE("a plain-eager block a Pause cuts keeps the iterations it finished",
   hotpath::disable_hot_path_detection();
 }
 
-TEST_CASE("the verdict's evidence is rounds judged against fresh blocks",
-          "[governor][plain]") {
+TEST_CASE("the verdict's evidence is rounds judged against fresh blocks", "[governor][plain]") {
   // The process warms up after the first verdict: eager and fused both take a quarter less.
   // Windows judged against the block timed before (10 ms) would claim 10 / 4.5 = 2.2x; the
   // speedup is 1.67x throughout, and the report says what the rounds against fresh blocks said.

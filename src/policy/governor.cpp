@@ -504,15 +504,24 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
 
 void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round,
                                bool fresh, bool loss) {
-  auto set_verdict = [&s](const RatioInterval& iv, const std::deque<RatioRound>& rounds) {
+  // Each round with its own interval: the one just computed when the decision rests on one round,
+  // else each pooled round's (rare: up to kMaxUndecided of them).
+  std::vector<Sig::Evidence> these;
+  for (std::size_t i = 0; i < s.rounds.size(); ++i) {
+    const RatioRound& r = s.rounds[i];
+    const RatioInterval own =
+        s.rounds.size() == 1 ? round : ratio_of_medians(r.num, r.den, signature + i);
+    these.push_back(
+        {own, static_cast<std::int64_t>(r.num.size()), static_cast<std::int64_t>(r.den.size())});
+  }
+  auto set_verdict = [&s](const RatioInterval& iv, const auto& rounds) {
     s.verdict = iv;
     s.verdict_fused = s.verdict_eager = 0;
-    for (const RatioRound& r : rounds) {
-      s.verdict_fused += static_cast<std::int64_t>(r.num.size());
-      s.verdict_eager += static_cast<std::int64_t>(r.den.size());
+    for (const Sig::Evidence& e : rounds) {
+      s.verdict_fused += e.fused;
+      s.verdict_eager += e.eager;
     }
   };
-  const std::deque<RatioRound> these(s.rounds.begin(), s.rounds.end());
   // A loss is reported as judged. A baseline that has aged since it was timed (the process warms
   // up, the machine drifts) flatters or wrongs the windows judged against it: they keep or
   // re-check the plan, but they are evidence for the report only while there is no other.
@@ -536,8 +545,9 @@ void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInter
     set_verdict(round, these);
     return;
   }
-  const std::vector<RatioRound> pooled(s.evidence.begin(), s.evidence.end());
-  set_verdict(pooled_ratio(pooled, signature ^ static_cast<std::uint64_t>(s.timed)), s.evidence);
+  std::vector<RatioInterval> intervals;
+  for (const Sig::Evidence& e : s.evidence) intervals.push_back(e.round);
+  set_verdict(pool_intervals(intervals), s.evidence);
 }
 
 void Governor::apply(std::uint64_t signature, Sig& s) {

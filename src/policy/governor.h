@@ -137,7 +137,11 @@ class Governor {
     // just before them, of the plan's current configuration (epoch). A loop whose times drift
     // over a few iterations (a busy host) gives one round a ratio well off the truth; the
     // verdict stands on several.
-    std::deque<RatioRound> evidence;
+    struct Evidence {
+      RatioInterval round;  // that round's own interval
+      std::int64_t fused = 0, eager = 0;
+    };
+    std::deque<Evidence> evidence;
     std::int64_t evidence_epoch = -1;
     // Kept, but the verdict's interval is wider than kVerdictPrecision: more rounds (a window and
     // a plain block beside it) are timed for it, kMaxRefine at most, before it counts as judged.

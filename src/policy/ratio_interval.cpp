@@ -89,4 +89,23 @@ RatioInterval ratio_of_medians(const std::vector<double>& num, const std::vector
   return pooled_ratio({RatioRound{num, den}}, seed, resamples, level);
 }
 
+RatioInterval pool_intervals(const std::vector<RatioInterval>& rounds) {
+  RatioInterval r;
+  double logs = 0, spread = 0;
+  int k = 0;
+  for (const RatioInterval& x : rounds) {
+    if (!x.known() || x.low <= 0) continue;
+    logs += std::log(x.ratio);
+    const double half = 0.5 * (std::log(x.high) - std::log(x.low));
+    spread += half * half;
+    ++k;
+  }
+  if (k == 0) return r;
+  const double mean = logs / k, half = std::sqrt(spread) / k;
+  r.ratio = std::exp(mean);
+  r.low = std::exp(mean - half);
+  r.high = std::exp(mean + half);
+  return r;
+}
+
 }  // namespace hotpath::detail

@@ -31,4 +31,12 @@ RatioInterval pooled_ratio(const std::vector<RatioRound>& rounds, std::uint64_t 
 RatioInterval ratio_of_medians(const std::vector<double>& num, const std::vector<double>& den,
                                std::uint64_t seed, int resamples = 500, double level = 0.95);
 
+// Rounds judged one at a time, pooled afterwards without resampling them again: the geometric
+// mean of their ratios, and an interval from each round's own (its half-width in logs taken as
+// that round's spread; independent rounds add in quadrature). O(rounds): the governor pools up
+// to eight rounds on the training thread, where bootstrapping all their samples again cost
+// 0.3 ms per round pooled (seen as a 2-4 ms iteration after every plain-eager block of a 0.6 ms
+// loop). Unknown intervals are left out.
+RatioInterval pool_intervals(const std::vector<RatioInterval>& rounds);
+
 }  // namespace hotpath::detail
