@@ -7,7 +7,7 @@
 //
 //   bench_suite [--workloads matmul_chain,mlp_training,mixed_ops,attention_block,rope,
 //                transformer_lm,op_bench,attention_memory]
-//               [--iters N] [--warmup N] [--sweep-iters N]
+//               [--iters N] [--block N] [--warmup N] [--sweep-iters N]
 //               [--csv FILE] [--json FILE] [--cache DIR] [--list] [shape options, --help]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -225,13 +225,13 @@ const std::vector<
 double iqr(const std::vector<double>& v) { return quantile(v, 0.75) - quantile(v, 0.25); }
 
 // The row of one workload: measured side by side, and what the governor said of the same run.
-nlohmann::json measure(const std::string& name, const Workload& wl, int iters, int warmup,
-                       const std::string& cache) {
+nlohmann::json measure(const std::string& name, const Workload& wl, int iters, int block,
+                       int warmup, const std::string& cache) {
   nlohmann::json row{
       {"workload", name}, {"sizes", wl.sizes}, {"dtype", wl.dtype}, {"mode", wl.mode}};
   auto c = config(cache, false);
   c.log_level = hotpath::LogLevel::Warn;
-  const SideBySide r = side_by_side(iters, warmup, wl.step, wl.step, c);
+  const SideBySide r = side_by_side(iters, warmup, wl.step, wl.step, c, block);
   const double e = median(r.eager), h = median(r.hot);
   row["eager_ms"] = e;
   row["hotpath_ms"] = h;
@@ -241,6 +241,7 @@ nlohmann::json measure(const std::string& name, const Workload& wl, int iters, i
   row["eager_peak_mib"] = static_cast<double>(r.eager_peak_bytes) / (1 << 20);
   row["hotpath_peak_mib"] = static_cast<double>(r.hot_peak_bytes) / (1 << 20);
   row["fused_of_timed"] = r.fused_in;
+  row["block"] = block;  // iterations per interleaved block (JSON only)
   // Every hotpath iteration from enable on (JSON only: the warm-up plot), and eager's blocks.
   std::vector<double> trace = r.lead;
   trace.insert(trace.end(), r.settling.begin(), r.settling.end());
@@ -359,12 +360,14 @@ int main(int argc, char** argv) {
                   "op_bench,attention_memory",
               csv_path, json_path;
   std::string cache = "/tmp/hotpath-suite-cache";
-  int iters = 100, warmup = 10, sweep_iters = 20;
+  int iters = 100, block = bench::kBlock, warmup = 10, sweep_iters = 20;
   bool list = false;
   Shapes s;
   suite::SweepShapes sw;
   app.add_option("--workloads", which, "comma-separated workloads (--list names them)");
   app.add_option("--iters", iters, "timed iterations a side")->check(CLI::Range(10, 100000));
+  app.add_option("--block", block, "iterations per interleaved block (eager, then hotpath)")
+      ->check(CLI::Range(1, 100000));
   app.add_option("--warmup", warmup, "untimed iterations of both before")
       ->check(CLI::Range(0, 100000));
   app.add_option("--sweep-iters", sweep_iters, "timed iterations a side of a sweep's row")
@@ -471,7 +474,7 @@ int main(int argc, char** argv) {
                   wl.sizes.c_str());
       std::fflush(stdout);
       row = wl.quick ? suite::quick_side_by_side(wl, sweep_iters, cache)
-                     : measure(wl.name, wl, iters, warmup, cache);
+                     : measure(wl.name, wl, iters, block, warmup, cache);
       if (wl.bytes > 0 && row["status"] == "ok") {
         if (copy == 0) copy = suite::copy_gbps();
         row["copy_gbps"] = copy;

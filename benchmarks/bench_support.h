@@ -133,8 +133,10 @@ inline void append(std::vector<double>& to, const std::vector<double>& from) {
   to.insert(to.end(), from.begin(), from.end());
 }
 
+// `block`: iterations per interleaved block (kBlock unless a caller asks for longer ones).
 inline SideBySide side_by_side(int iters, int warmup, const std::function<void()>& eager,
-                               const std::function<void()>& hot, const hotpath::Config& c) {
+                               const std::function<void()>& hot, const hotpath::Config& c,
+                               int block = kBlock) {
   SideBySide r;
   time_iterations(warmup, [&](int) {
     peak_of(r.eager_peak_bytes, eager);
@@ -157,16 +159,15 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
   }
   const std::int64_t fused_before = governor_state().first;
   std::int64_t eager_blocks_peak = 0;
-  for (int done = 0; done < iters; done += kBlock) {
+  for (int done = 0; done < iters; done += block) {
     peak_of(eager_blocks_peak, [&] {
       hotpath::Pause pause;
       append(r.eager, time_iterations(
-                          kBlock, [&](int) { eager(); }, &r.eager_host));
+                          block, [&](int) { eager(); }, &r.eager_host));
     });
     peak_of(r.hot_peak_bytes, [&] {
-      append(r.hot,
-             time_iterations(
-                 kBlock, [&](int i) { hot_step(kLead + r.settle + done + i); }, &r.hot_host));
+      append(r.hot, time_iterations(
+                        block, [&](int i) { hot_step(kLead + r.settle + done + i); }, &r.hot_host));
     });
   }
   if (warmup == 0) r.eager_peak_bytes = eager_blocks_peak;
