@@ -224,3 +224,31 @@ TEST_CASE("a noisy loop's figure is measured until its interval is narrow",
   CHECK(r->speedup_high < 10.0 / 7.5 * 1.1);
   hotpath::disable_hot_path_detection();
 }
+
+TEST_CASE("rounds that refine a kept plan's figure are judged together and not one by one",
+          "[governor][interval]") {
+  // A small win on a loop whose speed drifts: single rounds land anywhere between a clear win and
+  // a clear loss. Kept after its first round, the plan is measured further; each later round is
+  // one more sample of the same question, and none of them alone can revert it.
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  hotpath::disable_hot_path_detection();
+  auto c = config(tmp.path());
+  c.remember = false;
+  int reverted = 0;
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    hotpath::enable_hot_path_detection(c);
+    FakeLoop loop{0, {-1.0}, one_group()};  // 9 ms vs 10 ms: 1.11x
+    loop.rng.seed(seed);
+    loop.jitter = 0.3;
+    loop.drift = 0.4;  // judged one by one, rounds reverted 6 of these 20 loops
+    loop.run(400);
+    const auto st = hotpath::stats();
+    REQUIRE(planned(st) != nullptr);
+    if (planned(st)->fusion.reverted) {
+      ++reverted;
+      UNSCOPED_INFO("seed " << seed << ": " << planned(st)->fusion.reason);
+    }
+    hotpath::disable_hot_path_detection();
+  }
+  CHECK(reverted == 0);
+}

@@ -429,16 +429,27 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
   // (a window and, where the loop allows, a plain block beside it) is pooled with this one, up
   // to kMaxUndecided times. What is still within the noise then is no loss on evidence: kept.
   s.rounds.push_back(RatioRound{s.judged, base});
-  const RatioInterval iv = pooled_ratio(s.rounds, signature ^ static_cast<std::uint64_t>(s.timed));
+  const RatioInterval round =
+      pooled_ratio(s.rounds, signature ^ static_cast<std::uint64_t>(s.timed));
+  // A round that refines a kept plan's figure is one more sample of the same question: it is
+  // judged with the rounds before it, not alone (eight rounds judged alone would revert a plan
+  // whose loop is noisy, sooner or later, on one of them).
+  const bool refine = s.refining && s.baseline_fresh && !s.evidence.empty();
+  RatioInterval iv = round;
+  if (refine) {
+    std::vector<RatioInterval> all;
+    for (const Sig::Evidence& x : s.evidence) all.push_back(x.round);
+    all.push_back(round);
+    iv = pool_intervals(all);
+  }
   const bool slower = iv.ratio > limit && iv.low > 1.0;
   const bool within = iv.high <= limit;
   const std::string evidence =
-      concat(" (", percent(m, e), "; ratio ", interval_text(iv), " at 95% over ", s.rounds.size(),
-             " window(s) of ", s.judged.size(),
+      concat(" (", percent(m, e), "; ratio ", interval_text(iv), " at 95% over ",
+             s.rounds.size() + (refine ? s.evidence.size() : 0), " window(s) of ", s.judged.size(),
              " fused iterations, each against the eager ones timed beside it)");
-  if (!slower && !within && s.undecided < kMaxUndecided) {
+  if (!slower && !within && s.undecided < kMaxUndecided && !refine) {
     ++s.undecided;
-    if (s.refining) ++s.refined;  // each round counts against the refinement's budget
     (s.phase == Phase::Settled ? log_debug : log_info)(
         concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m), " vs ",
                s.baseline_plain ? "plain " : "", "eager ", ms_text(e), evidence,
@@ -446,7 +457,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     return;
   }
   const std::size_t windows = s.rounds.size();
-  record_evidence(signature, s, iv, s.baseline_fresh, slower);
+  record_evidence(signature, s, round, s.baseline_fresh, slower ? &iv : nullptr);
   std::vector<double> window = std::move(s.judged);
   s.judged.clear();
   s.rounds.clear();
@@ -503,7 +514,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
 }
 
 void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round,
-                               bool fresh, bool loss) {
+                               bool fresh, const RatioInterval* loss) {
   // Each round with its own interval: the one just computed when the decision rests on one round,
   // else each pooled round's (rare: up to kMaxUndecided of them).
   std::vector<Sig::Evidence> these;
@@ -525,9 +536,9 @@ void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInter
   // A loss is reported as judged. A baseline that has aged since it was timed (the process warms
   // up, the machine drifts) flatters or wrongs the windows judged against it: they keep or
   // re-check the plan, but they are evidence for the report only while there is no other.
-  if (loss) {
+  if (loss != nullptr) {
     s.evidence.clear();
-    set_verdict(round, these);
+    set_verdict(*loss, these);
     return;
   }
   if (!fresh) {

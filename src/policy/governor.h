@@ -213,9 +213,9 @@ class Governor {
   void judge_stand_in(std::uint64_t signature, Sig& s);
   void decide(std::uint64_t signature, Sig& s);  // the judged windows vs the baseline
   // The verdict from the rounds just judged (`round`, their interval; fresh: against a baseline
-  // timed beside them; loss: they revert or trial the plan).
+  // timed beside them; loss: the interval that reverts or trials the plan, else null).
   void record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round, bool fresh,
-                       bool loss);
+                       const RatioInterval* loss);
   void plain_result(std::uint64_t signature, std::vector<double> samples);
   // Asks for a plain-eager block to judge the judged windows against, if the loop allows one.
   bool want_plain(std::uint64_t signature, Sig& s);
