@@ -515,6 +515,18 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
 
 void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round,
                                bool fresh, const RatioInterval* loss) {
+  auto set_verdict = [&s](const RatioInterval& iv, const auto& rounds) {
+    s.verdict = iv;
+    s.verdict_fused = s.verdict_eager = 0;
+    for (const Sig::Evidence& e : rounds) {
+      s.verdict_fused += e.fused;
+      s.verdict_eager += e.eager;
+    }
+  };
+  // A baseline that has aged since it was timed (the process warms up, the machine drifts)
+  // flatters or wrongs the windows judged against it: they keep or re-check the plan, but they
+  // are evidence for the report only while there is no other.
+  if (loss == nullptr && !fresh && s.verdict_fused > 0) return;
   // Each round with its own interval: the one just computed when the decision rests on one round,
   // else each pooled round's (rare: up to kMaxUndecided of them).
   std::vector<Sig::Evidence> these;
@@ -525,33 +537,26 @@ void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInter
     these.push_back(
         {own, static_cast<std::int64_t>(r.num.size()), static_cast<std::int64_t>(r.den.size())});
   }
-  auto set_verdict = [&s](const RatioInterval& iv, const auto& rounds) {
-    s.verdict = iv;
-    s.verdict_fused = s.verdict_eager = 0;
-    for (const Sig::Evidence& e : rounds) {
-      s.verdict_fused += e.fused;
-      s.verdict_eager += e.eager;
-    }
-  };
-  // A loss is reported as judged. A baseline that has aged since it was timed (the process warms
-  // up, the machine drifts) flatters or wrongs the windows judged against it: they keep or
-  // re-check the plan, but they are evidence for the report only while there is no other.
-  if (loss != nullptr) {
-    s.evidence.clear();
-    set_verdict(*loss, these);
-    return;
-  }
   if (!fresh) {
-    if (s.verdict_fused == 0) set_verdict(round, these);
+    set_verdict(round, these);
     return;
   }
   if (s.evidence_epoch != s.epoch) {  // another configuration: its rounds say nothing of this one
     s.evidence.clear();
     s.refined = 0;
   }
+  // A loss is reported as judged: by these rounds, or by them with the rounds they refined
+  // (decide pooled those into `loss`).
+  const bool refined = s.refining && !s.evidence.empty();
   s.evidence_epoch = s.epoch;
   s.evidence.insert(s.evidence.end(), these.begin(), these.end());
   while (s.evidence.size() > kEvidenceRounds) s.evidence.pop_front();
+  if (loss != nullptr) {
+    set_verdict(*loss,
+                refined ? s.evidence : std::deque<Sig::Evidence>(these.begin(), these.end()));
+    s.evidence.clear();
+    return;
+  }
   if (s.evidence.size() == these.size()) {
     set_verdict(round, these);
     return;
