@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "compile/kernel_cache.h"
+#include "policy/decisions.h"
 #include "policy/governor.h"
 #include "policy/plan_control.h"
+#include "temp_dir.h"
 
 // After LibTorch's headers: c10's logging defines a CHECK of its own.
 #include <catch2/catch.hpp>
@@ -56,6 +59,8 @@ struct Feed {
   hotpath::detail::Governor& gov;
   double now = 0;
   std::int64_t count = 0, next_op = 0;
+  std::int64_t hot_from = 3;    // the signature is hot from its hot_from-th iteration on
+  std::int64_t closed_at = -1;  // where the iterations are cut (-1: at their end)
   void run(int n, double ms, std::uint64_t signature = 7, std::int64_t ops = 10) {
     for (int i = 0; i < n; ++i) {
       if (count == 0) gov.stamp(0);
@@ -68,7 +73,8 @@ struct Feed {
       gov.stamp(next_op);
       e.end = e.core_end = next_op;
       e.count = count;
-      e.hot = count >= 3;
+      e.hot = count >= hot_from;
+      e.closed_at = closed_at >= 0 ? closed_at : e.end;
       gov.on_iteration(e);
     }
   }
@@ -141,4 +147,48 @@ TEST_CASE("iterations that left the plan are judged as the plan's", "[governor][
     alternate(6);  // an evaluation pass that shares the plan's first ops
     CHECK(plans.reverts == 0);
   }
+}
+
+TEST_CASE("iterations the detector cut after they ran are not charged to the compile",
+          "[governor][break-even]") {
+  // A known winner (remembered: eager 10 ms) in a loop without step(): the detector finds the
+  // step after three iterations and cuts them together; the signature is hot at first sight, at
+  // the first of them, though all three had run before hotpath could do anything. They took
+  // 20 ms each (a process warming up, under the hook). The plan runs from the fourth, at 5 ms.
+  const hotpath_test::TempDir tmp("hotpath-breakeven-test");
+  hotpath::Config c = config();
+  c.remember = true;
+  c.cache_dir = tmp.path();
+  hotpath::detail::Decision known;
+  known.compile = true;
+  known.eager_ms = 10.0;
+  hotpath::detail::DecisionStore(hotpath::detail::cache_dir(tmp.path())).save(7, known);
+  FakePlans plans;
+  plans.final_tiers = true;
+  hotpath::detail::Governor gov(plans, c);
+  REQUIRE(gov.remembered(7).has_value());
+  Feed feed{gov};
+  gov.set_clock([&] { return feed.now; });
+  feed.hot_from = 1;
+  feed.closed_at = 30;
+  feed.run(3, 20.0);
+  feed.closed_at = -1;
+  plans.fused = true;
+  feed.run(3, 5.0);
+  hotpath::Stats stats;
+  hotpath::SignatureStats sig;
+  sig.id = 7;
+  sig.hex = "7";
+  sig.count = 6;
+  sig.hot = true;
+  stats.signatures.push_back(sig);
+  hotpath::Report report;
+  gov.fill_report(stats, report);
+  REQUIRE(report.signatures.size() == 1);
+  const hotpath::SignatureReport& r = report.signatures[0];
+  CHECK(r.hot_at_iteration == 1);
+  CHECK(r.first_fused_iteration == 4);
+  // Nothing between the moment it turned hot and its first fused iteration: repaid at once (had
+  // iterations 2 and 3 been charged, 2 x 10 ms against 5 ms saved per iteration: iteration 8).
+  CHECK(r.break_even_actual == 4);
 }

@@ -131,7 +131,10 @@ void Governor::on_iteration(const IterationEvent& c) {
     if (s.index == c.end) b = &s;
   }
   Sig& sig = sigs_[c.signature];
-  if (c.hot && sig.hot_count < 0) sig.hot_count = c.count;
+  if (c.hot && sig.hot_count < 0) {
+    sig.hot_count = c.count;
+    sig.hot_op = c.closed_at;
+  }
   sig.last_count = c.count;
   // An iteration that left a plan part-way is a sample of that plan (what running with it cost),
   // whatever signature its ops make: judged on its complete iterations alone, a plan that is
@@ -249,7 +252,8 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     s.warm_n++;
     s.warm_ms += ms;
     if (!p.fused && s.eager.size() < kEagerCap) s.eager.push_back(ms);
-    if (s.hot_count >= 0 && p.it.count > s.hot_count) s.early.push_back({p.it.count, ms});
+    if (s.hot_count >= 0 && p.it.count > s.hot_count && p.it.first >= s.hot_op)
+      s.early.push_back({p.it.count, ms});
     return;
   }
   if (p.fused && !p.final_tiers && !s.stand_in_judged && s.phase != Phase::Reverted) {

@@ -116,6 +116,10 @@ class Governor {
     bool cuda_events = false;
     std::int64_t timed = 0;
     std::int64_t hot_count = -1;
+    // The op at which it turned hot: iterations that had started before it ran before hotpath
+    // could do anything for them (a detector cuts a loop's first iterations after they ran), and
+    // are no part of what the compile cost.
+    std::int64_t hot_op = -1;
     std::int64_t last_count = 0;  // the count of its latest iteration
     std::int64_t first_fused = -1;
     std::vector<double> eager;  // baseline samples (iterations before the plan ran)

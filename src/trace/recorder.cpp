@@ -298,7 +298,7 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t c
                     .count()),
         " (", values_.size(), " values tracked)"));
   }
-  closed_.push_back(IterationEvent{signature, first, end, core_end, s.count, s.hot});
+  closed_.push_back(IterationEvent{signature, first, end, core_end, s.count, s.hot, next_});
 }
 
 HotTrace Recorder::make_trace(std::uint64_t signature, std::int64_t first, std::int64_t end) const {

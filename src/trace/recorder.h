@@ -45,6 +45,10 @@ struct IterationEvent {
   std::int64_t first = 0, end = 0, core_end = 0;
   std::int64_t count = 0;  // this signature's iterations so far, this one included
   bool hot = false;
+  // The op at which it was cut: its end in a marked loop; in an auto-detected one, where the
+  // detector found it, which for the first iterations is after several more have run (they are
+  // cut together, once the step or period is known).
+  std::int64_t closed_at = 0;
 };
 
 class Recorder {
