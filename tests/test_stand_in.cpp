@@ -192,3 +192,33 @@ TEST_CASE("iterations the detector cut after they ran are not charged to the com
   // iterations 2 and 3 been charged, 2 x 10 ms against 5 ms saved per iteration: iteration 8).
   CHECK(r.break_even_actual == 4);
 }
+
+TEST_CASE("a plan still being built is pending and not nothing to fuse", "[governor][report]") {
+  FakePlans plans;
+  hotpath::detail::Governor gov(plans, config());
+  Feed feed{gov};
+  gov.set_clock([&] { return feed.now; });
+  feed.run(12, 10.0);  // hot from the third; the plan never ran
+  hotpath::Stats stats;
+  hotpath::SignatureStats sig;
+  sig.id = 7;
+  sig.hex = "7";
+  sig.count = 12;
+  sig.hot = true;
+  sig.fusion.planned = true;
+  stats.signatures.push_back(sig);
+  hotpath::Report report;
+  gov.fill_report(stats, report);
+  REQUIRE(report.signatures.size() == 1);
+  CHECK(report.signatures[0].verdict == hotpath::Verdict::Pending);
+  const std::string text = hotpath::format_report(report.signatures[0]);
+  INFO(text);
+  CHECK(text.find("still being built on the worker") != std::string::npos);
+  CHECK(text.find("nothing to fuse") == std::string::npos);
+  // Built, with no group: nothing to fuse.
+  stats.signatures[0].fusion.ready = true;
+  report = hotpath::Report{};
+  gov.fill_report(stats, report);
+  CHECK(report.signatures[0].verdict == hotpath::Verdict::NotCompiled);
+  CHECK(report.signatures[0].reason == "nothing to fuse");
+}

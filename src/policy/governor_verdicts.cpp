@@ -113,7 +113,12 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.verdict = Verdict::EagerWins;
       if (r.reason.empty()) r.reason = f.reason;
     } else if (!f.planned || f.groups.empty() || r.first_fused_iteration < 0) {
-      r.verdict = f.planned && !f.groups.empty() ? Verdict::Pending : Verdict::NotCompiled;
+      // A plan the worker has not built yet has no groups to show: not "nothing to fuse" (seen
+      // on a fresh machine, its worker compiling the interpreter kernel for 2 s first).
+      const bool building = f.planned && !f.ready;
+      r.verdict =
+          building || (f.planned && !f.groups.empty()) ? Verdict::Pending : Verdict::NotCompiled;
+      if (building && r.reason.empty()) r.reason = "its plan is still being built on the worker";
       if (r.verdict == Verdict::NotCompiled && r.reason.empty()) {
         r.reason = !st.hot ? "never hot" : !f.planned ? "fusion is off" : "nothing to fuse";
       }
