@@ -88,6 +88,25 @@ hotpath::Config config() {
   return c;
 }
 
+// The governor's report of signature 7 (hot, `count` iterations), with what the executor would
+// say of its plan (planned, built).
+hotpath::SignatureReport report_of(hotpath::detail::Governor& gov, std::int64_t count,
+                                   bool planned = false, bool ready = false) {
+  hotpath::Stats stats;
+  hotpath::SignatureStats sig;
+  sig.id = 7;
+  sig.hex = "7";
+  sig.count = count;
+  sig.hot = true;
+  sig.fusion.planned = planned;
+  sig.fusion.ready = ready;
+  stats.signatures.push_back(sig);
+  hotpath::Report report;
+  gov.fill_report(stats, report);
+  REQUIRE(report.signatures.size() == 1);
+  return report.signatures[0];
+}
+
 }  // namespace
 
 TEST_CASE("a stand-in slower than eager under the hook is taken off", "[governor][stand-in]") {
@@ -175,17 +194,7 @@ TEST_CASE("iterations the detector cut after they ran are not charged to the com
   feed.closed_at = -1;
   plans.fused = true;
   feed.run(3, 5.0);
-  hotpath::Stats stats;
-  hotpath::SignatureStats sig;
-  sig.id = 7;
-  sig.hex = "7";
-  sig.count = 6;
-  sig.hot = true;
-  stats.signatures.push_back(sig);
-  hotpath::Report report;
-  gov.fill_report(stats, report);
-  REQUIRE(report.signatures.size() == 1);
-  const hotpath::SignatureReport& r = report.signatures[0];
+  const hotpath::SignatureReport r = report_of(gov, 6);
   CHECK(r.hot_at_iteration == 1);
   CHECK(r.first_fused_iteration == 4);
   // Nothing between the moment it turned hot and its first fused iteration: repaid at once (had
@@ -199,26 +208,14 @@ TEST_CASE("a plan still being built is pending and not nothing to fuse", "[gover
   Feed feed{gov};
   gov.set_clock([&] { return feed.now; });
   feed.run(12, 10.0);  // hot from the third; the plan never ran
-  hotpath::Stats stats;
-  hotpath::SignatureStats sig;
-  sig.id = 7;
-  sig.hex = "7";
-  sig.count = 12;
-  sig.hot = true;
-  sig.fusion.planned = true;
-  stats.signatures.push_back(sig);
-  hotpath::Report report;
-  gov.fill_report(stats, report);
-  REQUIRE(report.signatures.size() == 1);
-  CHECK(report.signatures[0].verdict == hotpath::Verdict::Pending);
-  const std::string text = hotpath::format_report(report.signatures[0]);
+  const hotpath::SignatureReport building = report_of(gov, 12, /*planned=*/true);
+  CHECK(building.verdict == hotpath::Verdict::Pending);
+  const std::string text = hotpath::format_report(building);
   INFO(text);
   CHECK(text.find("still being built on the worker") != std::string::npos);
   CHECK(text.find("nothing to fuse") == std::string::npos);
   // Built, with no group: nothing to fuse.
-  stats.signatures[0].fusion.ready = true;
-  report = hotpath::Report{};
-  gov.fill_report(stats, report);
-  CHECK(report.signatures[0].verdict == hotpath::Verdict::NotCompiled);
-  CHECK(report.signatures[0].reason == "nothing to fuse");
+  const hotpath::SignatureReport built = report_of(gov, 12, /*planned=*/true, /*ready=*/true);
+  CHECK(built.verdict == hotpath::Verdict::NotCompiled);
+  CHECK(built.reason == "nothing to fuse");
 }
