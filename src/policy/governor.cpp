@@ -551,13 +551,13 @@ void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInter
   }
   // A loss is reported as judged: by these rounds, or by them with the rounds they refined
   // (decide pooled those into `loss`).
-  const bool refined = s.refining && !s.evidence.empty();
+  const bool with_earlier = s.refining && !s.evidence.empty();
   s.evidence_epoch = s.epoch;
   s.evidence.insert(s.evidence.end(), these.begin(), these.end());
   while (s.evidence.size() > kEvidenceRounds) s.evidence.pop_front();
   if (loss != nullptr) {
     set_verdict(*loss,
-                refined ? s.evidence : std::deque<Sig::Evidence>(these.begin(), these.end()));
+                with_earlier ? s.evidence : std::deque<Sig::Evidence>(these.begin(), these.end()));
     s.evidence.clear();
     return;
   }
