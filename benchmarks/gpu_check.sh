@@ -150,8 +150,8 @@ fi
 # The governor on whole programs (issue "An honest governor"): a plan made slower on purpose
 # (HOTPATH_FAULTS=slow:<ms>, common/faults.h) is reverted on the LM and loses its slow group on the
 # MLP (HOTPATH_VERDICTS_SLOW=0 leaves these out); the MLP example's break-even after hot, three
-# runs with a cold cache and three warm, each with the governor's judged speedup beside its
-# cross-check.
+# runs with a cold cache and three warm and one bare (below), each with the governor's judged
+# speedup beside its cross-check.
 if want verdicts; then
   export HOTPATH_CACHE_DIR=/tmp/hotpath-verdicts-cache
   rm -rf "$HOTPATH_CACHE_DIR"
@@ -166,9 +166,14 @@ if want verdicts; then
   HOTPATH_LOG_LEVEL=debug run switch_cold "$BUILD"/examples/mlp_training --iterations 200
   HOTPATH_LOG_LEVEL=debug run switch_warm "$BUILD"/examples/mlp_training --iterations 200
   rm -rf "$HOTPATH_CACHE_DIR"
-  for r in cold1 warm1 cold2 warm2 cold3 warm3; do
-    [[ $r == cold* ]] && rm -rf "$HOTPATH_CACHE_DIR"
-    run "breakeven_$r" "$BUILD"/examples/mlp_training --iterations 300
+  # bare: cold, and without the interpreter kernel prebuilt at build time (its directory moved
+  # aside for the run), as on a device whose architecture the build did not compile it for.
+  kernels="$BUILD/share/hotpath/kernels"
+  for r in cold1 warm1 cold2 warm2 cold3 warm3 bare; do
+    [[ $r == cold* || $r == bare ]] && rm -rf "$HOTPATH_CACHE_DIR"
+    [[ $r == bare ]] && mv "$kernels" "$kernels.aside"
+    HOTPATH_LOG_LEVEL=info run "breakeven_$r" "$BUILD"/examples/mlp_training --iterations 300
+    [[ $r == bare ]] && mv "$kernels.aside" "$kernels"
   done
   {
     for f in verdict_lm_slow verdict_mlp_slow; do
@@ -181,8 +186,8 @@ if want verdicts; then
       grep -E "stand-in|standing in|kernel\(s\) ready|running from|iteration [0-9]+: |^VERDICT|reached at" "$OUT/$f.txt" | head -40
     done
     echo "== break-even of the MLP example (300 iterations), cold and warm cache"
-    for r in cold1 warm1 cold2 warm2 cold3 warm3; do
-      echo "$r: $(grep -m1 -oE 'hot at iteration [0-9]+, fused from iteration [0-9]+' "$OUT/breakeven_$r.txt") | $(grep -m1 -oE 'reached at iteration [0-9]+ \([0-9]+ after hot\)' "$OUT/breakeven_$r.txt") | $(grep -m1 -E '^VERDICT' "$OUT/breakeven_$r.txt") | cross-check $(grep -m1 -oE 'per iteration: [0-9.]+x' "$OUT/breakeven_$r.txt")"
+    for r in cold1 warm1 cold2 warm2 cold3 warm3 bare; do
+      echo "$r: $(grep -m1 -oE 'interpreter kernel for device 0 ready in [0-9.]+ ms' "$OUT/breakeven_$r.txt") | $(grep -m1 -oE 'hot at iteration [0-9]+, fused from iteration [0-9]+' "$OUT/breakeven_$r.txt") | $(grep -m1 -oE 'reached at iteration [0-9]+ \([0-9]+ after hot\)' "$OUT/breakeven_$r.txt") | $(grep -m1 -E '^VERDICT' "$OUT/breakeven_$r.txt") | cross-check $(grep -m1 -oE 'per iteration: [0-9.]+x' "$OUT/breakeven_$r.txt")"
     done
   } | tee "$OUT/verdicts.txt"
   unset HOTPATH_CACHE_DIR
