@@ -161,7 +161,7 @@ void build_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>
   Partition part = partition_graph(g);
   plan->graph = graph;
   plan->partition = part;
-  if (log_enabled(LogLevel::Debug))  // the texts cost more than the rest of the analysis
+  if (log_enabled(LogLevel::Debug))  // the texts are a tenth of the analysis: not for nothing
     log_debug(concat("hotpath: signature ", plan->hex, " graph:\n", g.to_text(), "partition:\n",
                      part.to_text(g)));
   for (std::size_t i = 0; i < trace.ops.size(); ++i) {
