@@ -35,6 +35,15 @@ std::string speedup_text(const RatioInterval& iv) {
   return buf;
 }
 
+// Each pooled round's own interval.
+template <typename Rounds>
+std::vector<RatioInterval> intervals_of(const Rounds& evidence) {
+  std::vector<RatioInterval> out;
+  out.reserve(evidence.size());
+  for (const auto& e : evidence) out.push_back(e.round);
+  return out;
+}
+
 std::string percent(double a, double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%+.1f%%", b > 0 ? 100.0 * (a - b) / b : 0.0);
@@ -441,8 +450,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
   const bool refine = s.refining && s.baseline_fresh && !s.evidence.empty();
   RatioInterval iv = round;
   if (refine) {
-    std::vector<RatioInterval> all;
-    for (const Sig::Evidence& x : s.evidence) all.push_back(x.round);
+    std::vector<RatioInterval> all = intervals_of(s.evidence);
     all.push_back(round);
     iv = pool_intervals(all);
   }
@@ -565,9 +573,7 @@ void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInter
     set_verdict(round, these);
     return;
   }
-  std::vector<RatioInterval> intervals;
-  for (const Sig::Evidence& e : s.evidence) intervals.push_back(e.round);
-  set_verdict(pool_intervals(intervals), s.evidence);
+  set_verdict(pool_intervals(intervals_of(s.evidence)), s.evidence);
 }
 
 void Governor::apply(std::uint64_t signature, Sig& s) {
