@@ -1,5 +1,8 @@
 // From source to kernel without a GPU: NVRTC compiles every generated kernel and the interpreter,
 // the kernel cache and the kernel builder, the interpreter's programs.
+#include <future>
+
+#include "compile/worker.h"
 #include "fusion_support.h"
 
 using namespace fusion_test;
@@ -290,4 +293,28 @@ TEST_CASE("a plan's kernels compile in the order that saves the most first", "[f
   group(5, true, true);    // 5: ties with 1, after it
   CHECK(hotpath::detail::compile_order(plan) == std::vector<int>{4, 2, 1, 5, 0});
   CHECK(hotpath::detail::compile_order(hotpath::detail::Plan{}).empty());
+}
+
+TEST_CASE("a job on the side worker does not hold up the plans' worker", "[fusion][compile]") {
+  // The interpreter kernel compiles on the side worker (seconds where no prebuilt copy fits):
+  // a plan submitted after it must not wait for it. Here the side job waits for the plan's.
+  using hotpath::detail::CompileWorker;
+  std::promise<void> plan_ran;
+  std::shared_future<void> plan_done = plan_ran.get_future().share();
+  bool side_saw_plan = false;
+  CompileWorker::side().submit([plan_done, &side_saw_plan] {
+    side_saw_plan = plan_done.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  });
+  CompileWorker::instance().submit([&plan_ran] { plan_ran.set_value(); });
+  CompileWorker::instance().drain();
+  CompileWorker::side().drain();
+  CHECK(side_saw_plan);
+  // wait_for_compilation waits for both.
+  bool side_ran = false;
+  CompileWorker::side().submit([&side_ran] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    side_ran = true;
+  });
+  hotpath::wait_for_compilation();
+  CHECK(side_ran);
 }

@@ -110,6 +110,7 @@ void wait_for_compilation() {
   if (tls_state.session) pending = tls_state.session->executor.pending_plans();
   const auto t0 = std::chrono::steady_clock::now();
   detail::CompileWorker::instance().drain();
+  detail::CompileWorker::side().drain();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (tls_state.session) tls_state.session->executor.add_stall(pending, ms);

@@ -16,6 +16,11 @@ CompileWorker& CompileWorker::instance() {
   return worker;
 }
 
+CompileWorker& CompileWorker::side() {
+  static CompileWorker worker;
+  return worker;
+}
+
 void* CompileWorker::entry(void* self) {
   static_cast<CompileWorker*>(self)->run();
   return nullptr;

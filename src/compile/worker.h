@@ -1,5 +1,7 @@
-// One background thread that compiles kernels, so that the training loop keeps running eagerly
-// while NVRTC works. Jobs run in submission order.
+// Background threads that compile kernels, so that the training loop keeps running eagerly while
+// NVRTC works. Each worker runs its jobs in submission order: instance() builds plans, side()
+// the interpreter kernel, which takes seconds to compile where no prebuilt copy fits and must not
+// hold up the plans behind it.
 #pragma once
 
 #include <pthread.h>
@@ -12,7 +14,8 @@ namespace hotpath::detail {
 
 class CompileWorker {
  public:
-  static CompileWorker& instance();
+  static CompileWorker& instance();  // plans
+  static CompileWorker& side();      // the interpreter kernel, beside the plans
   void submit(std::function<void()> job);
   // Blocks until every job submitted so far has finished (tests, shutdown).
   void drain();

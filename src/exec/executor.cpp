@@ -80,6 +80,10 @@ bool Executor::try_arm() {
       it->second->reverted)
     return false;
   apply_requests(*it->second);
+  Plan& plan = *it->second;
+  // An interpreter loaded after the plan was built stands in from now on.
+  if (!plan.interpreter && plan.device_index >= 0 && !plan.compiled.load(std::memory_order_acquire))
+    plan.interpreter = loaded_interpreter(plan.device_index);
   armed_ = it->second;
   cursor_ = 0;
   launched_ = false;

@@ -138,9 +138,10 @@ class Executor {
 
   // NVRTC's first compile, on the enabling thread, once per process (see the definition).
   static void start_nvrtc(const KernelCache& cache);
-  // The interpreter kernel loaded for `device` (compiled or from `cache` on first use; worker
-  // thread); nullptr when it cannot be had.
-  static std::shared_ptr<CudaModule> interpreter_for(int device, const KernelCache& cache);
+  // The interpreter kernel for `device`: loaded (or compiled) once on the side worker, beside
+  // the plans; until then, and where it cannot be had, nullptr.
+  static void request_interpreter(int device, const KernelCache& cache);
+  static std::shared_ptr<CudaModule> loaded_interpreter(int device);
   bool try_arm();
   void disarm();
   void uncount_if_reverted(Plan& plan);

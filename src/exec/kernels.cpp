@@ -1,6 +1,6 @@
-// The executor's kernels: NVRTC's first compile, the interpreter kernel per device, and a built
-// plan's kernels through compile/ (cache, else NVRTC in parallel), loaded as modules on the
-// compile worker.
+// The executor's kernels: NVRTC's first compile, the interpreter kernel per device (on the side
+// worker), and a built plan's kernels through compile/ (cache, else NVRTC in parallel), loaded as
+// modules on the compile worker.
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -43,23 +43,27 @@ void Executor::start_nvrtc(const KernelCache& cache) {
     }
     // The interpreter kernel (from the cache, or compiled) and the driver's first module load,
     // in the background while the loop is profiled: the first hot signature runs on it at once.
-    CompileWorker::instance().submit([cache] { interpreter_for(0, cache); });
+    request_interpreter(0, cache);
   });
 }
 
-std::shared_ptr<CudaModule> Executor::interpreter_for(int device, const KernelCache& cache) {
-  // Never destroyed: a compile job may still run while static destructors do at exit.
-  struct Loaded {
-    std::mutex mu;
-    std::map<int, std::shared_ptr<CudaModule>> modules;
-    std::set<int> failed;
-  };
-  static Loaded* const state = new Loaded;
-  std::lock_guard<std::mutex> lock(state->mu);
-  auto& loaded = state->modules;
-  auto& failed = state->failed;
-  if (const auto it = loaded.find(device); it != loaded.end()) return it->second;
-  if (failed.count(device)) return nullptr;
+namespace {
+
+// The interpreter kernel per device. Never destroyed: a compile job may still run while static
+// destructors do at exit.
+struct Interpreters {
+  std::mutex mu;
+  std::map<int, std::shared_ptr<CudaModule>> loaded;
+  std::set<int> requested;
+};
+
+Interpreters& interpreters() {
+  static Interpreters* const state = new Interpreters;
+  return *state;
+}
+
+// On the side worker: from the cache (or the kernels prebuilt with hotpath), else compiled.
+void load_interpreter(int device, const KernelCache& cache) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
     const int arch = device_info(device).arch;
@@ -67,7 +71,6 @@ std::shared_ptr<CudaModule> Executor::interpreter_for(int device, const KernelCa
     const BuiltKernel built =
         load_or_compile(KernelJob{source, kInterpreterFunction, kernel_cache_key(source, arch)},
                         arch, runtime_headers(), cache);
-    const bool hit = built.from_cache;
     auto module = std::make_shared<CudaModule>(built.cubin, kInterpreterFunction, device);
     // One launch with nothing to do, here on the worker: the driver grows the context's local
     // memory for the interpreter's registers at a kernel's first launch (milliseconds), which
@@ -79,15 +82,34 @@ std::shared_ptr<CudaModule> Executor::interpreter_for(int device, const KernelCa
         "hotpath: interpreter kernel for device ", device, " ready in ",
         ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count()),
-        hit ? " (prebuilt or cached: nothing compiled)" : ""));
-    loaded[device] = module;
-    return module;
+        built.from_cache ? " (prebuilt or cached: nothing compiled)" : ""));
+    Interpreters& state = interpreters();
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.loaded[device] = std::move(module);
   } catch (const Error& e) {
-    failed.insert(device);
     log_warn(concat("hotpath: no interpreter kernel for device ", device,
                     " (fused groups wait for their own kernels): ", e.what()));
-    return nullptr;
   }
+}
+
+}  // namespace
+
+void Executor::request_interpreter(int device, const KernelCache& cache) {
+  Interpreters& state = interpreters();
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    if (!state.requested.insert(device).second) return;
+  }
+  // On a worker of its own: compiled (seconds, where no prebuilt copy fits this device), it would
+  // hold up every plan queued behind it.
+  CompileWorker::side().submit([device, cache] { load_interpreter(device, cache); });
+}
+
+std::shared_ptr<CudaModule> Executor::loaded_interpreter(int device) {
+  Interpreters& state = interpreters();
+  std::lock_guard<std::mutex> lock(state.mu);
+  const auto it = state.loaded.find(device);
+  return it == state.loaded.end() ? nullptr : it->second;
 }
 
 void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {

@@ -98,10 +98,12 @@ struct Plan {
   int device_index = -1;
   int arch = 0;
   int sm_count = 0;
-  // Set by the worker once the plan is built (and the interpreter loaded): it may run from the
-  // next iteration start, its groups on the interpreter until their kernels are loaded.
+  // Set by the worker once the plan is built: it may run from the next iteration start, its
+  // groups on the interpreter until their kernels are loaded.
   std::atomic<bool> ready{false};
-  std::shared_ptr<CudaModule> interpreter;  // set before ready; nullptr: not available
+  // Set before ready if the interpreter was loaded by then, else at an iteration start that arms
+  // the plan once it is (training thread, executor's lock); nullptr: not (yet) available.
+  std::shared_ptr<CudaModule> interpreter;
   // Set by the worker once every group's kernel is loaded or has failed; then compile_ms and
   // from_cache may be read.
   std::atomic<bool> compiled{false};

@@ -68,9 +68,11 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remember
   auto shared_trace = std::make_shared<HotTrace>(std::move(trace));
   CompileWorker::instance().submit([plan, shared_trace, remembered, config, cache, ready] {
     build_plan(*plan, *shared_trace, remembered, config);
-    // Ready before its kernels compile: the interpreter runs the groups meanwhile.
+    // Ready before its kernels compile: the interpreter runs the groups meanwhile, if it is
+    // loaded by then (else the plan picks it up at a later iteration start: Executor::try_arm).
     if (!plan->groups.empty() && plan->device_index >= 0) {
-      plan->interpreter = interpreter_for(plan->device_index, cache);
+      request_interpreter(plan->device_index, cache);
+      plan->interpreter = loaded_interpreter(plan->device_index);
     }
     plan->counted = !plan->groups.empty();
     plan->ready = true;
