@@ -1,6 +1,7 @@
 // Plans on CPU (Config::fuse_cpu: fused groups run through the executor's eager
 // materialisation, so every result must be bitwise identical to plain eager): guards, pauses,
 // divergence, batches, output slots, faults, threads and memory; and the MLP's plans on a GPU.
+#include "compile/worker.h"
 #include "fusion_support.h"
 
 using namespace fusion_test;
@@ -521,6 +522,7 @@ TEST_CASE("a long run keeps its host memory", "[fusion][memory]") {
   // the compile worker loads the interpreter kernel (a CUDA context, NVRTC: tens of MB), which
   // under a busy ctest finished after iteration 300 and read as 38 MB of growth.
   hotpath::wait_for_compilation();
+  hotpath::detail::CompileWorker::side().drain();
   const std::int64_t before = resident_bytes();
   for (int i = 300; i < 3300; ++i) {
     mlp.train_step(i);

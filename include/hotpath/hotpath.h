@@ -290,8 +290,10 @@ std::string format_report(const SignatureReport& r);
 // Every signature that ran more than once, and a one-line note for the rest.
 std::string format_report(const Report& r);
 
-// Blocks until every kernel compile started so far has finished (the loop never needs to: plans
-// swap in at the next iteration start after their kernels are ready).
+// Blocks until every plan's kernel compiles started so far have finished (the loop never needs
+// to: plans swap in at the next iteration start after their kernels are ready). The interpreter
+// kernel, a stand-in for kernels still compiling, is waited for only where a kernel failed and
+// the interpreter runs its group instead.
 void wait_for_compilation();
 
 // The LibTorch version hotpath was built against, e.g. "2.11.0".

@@ -110,7 +110,10 @@ void wait_for_compilation() {
   if (tls_state.session) pending = tls_state.session->executor.pending_plans();
   const auto t0 = std::chrono::steady_clock::now();
   detail::CompileWorker::instance().drain();
-  detail::CompileWorker::side().drain();
+  // The interpreter kernel only stands in for kernels still compiling: where no prebuilt copy
+  // fits it compiles for seconds, and a loop whose kernels are all in must not wait for it.
+  if (tls_state.session && tls_state.session->executor.waits_on_interpreter())
+    detail::CompileWorker::side().drain();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (tls_state.session) tls_state.session->executor.add_stall(pending, ms);

@@ -65,6 +65,9 @@ class Executor {
   void no_stand_in(std::uint64_t signature, const std::string& reason);
   // The training thread waited `ms` for compiles: charged to every plan not ready yet.
   std::vector<std::uint64_t> pending_plans() const;
+  // A group of a live plan whose own kernel failed (or is still compiling) that the interpreter
+  // runs instead: only then does wait_for_compilation wait for the interpreter kernel too.
+  bool waits_on_interpreter() const;
   void add_stall(const std::vector<std::uint64_t>& signatures, double ms);
   // Before the op runs. Returns true when the plan ran the op (its outputs are on the stack).
   // When it runs the recorded twin of the op instead (see in_place_twin), `rec` is marked so

@@ -196,6 +196,17 @@ std::vector<std::uint64_t> Executor::pending_plans() const {
   return out;
 }
 
+bool Executor::waits_on_interpreter() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [sig, p] : plans_) {
+    if (p->reverted || p->device_index < 0) continue;
+    for (const PlanGroup& g : p->groups)
+      if (g.spec.interpretable() && g.state->load(std::memory_order_acquire) != kLoaded)
+        return true;
+  }
+  return false;
+}
+
 void Executor::add_stall(const std::vector<std::uint64_t>& signatures, double ms) {
   std::lock_guard<std::mutex> lock(mu_);
   for (std::uint64_t sig : signatures) {
