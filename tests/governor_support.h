@@ -60,6 +60,14 @@ struct FakeLoop {
   // drifts over a few iterations, as busy machines' do).
   double drift = 0;
   int drifted = 0;
+  // A passing slowdown that hits the fused path only: once armed, the spike_length iterations in
+  // which every group ran, from the first one after a plain-eager iteration (the start of a window
+  // judged against a fresh plain block), cost spike_ms more.
+  bool spike_armed = false;
+  int spike_length = 0;
+  int spiked = 0;  // iterations slowed so far
+  double spike_ms = 0;
+  bool last_plain = false;
   bool started = false;
   std::mt19937 rng{7};
 
@@ -77,10 +85,17 @@ struct FakeLoop {
       body();
       const auto after = group_runs();
       double cost = base + (i < cold_iterations ? cold_ms : 0.0);
+      std::size_t ran = 0;
       for (std::size_t g = 0; g < after.size() && g < deltas.size(); ++g) {
         const std::int64_t was = g < before.size() ? before[g] : 0;
-        if (after[g] > was) cost += deltas[g];
+        if (after[g] > was) cost += deltas[g], ++ran;
       }
+      const bool all_in = ran > 0 && ran == deltas.size();
+      if (spike_armed && all_in && (spiked > 0 || last_plain) && spiked < spike_length) {
+        cost += spike_ms;
+        ++spiked;
+      }
+      last_plain = ran == 0;
       if (jitter > 0) cost *= 1 + jitter * std::uniform_real_distribution<double>(-1, 1)(rng);
       if (drift > 0) cost *= 1 + drift * std::sin(2 * 3.14159265358979 * drifted++ / 24.0);
       now += cost;

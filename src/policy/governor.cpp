@@ -22,19 +22,6 @@ constexpr std::size_t kEventPool = 128;     // CUDA events kept for reuse
 constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tried group by group
 constexpr std::size_t kStandInSamples = 5;  // stand-in iterations before they are judged
 
-std::string interval_text(const RatioInterval& iv) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f [%.3f-%.3f]", iv.ratio, iv.low, iv.high);
-  return buf;
-}
-
-// The same as a speedup (eager over fused): "1.352x (1.301-1.405x)".
-std::string speedup_text(const RatioInterval& iv) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3fx (%.3f-%.3fx)", 1 / iv.ratio, 1 / iv.high, 1 / iv.low);
-  return buf;
-}
-
 // Each pooled round's own interval.
 template <typename Rounds>
 std::vector<RatioInterval> intervals_of(const Rounds& evidence) {
@@ -42,12 +29,6 @@ std::vector<RatioInterval> intervals_of(const Rounds& evidence) {
   out.reserve(evidence.size());
   for (const auto& e : evidence) out.push_back(e.round);
   return out;
-}
-
-std::string percent(double a, double b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", b > 0 ? 100.0 * (a - b) / b : 0.0);
-  return buf;
 }
 
 }  // namespace
@@ -318,7 +299,6 @@ void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
 
 void Governor::judge_window(std::uint64_t signature, Sig& s) {
   const double m = median_of(s.window);
-  const double e = s.eager_median;
   if (s.phase == Phase::Trial)
     s.trial_samples[s.trial_pos] = s.window;
   else
@@ -331,42 +311,7 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
     if (!(*plan)[g].active_default) s.active[g] = false;
 
   if (s.phase == Phase::Trial) {
-    s.trial_result[s.trial_pos] = m;
-    s.active[static_cast<std::size_t>(s.trial_groups[s.trial_pos])] = true;  // back in
-    if (++s.trial_pos < s.trial_groups.size()) {
-      s.active[static_cast<std::size_t>(s.trial_groups[s.trial_pos])] = false;
-      apply(signature, s);
-      return;
-    }
-    // A group loses when leaving it out saves more than half the margin, by the whole interval
-    // of the ratio (a sleep's jitter is no saving).
-    std::vector<std::string> losers;
-    const double saves = 1 - 0.5 * config_.revert_margin * e / s.trial_base;
-    for (std::size_t i = 0; i < s.trial_groups.size(); ++i) {
-      const RatioInterval iv =
-          ratio_of_medians(s.trial_samples[i], s.trial_base_samples, signature + i);
-      if (s.trial_result[i] < s.trial_base * saves && (!iv.known() || iv.high < saves)) {
-        const int g = s.trial_groups[i];
-        s.active[static_cast<std::size_t>(g)] = false;
-        losers.push_back((*plan)[static_cast<std::size_t>(g)].name);
-        log_info(concat("hotpath: signature ", short_hex(signature), ": group ",
-                        (*plan)[static_cast<std::size_t>(g)].name, " loses (",
-                        ms_text(s.trial_result[i]), " per iteration without it, ",
-                        ms_text(s.trial_base), " with it); it runs eagerly"));
-      }
-    }
-    s.trialed = true;
-    if (std::none_of(s.active.begin(), s.active.end(), [](bool a) { return a; })) {
-      revert(signature, s, "every fused group made the iteration slower");
-      return;
-    }
-    if (!losers.empty()) {
-      s.reason = concat(losers.size(), " of ", groups,
-                        " group(s) reverted: each made the "
-                        "iteration slower");
-    }
-    s.phase = Phase::Measuring;
-    apply(signature, s);
+    trial_window(signature, s, m);
     return;
   }
 
@@ -470,7 +415,6 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
   }
   const std::size_t windows = s.rounds.size();
   record_evidence(signature, s, round, s.baseline_fresh, slower ? &iv : nullptr);
-  std::vector<double> window = std::move(s.judged);
   s.judged.clear();
   s.rounds.clear();
   s.undecided = 0;
@@ -487,15 +431,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     if (!s.trialed && candidates.size() > 1 && candidates.size() <= kMaxTrialGroups) {
       log_info(concat("hotpath: signature ", short_hex(signature), ": ", why,
                       "; timing each group left out"));
-      s.phase = Phase::Trial;
-      s.trial_groups = candidates;
-      s.trial_pos = 0;
-      s.trial_base = m;
-      s.trial_result.assign(candidates.size(), 0);
-      s.trial_base_samples = std::move(window);
-      s.trial_samples.assign(candidates.size(), {});
-      s.active[static_cast<std::size_t>(candidates[0])] = false;
-      apply(signature, s);
+      start_trial(signature, s, candidates);
       return;
     }
     revert(signature, s, why);

@@ -107,6 +107,7 @@ class Governor {
   // from an earlier run (another process on another day is not a fair comparison).
   // Plain: a window was measured; the plain-eager block to judge it against is awaited.
   enum class Phase { Eager, Measuring, Trial, Rebase, Plain, Settled, Reverted };
+  static constexpr int kTrialAll = -1;  // a trial position that leaves nothing out
   struct Sample {
     std::int64_t count;
     double ms;
@@ -162,16 +163,16 @@ class Governor {
     std::vector<double> window;  // fused samples of the current configuration
     std::deque<double> recent;   // last fused samples of the current configuration (report)
     std::int64_t epoch = 0;      // configuration the window belongs to
-    // Trials: one group left out at a time, to find groups that lose.
+    // Trials: one group left out at a time, to find groups that lose. trial_groups: the group
+    // left out at each position, kTrialAll (nothing left out) first and last: a loss that came
+    // from a passing slowdown does not repeat there, and a group is judged against the plan
+    // whole timed in the same stretch, not against the window that lost.
     bool trialed = false;
     std::vector<int> trial_groups;
     std::size_t trial_pos = 0;
-    double trial_base = 0;
-    std::vector<double> trial_result;
-    // Their samples: the window that lost, and each half window with one group left out (a
-    // group loses only when the interval of its ratio to that window says so).
-    std::vector<double> trial_base_samples;
-    std::vector<std::vector<double>> trial_samples;
+    std::vector<double> trial_result;                // per position: the half window's median
+    std::vector<std::vector<double>> trial_samples;  // per position: its samples
+    Phase before_trial = Phase::Measuring;
     std::vector<bool> active;
     std::vector<bool> saved_active;  // during Rebase
     // Iterations that ran the interpreter for kernels still compiling, until judged against eager
@@ -216,6 +217,9 @@ class Governor {
   // Stand-in iterations slower than eager under the hook: their groups wait eagerly instead.
   void judge_stand_in(std::uint64_t signature, Sig& s);
   void decide(std::uint64_t signature, Sig& s);  // the judged windows vs the baseline
+  // A plan that lost: its groups left out one at a time (governor_trial.cpp).
+  void start_trial(std::uint64_t signature, Sig& s, const std::vector<int>& candidates);
+  void trial_window(std::uint64_t signature, Sig& s, double median);
   // The verdict from the rounds just judged (`round`, their interval; fresh: against a baseline
   // timed beside them; loss: the interval that reverts or trials the plan, else null).
   void record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round, bool fresh,

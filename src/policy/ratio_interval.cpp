@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace hotpath::detail {
 
@@ -106,6 +107,24 @@ RatioInterval pool_intervals(const std::vector<RatioInterval>& rounds) {
   r.low = std::exp(mean - half);
   r.high = std::exp(mean + half);
   return r;
+}
+
+std::string interval_text(const RatioInterval& iv) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f [%.3f-%.3f]", iv.ratio, iv.low, iv.high);
+  return buf;
+}
+
+std::string speedup_text(const RatioInterval& iv) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3fx (%.3f-%.3fx)", 1 / iv.ratio, 1 / iv.high, 1 / iv.low);
+  return buf;
+}
+
+std::string percent(double a, double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", b > 0 ? 100.0 * (a - b) / b : 0.0);
+  return buf;
 }
 
 }  // namespace hotpath::detail
