@@ -203,6 +203,13 @@ TEST_CASE("a remembered baseline is checked against this run's eager time", "[go
   FakeLoop second{0, {-4.0}, one_group(), 20.0};
   second.run(80);
   check_kept(20.0, 16.0);
+  // Break-even too is taken against this run's plain eager, from the first fused iteration on:
+  // against the remembered 10 ms every iteration until the first plain block "cost" 6 ms.
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  CHECK(r->first_fused_iteration > 0);
+  CHECK(r->break_even_actual == r->first_fused_iteration);
   hotpath::disable_hot_path_detection();
 }
 

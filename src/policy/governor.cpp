@@ -21,6 +21,7 @@ constexpr std::size_t kTrustedEager = 5;    // ... to prefer them over a remembe
 constexpr std::size_t kEventPool = 128;     // CUDA events kept for reuse
 constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tried group by group
 constexpr std::size_t kStandInSamples = 5;  // stand-in iterations before they are judged
+constexpr std::size_t kLedgerCap = 1024;    // break-even iterations kept for the first block
 
 // Each pooled round's own interval.
 template <typename Rounds>
@@ -236,6 +237,7 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
       s.cost_ms = std::max(0.0, s.cost_ms);
       s.net_ms = -s.cost_ms;
     }
+    if (!s.ledger_closed) s.ledger_early = s.early;
     s.early.clear();
   }
   if (s.first_fused < 0) {
@@ -255,6 +257,10 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
   if (s.eager_median > 0 && s.phase != Phase::Reverted) {
     s.net_ms += s.eager_median - ms;
     if (s.break_even < 0 && s.net_ms >= 0) s.break_even = p.it.count;
+  }
+  if (!s.ledger_closed && s.phase != Phase::Reverted) {
+    s.ledger.push_back({p.it.count, ms});
+    if (s.ledger.size() >= kLedgerCap) s.ledger_closed = true;
   }
   // Judged only as it will run from now on: not while the interpreter stands in for kernels.
   if (p.fused && p.final_tiers && p.epoch == s.epoch) fused_sample(p.it.signature, s, ms);

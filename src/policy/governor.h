@@ -187,6 +187,12 @@ class Governor {
     double net_ms = 0;
     double cost_ms = 0;  // what the iterations between hot and the first fused one cost
     std::int64_t break_even = -1;
+    // Until this run's first plain-eager block: the iterations from hot on (`early`, then the
+    // ones from the first fused on), so that the sums above, taken against a baseline measured
+    // under the hook or remembered from an earlier run, are taken again against plain eager
+    // timed in this run (rebase_break_even). Closed then, or when it fills.
+    std::vector<Sample> ledger_early, ledger;
+    bool ledger_closed = false;
     std::string reason;
     // Plain-eager blocks (set_plain_blocks).
     bool baseline_plain = false;  // eager_median is plain eager, from a block
@@ -225,6 +231,8 @@ class Governor {
   void record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round, bool fresh,
                        const RatioInterval* loss);
   void plain_result(std::uint64_t signature, std::vector<double> samples);
+  // The break-even sums taken again from the ledger against this run's first plain block.
+  void rebase_break_even(std::uint64_t signature, Sig& s);
   // Asks for a plain-eager block to judge the judged windows against, if the loop allows one.
   bool want_plain(std::uint64_t signature, Sig& s);
   void apply(std::uint64_t signature, Sig& s);

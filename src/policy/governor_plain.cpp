@@ -129,6 +129,30 @@ void Governor::plain_block_cancel() {
   decide(signature, s);
 }
 
+void Governor::rebase_break_even(std::uint64_t signature, Sig& s) {
+  if (s.ledger_closed) return;
+  s.ledger_closed = true;
+  if (s.first_fused < 0) return;
+  // What plain eager would have taken, timed in this run: the iterations between hot and the
+  // first fused one cost what they took beyond it, each later one saves what it took less.
+  const double e = s.eager_median;
+  double cost = 0;
+  for (const Sample& x : s.ledger_early) cost += x.ms - e;
+  const std::int64_t was = s.break_even;
+  s.cost_ms = std::max(0.0, cost);
+  s.net_ms = -s.cost_ms;
+  s.break_even = -1;
+  for (const Sample& x : s.ledger) {
+    s.net_ms += e - x.ms;
+    if (s.break_even < 0 && s.net_ms >= 0) s.break_even = x.count;
+  }
+  log_debug(concat("hotpath: signature ", short_hex(signature), ": break-even against plain eager ",
+                   ms_text(e), " timed in this run: iteration ", s.break_even, " (was ", was,
+                   "), compile cost ", ms_text(s.cost_ms)));
+  s.ledger_early.clear();
+  s.ledger.clear();
+}
+
 bool Governor::want_plain(std::uint64_t signature, Sig& s) {
   if (s.plain_never || !plain_possible_ || !plain_possible_()) return false;
   const double m = median_of(s.judged);
@@ -153,6 +177,7 @@ void Governor::plain_result(std::uint64_t signature, std::vector<double> samples
   s.rebased_warm = true;
   s.windows_since_plain = 0;
   s.phase = s.before_plain == Phase::Settled ? Phase::Settled : Phase::Measuring;
+  rebase_break_even(signature, s);
   log_info(concat("hotpath: signature ", short_hex(signature), ": plain eager ",
                   ms_text(s.eager_median), " per iteration over ", s.base.size(),
                   " iteration(s) (hook out of the dispatch), fused ",
