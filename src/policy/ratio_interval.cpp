@@ -90,19 +90,37 @@ RatioInterval ratio_of_medians(const std::vector<double>& num, const std::vector
   return pooled_ratio({RatioRound{num, den}}, seed, resamples, level);
 }
 
+namespace {
+constexpr double kZ95 = 1.959964;  // two-sided 95% of the normal
+}  // namespace
+
 RatioInterval pool_intervals(const std::vector<RatioInterval>& rounds) {
   RatioInterval r;
-  double logs = 0, spread = 0;
-  int k = 0;
+  std::vector<double> logs;
+  double within = 0;  // the rounds' own variances (in logs), summed
   for (const RatioInterval& x : rounds) {
     if (!x.known() || x.low <= 0) continue;
-    logs += std::log(x.ratio);
-    const double half = 0.5 * (std::log(x.high) - std::log(x.low));
-    spread += half * half;
-    ++k;
+    logs.push_back(std::log(x.ratio));
+    const double sd = 0.5 * (std::log(x.high) - std::log(x.low)) / kZ95;
+    within += sd * sd;
   }
+  const int k = static_cast<int>(logs.size());
   if (k == 0) return r;
-  const double mean = logs / k, half = std::sqrt(spread) / k;
+  double mean = 0;
+  for (const double l : logs) mean += l;
+  mean /= k;
+  // Each round's interval covers the noise within it; a host whose speed drifts between rounds
+  // moves their ratios further apart than that (the MLP step on the GPU hosts: rounds 0.66-0.97
+  // with intervals of +-5% each). What they scatter beyond their own noise (the sample variance
+  // of their logs less their mean variance, a method-of-moments random effect) is added to
+  // every round's variance; rounds that agree as well as their intervals say add nothing.
+  double between = 0;
+  if (k > 1) {
+    double ss = 0;
+    for (const double l : logs) ss += (l - mean) * (l - mean);
+    between = std::max(0.0, ss / (k - 1) - within / k);
+  }
+  const double half = kZ95 * std::sqrt(within + k * between) / k;
   r.ratio = std::exp(mean);
   r.low = std::exp(mean - half);
   r.high = std::exp(mean + half);
