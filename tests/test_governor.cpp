@@ -248,6 +248,11 @@ TEST_CASE("a passing slowdown of the fused path is not blamed on its groups", "[
   CHECK_FALSE(sig->fusion.reverted);
   for (const auto& g : sig->fusion.groups) CHECK(g.active);
   check_kept(10.0, 6.0);
+  // The figure is the plan's as timed again, not the window that lost.
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  CHECK(r->speedup_judged == Approx(10.0 / 6.0));
   hotpath::disable_hot_path_detection();
 }
 

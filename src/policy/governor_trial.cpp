@@ -48,6 +48,15 @@ void Governor::trial_window(std::uint64_t signature, Sig& s, double median) {
       s.phase = s.before_trial == Phase::Settled ? Phase::Settled : Phase::Measuring;
       s.trial_groups.clear();
       apply(signature, s);
+      // The report's figure is this round's, not the loss's (rounds of the new configuration
+      // pool with it from here on).
+      s.evidence.assign(1, Sig::Evidence{iv, static_cast<std::int64_t>(s.trial_samples[0].size()),
+                                         static_cast<std::int64_t>(base.size())});
+      s.evidence_epoch = s.epoch;
+      s.refined = 0;
+      s.verdict = iv;
+      s.verdict_fused = s.evidence.front().fused;
+      s.verdict_eager = s.evidence.front().eager;
       return;
     }
   }
