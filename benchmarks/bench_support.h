@@ -103,7 +103,7 @@ struct SideBySide {
 
 constexpr int kBlock = 10;
 constexpr int kLead = 20;
-constexpr int kMaxSettle = 800;  // a noisy loop's figure is refined over up to 16 rounds of ~30
+constexpr int kMaxSettle = 400;  // a noisy loop's figure is refined over up to 8 rounds of ~30
 
 // The fused iterations of the busiest signature so far, and whether the governor is done
 // measuring it (judged against this run's eager, or reverted).

@@ -240,8 +240,17 @@ TEST_CASE("a passing slowdown of the fused path is not blamed on its groups", "[
   loop.spike_armed = true;
   loop.spike_length = 20;
   loop.spike_ms = 14.0;
-  loop.run(400);
+  // While the loss is re-checked the report keeps the figure it had: the window that lost
+  // (0.5x) is not the plan's figure until the re-check confirms it.
+  double lowest = 100;
+  for (int i = 0; i < 400; ++i) {
+    loop.run(1);
+    const auto now = hotpath::report();
+    if (const auto* r = hot_report(now); r != nullptr && r->speedup_judged > 0)
+      lowest = std::min(lowest, r->speedup_judged);
+  }
   REQUIRE(loop.spiked == loop.spike_length);  // the slowdown happened
+  CHECK(lowest > 1.5);
   const auto st = hotpath::stats();
   const auto* sig = planned(st);
   REQUIRE(sig != nullptr);

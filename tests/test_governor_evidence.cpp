@@ -21,7 +21,7 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
     // tell them apart; a coin flip would revert or keep at random.
     FakeLoop loop{0, {-0.1}, one_group()};
     loop.jitter = 0.3;
-    loop.run(800);
+    loop.run(400);
     const auto rep = report_of_kept();
     const auto* r = hot_report(rep);
     REQUIRE(r != nullptr);
@@ -226,21 +226,25 @@ TEST_CASE("a noisy loop's figure is measured until its interval is narrow",
   REQUIRE(hot_report(rep) != nullptr);
   CHECK_FALSE(hot_report(rep)->judged);  // one round: too uncertain to be the figure
   const double first_width = hot_report(rep)->speedup_high / hot_report(rep)->speedup_low;
-  loop.run(640);
+  loop.run(340);
   rep = hotpath::report();
   const auto* r = hot_report(rep);
   REQUIRE(r != nullptr);
   INFO(hotpath::format_report(*r));
   CHECK(r->judged);
   CHECK(r->plain_blocks >= 3);
-  // The first verdict (up to four rounds) and kMaxRefine (15) more, at most.
-  CHECK(r->plain_blocks <= 19);
+  // The first verdict (up to four rounds) and kMaxRefine (7) more, at most.
+  CHECK(r->plain_blocks <= 11);
   CHECK(r->verdict == hotpath::Verdict::CompileWins);
   CHECK(r->speedup_judged == Approx(10.0 / 7.5).epsilon(0.05));
-  // Within 5% a side, or as narrow as the rounds allowed.
-  CHECK(r->speedup_high / r->speedup_low < 1 + (first_width - 1) * 0.7);
-  CHECK(r->speedup_low > 10.0 / 7.5 * 0.9);
-  CHECK(r->speedup_high < 10.0 / 7.5 * 1.1);
+  // As narrow as the rounds allow, and no narrower: the drift moves whole rounds (their ratios
+  // scatter beyond each one's own interval), so eight of them leave about +-10% here, and the
+  // interval still covers the truth.
+  CHECK(r->speedup_high / r->speedup_low < first_width);
+  CHECK(r->speedup_low < 10.0 / 7.5);
+  CHECK(r->speedup_high > 10.0 / 7.5);
+  CHECK(r->speedup_low > 10.0 / 7.5 * 0.85);
+  CHECK(r->speedup_high < 10.0 / 7.5 * 1.15);
   hotpath::disable_hot_path_detection();
 }
 

@@ -420,6 +420,8 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     return;
   }
   const std::size_t windows = s.rounds.size();
+  const RatioInterval kept = s.verdict;
+  const std::int64_t kept_fused = s.verdict_fused, kept_eager = s.verdict_eager;
   record_evidence(signature, s, round, s.baseline_fresh, slower ? &iv : nullptr);
   s.judged.clear();
   s.rounds.clear();
@@ -437,6 +439,10 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     if (!s.trialed && candidates.size() > 1 && candidates.size() <= kMaxTrialGroups) {
       log_info(concat("hotpath: signature ", short_hex(signature), ": ", why,
                       "; timing each group left out"));
+      // Until the trial confirms the loss, the report keeps the figure it had (and says the
+      // plan is being re-checked): one window that lost is not yet the plan's figure.
+      if (kept.known())
+        s.verdict = kept, s.verdict_fused = kept_fused, s.verdict_eager = kept_eager;
       start_trial(signature, s, candidates);
       return;
     }

@@ -88,8 +88,8 @@ class Governor {
   // figure on both sides, with at most kMaxRefine more rounds; the report pools the last
   // kEvidenceRounds rounds.
   static constexpr double kVerdictPrecision = 0.05;
-  static constexpr int kMaxRefine = 15;
-  static constexpr std::size_t kEvidenceRounds = 16;
+  static constexpr int kMaxRefine = 7;
+  static constexpr std::size_t kEvidenceRounds = 8;
 
   struct Stamp {
     std::int64_t index = 0;

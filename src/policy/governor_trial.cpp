@@ -92,6 +92,11 @@ void Governor::trial_window(std::uint64_t signature, Sig& s, double median) {
   s.trialed = true;
   s.trial_groups.clear();
   if (std::none_of(s.active.begin(), s.active.end(), [](bool a) { return a; })) {
+    // The loss, as the plan whole was timed in the trial against the plain block before it.
+    const std::vector<double> plain = s.base.empty() ? std::vector<double>{e} : s.base;
+    s.verdict = ratio_of_medians(whole, plain, signature ^ 0x7a2);
+    s.verdict_fused = static_cast<std::int64_t>(whole.size());
+    s.verdict_eager = static_cast<std::int64_t>(plain.size());
     revert(signature, s, "every fused group made the iteration slower");
     return;
   }
