@@ -232,11 +232,7 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
       s.baseline_remembered = false;
       s.baseline_rebased = false;
     }
-    if (s.eager_median > 0) {
-      for (const Sample& e : s.early) s.cost_ms += e.ms - s.eager_median;
-      s.cost_ms = std::max(0.0, s.cost_ms);
-      s.net_ms = -s.cost_ms;
-    }
+    if (s.eager_median > 0) s.charge_early(s.early, s.eager_median);
     if (!s.ledger_closed) s.ledger_early = s.early;
     s.early.clear();
   }
@@ -254,10 +250,7 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
   }
   s.steady_n++;
   s.steady_ms += ms;
-  if (s.eager_median > 0 && s.phase != Phase::Reverted) {
-    s.net_ms += s.eager_median - ms;
-    if (s.break_even < 0 && s.net_ms >= 0) s.break_even = p.it.count;
-  }
+  if (s.eager_median > 0 && s.phase != Phase::Reverted) s.credit({p.it.count, ms}, s.eager_median);
   if (!s.ledger_closed && s.phase != Phase::Reverted) {
     s.ledger.push_back({p.it.count, ms});
     if (s.ledger.size() >= kLedgerCap) s.ledger_closed = true;

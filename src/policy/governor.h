@@ -9,6 +9,7 @@
 // computes break-even and verdicts, and remembers verdicts in the cache directory for later runs.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -193,6 +194,19 @@ class Governor {
     // timed in this run (rebase_break_even). Closed then, or when it fills.
     std::vector<Sample> ledger_early, ledger;
     bool ledger_closed = false;
+    // The sums against `eager`: the iterations between hot and the first fused one cost what
+    // they took beyond it; each later one saves what it took less.
+    void charge_early(const std::vector<Sample>& samples, double eager) {
+      double cost = 0;
+      for (const Sample& x : samples) cost += x.ms - eager;
+      cost_ms = std::max(0.0, cost);
+      net_ms = -cost_ms;
+      break_even = -1;
+    }
+    void credit(const Sample& x, double eager) {
+      net_ms += eager - x.ms;
+      if (break_even < 0 && net_ms >= 0) break_even = x.count;
+    }
     std::string reason;
     // Plain-eager blocks (set_plain_blocks).
     bool baseline_plain = false;  // eager_median is plain eager, from a block

@@ -133,19 +133,11 @@ void Governor::rebase_break_even(std::uint64_t signature, Sig& s) {
   if (s.ledger_closed) return;
   s.ledger_closed = true;
   if (s.first_fused < 0) return;
-  // What plain eager would have taken, timed in this run: the iterations between hot and the
-  // first fused one cost what they took beyond it, each later one saves what it took less.
+  // Against what plain eager takes, timed in this run.
   const double e = s.eager_median;
-  double cost = 0;
-  for (const Sample& x : s.ledger_early) cost += x.ms - e;
   const std::int64_t was = s.break_even;
-  s.cost_ms = std::max(0.0, cost);
-  s.net_ms = -s.cost_ms;
-  s.break_even = -1;
-  for (const Sample& x : s.ledger) {
-    s.net_ms += e - x.ms;
-    if (s.break_even < 0 && s.net_ms >= 0) s.break_even = x.count;
-  }
+  s.charge_early(s.ledger_early, e);
+  for (const Sample& x : s.ledger) s.credit(x, e);
   log_debug(concat("hotpath: signature ", short_hex(signature), ": break-even against plain eager ",
                    ms_text(e), " timed in this run: iteration ", s.break_even, " (was ", was,
                    "), compile cost ", ms_text(s.cost_ms)));
