@@ -4,7 +4,7 @@
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example overhead fusion breakdown
-# and, when asked for, verdicts, suite, compare, lm and ddp (see below).
+# and, when asked for, verdicts, figure, suite, compare, lm and ddp (see below).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -14,7 +14,7 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/ddp.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/figure.txt "$RES"/ddp.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
 # What has been written so far goes back even if the call is cut short: the archive is made
 # again after every program.
 save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
@@ -191,6 +191,19 @@ if want verdicts; then
     done
   } | tee "$OUT/verdicts.txt"
   unset HOTPATH_CACHE_DIR
+fi
+
+# The governor's figure against the side-by-side, HOTPATH_FIGURE_RUNS processes in a row
+# (default 10) of bench_suite on the host-bound MLP step and the GPU-bound mixed ops: one run says
+# little on these hosts (the MLP's figure moved -10.6%..+24.3% between runs of one binary,
+# benchmarks/results/2026-11-25-governor-trial.md). figure.txt: every row, then per workload how
+# many runs were within 5%, the median difference and how often the interval covered the measured.
+if want figure; then
+  for i in $(seq "${HOTPATH_FIGURE_RUNS:-10}"); do
+    run "figure_$i" "$BUILD"/benchmarks/bench_suite --workloads mlp_training,mixed_ops --iters 300
+  done
+  cat "$OUT"/figure_*.txt 2>/dev/null | grep -E "x measured; the governor judged" |
+    python3 benchmarks/figure_summary.py | tee "$OUT/figure.txt"
 fi
 
 # The benchmark suite (benchmarks/run_suite.sh) in the parts HOTPATH_SUITE_PARTS names (default:
