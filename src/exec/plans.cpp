@@ -199,7 +199,7 @@ std::vector<std::uint64_t> Executor::pending_plans() const {
 bool Executor::waits_on_interpreter() const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [sig, p] : plans_) {
-    if (p->reverted || p->device_index < 0) continue;
+    if (!p->ready || p->reverted || p->device_index < 0) continue;  // groups: set before ready
     for (const PlanGroup& g : p->groups)
       if (g.spec.interpretable() && g.state->load(std::memory_order_acquire) != kLoaded)
         return true;

@@ -363,7 +363,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     s.eager.clear();
     apply(signature, s);
   };
-  const std::vector<double> base = s.base.empty() ? std::vector<double>{e} : s.base;
+  const std::vector<double> base = s.baseline_samples();
   const double limit = 1 + config_.revert_margin;
   if (m > e * limit && (s.baseline_remembered || !s.baseline_fresh) &&
       ratio_of_medians(s.judged, base, signature).low > 1.0) {
@@ -469,12 +469,9 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
 void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round,
                                bool fresh, const RatioInterval* loss) {
   auto set_verdict = [&s](const RatioInterval& iv, const auto& rounds) {
-    s.verdict = iv;
-    s.verdict_fused = s.verdict_eager = 0;
-    for (const Sig::Evidence& e : rounds) {
-      s.verdict_fused += e.fused;
-      s.verdict_eager += e.eager;
-    }
+    std::int64_t fused = 0, eager = 0;
+    for (const Sig::Evidence& e : rounds) fused += e.fused, eager += e.eager;
+    s.set_verdict(iv, static_cast<std::size_t>(fused), static_cast<std::size_t>(eager));
   };
   // A baseline that has aged since it was timed (the process warms up, the machine drifts)
   // flatters or wrongs the windows judged against it: they keep or re-check the plan, but they

@@ -203,6 +203,16 @@ class Governor {
       net_ms = -cost_ms;
       break_even = -1;
     }
+    // What a window is judged against: the plain block's samples, or the baseline's median alone.
+    std::vector<double> baseline_samples() const {
+      return base.empty() ? std::vector<double>{eager_median} : base;
+    }
+    // The report's figure: one interval, on `fused` and `eager` samples a side.
+    void set_verdict(const RatioInterval& iv, std::size_t fused, std::size_t eager) {
+      verdict = iv;
+      verdict_fused = static_cast<std::int64_t>(fused);
+      verdict_eager = static_cast<std::int64_t>(eager);
+    }
     void credit(const Sample& x, double eager) {
       net_ms += eager - x.ms;
       if (break_even < 0 && net_ms >= 0) break_even = x.count;

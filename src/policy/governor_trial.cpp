@@ -38,7 +38,7 @@ void Governor::trial_window(std::uint64_t signature, Sig& s, double median) {
   const double limit = 1 + config_.revert_margin;
   if (s.trial_pos == 0) {
     // Does the loss repeat? Judged as decide() judges a window: slower by the whole interval.
-    const std::vector<double> base = s.base.empty() ? std::vector<double>{e} : s.base;
+    const std::vector<double> base = s.baseline_samples();
     const RatioInterval iv = ratio_of_medians(s.trial_samples[0], base, signature ^ 0x7a1);
     if (!(iv.ratio > limit && iv.low > 1.0)) {
       log_info(concat("hotpath: signature ", short_hex(signature), ": timed again, fused median ",
@@ -50,13 +50,10 @@ void Governor::trial_window(std::uint64_t signature, Sig& s, double median) {
       apply(signature, s);
       // The report's figure is this round's, not the loss's (rounds of the new configuration
       // pool with it from here on).
-      s.evidence.assign(1, Sig::Evidence{iv, static_cast<std::int64_t>(s.trial_samples[0].size()),
-                                         static_cast<std::int64_t>(base.size())});
+      s.set_verdict(iv, s.trial_samples[0].size(), base.size());
+      s.evidence.assign(1, Sig::Evidence{iv, s.verdict_fused, s.verdict_eager});
       s.evidence_epoch = s.epoch;
       s.refined = 0;
-      s.verdict = iv;
-      s.verdict_fused = s.evidence.front().fused;
-      s.verdict_eager = s.evidence.front().eager;
       return;
     }
   }
@@ -93,10 +90,8 @@ void Governor::trial_window(std::uint64_t signature, Sig& s, double median) {
   s.trial_groups.clear();
   if (std::none_of(s.active.begin(), s.active.end(), [](bool a) { return a; })) {
     // The loss, as the plan whole was timed in the trial against the plain block before it.
-    const std::vector<double> plain = s.base.empty() ? std::vector<double>{e} : s.base;
-    s.verdict = ratio_of_medians(whole, plain, signature ^ 0x7a2);
-    s.verdict_fused = static_cast<std::int64_t>(whole.size());
-    s.verdict_eager = static_cast<std::int64_t>(plain.size());
+    const std::vector<double> plain = s.baseline_samples();
+    s.set_verdict(ratio_of_medians(whole, plain, signature ^ 0x7a2), whole.size(), plain.size());
     revert(signature, s, "every fused group made the iteration slower");
     return;
   }

@@ -35,9 +35,10 @@ RatioInterval ratio_of_medians(const std::vector<double>& num, const std::vector
 // Rounds judged one at a time, pooled afterwards without resampling them again: the geometric
 // mean of their ratios, and an interval from each round's own (its half-width in logs taken as
 // that round's spread; independent rounds add in quadrature), widened by what the rounds scatter
-// beyond it (a host whose speed drifts between them). O(rounds): the governor pools its rounds on the training thread, where
-// bootstrapping all their samples again cost 0.3 ms per round pooled (seen as a 2-4 ms
-// iteration after every plain-eager block of a 0.6 ms loop). Unknown intervals are left out.
+// beyond it (a host whose speed drifts between them). O(rounds): the governor pools its rounds
+// on the training thread, where bootstrapping all their samples again cost 0.3 ms per round
+// pooled (seen as a 2-4 ms iteration after every plain-eager block of a 0.6 ms loop). Unknown
+// intervals are left out.
 RatioInterval pool_intervals(const std::vector<RatioInterval>& rounds);
 
 // For the log and the report: "1.177 [1.029-1.527]" (fused over eager); the same as a speedup
