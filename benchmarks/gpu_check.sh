@@ -199,8 +199,12 @@ fi
 # benchmarks/results/2026-11-25-governor-trial.md). figure.txt: every row, then per workload how
 # many runs were within 5%, the median difference and how often the interval covered the measured.
 if want figure; then
+  # Each run's JSON keeps every iteration of both sides (in the archive), so that a gap can be
+  # traced to the iterations it comes from; HOTPATH_FIGURE_LOG=debug adds the governor's rounds.
   for i in $(seq "${HOTPATH_FIGURE_RUNS:-10}"); do
-    run "figure_$i" "$BUILD"/benchmarks/bench_suite --workloads mlp_training,mixed_ops --iters 300
+    HOTPATH_LOG_LEVEL=${HOTPATH_FIGURE_LOG:-warn} run "figure_$i" "$BUILD"/benchmarks/bench_suite \
+      --workloads "${HOTPATH_FIGURE_WORKLOADS:-mlp_training,mixed_ops}" --iters 300 \
+      --json "$OUT/figure_$i.json"
   done
   cat "$OUT"/figure_*.txt 2>/dev/null | grep -E "x measured; the governor judged" |
     python3 benchmarks/figure_summary.py | tee "$OUT/figure.txt"
