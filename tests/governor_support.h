@@ -67,6 +67,12 @@ struct FakeLoop {
   int spike_length = 0;
   int spiked = 0;  // iterations slowed so far
   double spike_ms = 0;
+  // The switch from plain eager: the switch_length iterations in which every group ran, after
+  // an iteration in which none did (before hot, a plain-eager block) or a Pause, cost switch_ms
+  // more (the GPU's queue drained, the host's caches on eager's path).
+  int switch_length = 0;
+  double switch_ms = 0;
+  int switch_left = 0;
   bool last_plain = false;
   bool started = false;
   std::mt19937 rng{7};
@@ -80,6 +86,7 @@ struct FakeLoop {
         hotpath::Pause pause;
         auto unseen = torch::randn({8}).sin();
         now += pause_ms;
+        switch_left = switch_length;
       }
       const auto before = group_runs();
       body();
@@ -95,7 +102,12 @@ struct FakeLoop {
         cost += spike_ms;
         ++spiked;
       }
+      if (all_in && switch_left > 0) {
+        cost += switch_ms;
+        --switch_left;
+      }
       last_plain = ran == 0;
+      if (last_plain) switch_left = switch_length;
       if (jitter > 0) cost *= 1 + jitter * std::uniform_real_distribution<double>(-1, 1)(rng);
       if (drift > 0) cost *= 1 + drift * std::sin(2 * 3.14159265358979 * drifted++ / 24.0);
       now += cost;

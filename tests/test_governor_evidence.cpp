@@ -8,7 +8,7 @@
 
 using namespace hotpath_test;
 
-TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss reverts at once",
+TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss reverts when it repeats",
           "[governor][interval]") {
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
@@ -48,7 +48,7 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
     CHECK(hot_report(rep)->judged);
     hotpath::disable_hot_path_detection();
   }
-  SECTION("a fused path slower beyond the noise is reverted after its first window") {
+  SECTION("a fused path slower beyond the noise is reverted after its second window") {
     hotpath::enable_hot_path_detection(c);
     FakeLoop loop{0, {2.5}, one_group()};  // 12.5 ms vs 10 ms, +-10% each iteration
     loop.jitter = 0.1;
@@ -57,8 +57,10 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
     const auto* sig = planned(st);
     REQUIRE(sig != nullptr);
     CHECK(sig->fusion.reverted);
-    CHECK(sig->fusion.reason.find(" at 95%) over 1 window(s)") != std::string::npos);
-    CHECK(sig->fusion.fused_iterations <= 21);  // one window, and the iteration before the block
+    CHECK(sig->fusion.reason.find(" at 95%) over 2 window(s)") != std::string::npos);
+    // Two windows, the iteration before each block, the switches before each window (4, and
+    // 4 more and up to half a window after the block).
+    CHECK(sig->fusion.fused_iterations <= 4 + 20 + 1 + 4 + 9 + 20 + 1);
     hotpath::disable_hot_path_detection();
   }
   SECTION("a fused path faster beyond the noise is kept after its first window") {
@@ -146,7 +148,7 @@ TEST_CASE("a ratio's interval covers the truth and narrows with samples", "[gove
 TEST_CASE("when its last plan is reverted hotpath stands aside at once", "[governor][aside]") {
   // A loop whose only plan loses: once it is reverted the hook costs every op and buys nothing;
   // hotpath takes it out of the dispatch from the next op, not at the end of its 30-iteration
-  // stand-aside window (which would come at iteration 60 here).
+  // stand-aside window.
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
   auto c = config(tmp.path());
@@ -154,7 +156,7 @@ TEST_CASE("when its last plan is reverted hotpath stands aside at once", "[gover
   hotpath::enable_hot_path_detection(c);
   FakeLoop loop{0, {2.5}, one_group()};  // 12.5 ms fused vs 10 ms eager
   loop.jitter = 0.1;
-  loop.run(55);
+  loop.run(100);
   const auto st = hotpath::stats();
   INFO(hotpath::format_stats(st));
   const auto* sig = planned(st);
@@ -165,7 +167,7 @@ TEST_CASE("when its last plan is reverted hotpath stands aside at once", "[gover
   CHECK(st.aside_reason.find("its last plan that could run was reverted (signature " + sig->hex) !=
         std::string::npos);
   // The iterations seen end with the revert: none ran under the hook after it.
-  CHECK(st.iterations < 50);
+  CHECK(st.iterations < 80);
   hotpath::disable_hot_path_detection();
 }
 
@@ -252,7 +254,12 @@ TEST_CASE("rounds that refine a kept plan's figure are judged together and not o
           "[governor][interval]") {
   // A small win on a loop whose speed drifts: single rounds land anywhere between a clear win and
   // a clear loss. Kept after its first round, the plan is measured further; each later round is
-  // one more sample of the same question, and none of them alone can revert it.
+  // one more sample of the same question, and none of them alone can revert it. The swing is
+  // met at a phase of its own in each loop: a first round whose plain block fell on the swing's
+  // fast stretch is timed again (at another offset) before anything reverts. With one phase for
+  // all twenty, rounds judged one by one reverted 6 of them; with a phase each and a first loss
+  // reverting at once, 5; with the loss timed again, at most one (two losing rounds in a row
+  // on a +-40% swing is then what the evidence says).
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
   auto c = config(tmp.path());
@@ -263,7 +270,8 @@ TEST_CASE("rounds that refine a kept plan's figure are judged together and not o
     FakeLoop loop{0, {-1.0}, one_group()};  // 9 ms vs 10 ms: 1.11x
     loop.rng.seed(seed);
     loop.jitter = 0.3;
-    loop.drift = 0.4;  // judged one by one, rounds reverted 6 of these 20 loops
+    loop.drift = 0.4;
+    loop.drifted = static_cast<int>(seed * 7 % 24);
     loop.run(400);
     const auto st = hotpath::stats();
     REQUIRE(planned(st) != nullptr);
@@ -273,5 +281,5 @@ TEST_CASE("rounds that refine a kept plan's figure are judged together and not o
     }
     hotpath::disable_hot_path_detection();
   }
-  CHECK(reverted == 0);
+  CHECK(reverted <= 1);
 }

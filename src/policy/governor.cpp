@@ -108,6 +108,8 @@ void Governor::note_pause(std::int64_t index) {
 
 void Governor::resume(std::int64_t index) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (since_resume_ >= 2 * kSwitchIterations) switching_ = kSwitchIterations;
+  since_resume_ = 0;
   if (!stamps_.empty() && stamps_.back().index == index) stamps_.back() = take_stamp(index);
 }
 
@@ -143,8 +145,11 @@ void Governor::on_iteration(const IterationEvent& c) {
   // stamp it again: in an auto-detected loop the stamp is taken at the first op, after the pause.
   const bool paused = std::any_of(pauses_.begin(), pauses_.end(),
                                   [&](std::int64_t p) { return p > c.first && p <= c.end; });
+  const bool switching = switching_ > 0;
+  if (switching) --switching_;
+  ++since_resume_;
   if (a != nullptr && b != nullptr && !paused) {
-    pending_.push_back(Pending{it, run.fused, run.epoch, run.final_tiers, *a, *b});
+    pending_.push_back(Pending{it, run.fused, switching, run.epoch, run.final_tiers, *a, *b});
   }
   while (!stamps_.empty() && stamps_.front().index < c.end) stamps_.pop_front();
   while (!pauses_.empty() && pauses_.front() < c.end) pauses_.pop_front();
@@ -216,6 +221,7 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
   }
   if (p.fused && s.first_fused < 0 && s.phase != Phase::Reverted) {
     s.first_fused = p.it.count;
+    s.warming = kSwitchIterations;
     // Freeze the baseline; what the iterations between hot and now cost is the compile's price.
     // A baseline remembered from an earlier run beats one or two samples of a loop that is
     // still warming up (a known winner is compiled at first sight).
@@ -255,8 +261,14 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     s.ledger.push_back({p.it.count, ms});
     if (s.ledger.size() >= kLedgerCap) s.ledger_closed = true;
   }
-  // Judged only as it will run from now on: not while the interpreter stands in for kernels.
-  if (p.fused && p.final_tiers && p.epoch == s.epoch) fused_sample(p.it.signature, s, ms);
+  // Judged only as it will run from now on: not while the interpreter stands in for kernels,
+  // nor in the iterations paying for a switch from plain eager.
+  if (!p.fused || !p.final_tiers || p.epoch != s.epoch) return;
+  if (s.warming > 0) {
+    --s.warming;
+    return;
+  }
+  if (!p.switching) fused_sample(p.it.signature, s, ms);
 }
 
 void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
@@ -398,7 +410,10 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     all.push_back(round);
     iv = pool_intervals(all);
   }
-  const bool slower = iv.ratio > limit && iv.low > 1.0;
+  // One round's loss is timed again before anything reverts: a host whose speed swings puts one
+  // plain block on a fast stretch and the window before it on a slow one, a loss the next round
+  // (its window started at another offset, round_offset) does not repeat.
+  const bool slower = iv.ratio > limit && iv.low > 1.0 && (s.rounds.size() > 1 || refine);
   const bool within = iv.high <= limit;
   const std::string evidence =
       concat(" (", percent(m, e), "; ratio ", interval_text(iv), " at 95% over ",
@@ -409,7 +424,9 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     (s.phase == Phase::Settled ? log_debug : log_info)(
         concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m), " vs ",
                s.baseline_plain ? "plain " : "", "eager ", ms_text(e), evidence,
-               ": within the noise; timing another window"));
+               iv.high > limit && iv.low > 1.0 ? ": slower in one round; timing another to see"
+                                                 " whether it repeats"
+                                               : ": within the noise; timing another window"));
     return;
   }
   const std::size_t windows = s.rounds.size();

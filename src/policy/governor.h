@@ -91,6 +91,20 @@ class Governor {
   static constexpr double kVerdictPrecision = 0.05;
   static constexpr int kMaxRefine = 7;
   static constexpr std::size_t kEvidenceRounds = 8;
+  // The first fused iterations (of a plan, and after the loop comes back to the hook from plain
+  // eager) run
+  // slower than the ones after them (on an H100, an MLP step: +19%, +63%, +7%, +6% of the
+  // window's median at positions 0-3, then none): the GPU's queue has drained and the host's
+  // caches hold eager's path. They are the price of the switch, which only measuring makes, and
+  // are no sample of the plan (they still count in the totals and the break-even). After a
+  // Pause, only when the loop had run at least twice as long under the hook before it: where
+  // the loop pauses every few iterations the switch is part of how it runs.
+  static constexpr int kSwitchIterations = 4;
+  // After a plain block, a window starts a random 0 to half a window later again: a host whose
+  // speed swings with a period near a round's length would otherwise put every plain block on
+  // the same phase of the swing, and bias every round the same way (rounds pooled would not
+  // cancel it).
+  int round_offset();
 
   struct Stamp {
     std::int64_t index = 0;
@@ -100,6 +114,9 @@ class Governor {
   struct Pending {
     IterationEvent it;
     bool fused = false;
+    // Among the first iterations after the loop came back to the hook from plain eager (a
+    // plain block, a Pause): they pay for the switch, not for the plan (see kSwitchIterations).
+    bool switching = false;
     std::int64_t epoch = 0;
     bool final_tiers = true;
     Stamp a, b;
@@ -124,6 +141,9 @@ class Governor {
     std::int64_t hot_op = -1;
     std::int64_t last_count = 0;  // the count of its latest iteration
     std::int64_t first_fused = -1;
+    // Fused iterations still to pass before they are samples: the plan's first ones pay for the
+    // switch from eager as the ones after a plain block do (kSwitchIterations).
+    int warming = 0;
     std::vector<double> eager;  // baseline samples (iterations before the plan ran)
     double eager_median = 0;    // frozen at the first fused sample
     // The per-iteration samples eager_median stands on (a plain block's iterations, eager ones
@@ -279,6 +299,9 @@ class Governor {
   // driver calls on the training thread.
   std::vector<std::shared_ptr<CudaEvent>> events_;
   std::deque<std::int64_t> pauses_;  // op indices of pauses not yet behind a closed iteration
+  int switching_ = 0;                // iterations still paying for a switch (kSwitchIterations)
+  std::int64_t since_resume_ = 0;    // iterations closed since the last Pause ended
+  std::uint64_t offsets_ = 0;        // round_offset's sequence
   std::deque<Pending> pending_;
   std::map<std::uint64_t, Sig> sigs_;
   std::function<bool()> plain_possible_;

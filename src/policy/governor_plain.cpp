@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "policy/governor.h"
 #include "trace/signature.h"
@@ -58,7 +59,13 @@ void Governor::plain_block_end(bool awaits_check) {
   plain_blocks_.back().b = take_stamp(-1);
   plain_blocks_.back().ended = true;
   plain_blocks_.back().awaits_check = awaits_check;
+  switching_ = kSwitchIterations + round_offset();
   drain(false);
+}
+
+int Governor::round_offset() {
+  const int span = std::max(1, config_.revert_window / 2);
+  return static_cast<int>(mix64(++offsets_) % static_cast<std::uint64_t>(span));
 }
 
 void Governor::plain_block_restart(int iterations) {
