@@ -1,9 +1,10 @@
 // The benchmark suite: each workload eager and hotpath side by side in one process
-// (bench_support.h's side_by_side: interleaved blocks of 10, eager under Pause), one row per
-// workload in CSV and JSON: the times and their spread, peak memory, compile seconds, first fused
-// and break-even iterations, and the governor's own judged speedup beside the measured one (how
-// honest its report is on each workload). The sweeps op_bench and attention_memory add a row per
-// configuration, each from a short side-by-side run of its own (suite_sweeps.h). GPU only.
+// (bench_support.h's side_by_side: interleaved blocks of 10 after 4 that switch, eager under
+// Pause), one row per workload in CSV and JSON: the times and their spread, peak memory, compile
+// seconds, first fused and break-even iterations, and the governor's own judged speedup beside
+// the measured one (how honest its report is on each workload). The sweeps op_bench and
+// attention_memory add a row per configuration, each from a short side-by-side run of its own
+// (suite_sweeps.h). GPU only.
 //
 //   bench_suite [--workloads matmul_chain,mlp_training,mixed_ops,attention_block,rope,
 //                transformer_lm,op_bench,attention_memory]
