@@ -169,8 +169,10 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
   std::int64_t eager_blocks_peak = 0;
   // Each block's first kSwitch iterations pay for the switch from the other side and are not
   // counted (block + kSwitch run, block are timed).
-  const auto steady = [](std::vector<double>& to, std::vector<double> ms,
-                         std::vector<double>& host_to, std::vector<double> host) {
+  const auto timed_block = [&](std::vector<double>& to, std::vector<double>& host_to,
+                               const std::function<void(int)>& body) {
+    std::vector<double> host;
+    const std::vector<double> ms = time_iterations(kSwitch + block, body, &host);
     append(to, std::vector<double>(ms.begin() + kSwitch, ms.end()));
     append(host_to, std::vector<double>(host.begin() + kSwitch, host.end()));
   };
@@ -178,18 +180,10 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
   for (int done = 0; done < iters; done += block) {
     peak_of(eager_blocks_peak, [&] {
       hotpath::Pause pause;
-      std::vector<double> host;
-      steady(r.eager,
-             time_iterations(
-                 kSwitch + block, [&](int) { eager(); }, &host),
-             r.eager_host, host);
+      timed_block(r.eager, r.eager_host, [&](int) { eager(); });
     });
     peak_of(r.hot_peak_bytes, [&] {
-      std::vector<double> host;
-      steady(r.hot,
-             time_iterations(
-                 kSwitch + block, [&](int) { hot_step(kLead + r.settle + hot_done++); }, &host),
-             r.hot_host, host);
+      timed_block(r.hot, r.hot_host, [&](int) { hot_step(kLead + r.settle + hot_done++); });
     });
   }
   if (warmup == 0) r.eager_peak_bytes = eager_blocks_peak;
