@@ -207,7 +207,7 @@ if want figure; then
       --json "$OUT/figure_$i.json"
   done
   cat "$OUT"/figure_*.txt 2>/dev/null | grep -E "x measured; the governor judged" |
-    python3 benchmarks/figure_summary.py | tee "$OUT/figure.txt"
+    python3 benchmarks/figure_summary.py --json "$OUT"/figure_*.json | tee "$OUT/figure.txt"
 fi
 
 # The benchmark suite (benchmarks/run_suite.sh) in the parts HOTPATH_SUITE_PARTS names (default:
