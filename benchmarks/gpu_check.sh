@@ -4,7 +4,7 @@
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example overhead fusion breakdown
-# and, when asked for, verdicts, figure, suite, compare, lm and ddp (see below).
+# and, when asked for, verdicts, figure, breakeven, suite, compare, lm and ddp (see below).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -14,7 +14,7 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/figure.txt "$RES"/ddp.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/figure.txt "$RES"/breakeven.txt "$RES"/ddp.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
 # What has been written so far goes back even if the call is cut short: the archive is made
 # again after every program.
 save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
@@ -208,6 +208,22 @@ if want figure; then
   done
   cat "$OUT"/figure_*.txt 2>/dev/null | grep -E "x measured; the governor judged" |
     python3 benchmarks/figure_summary.py --json "$OUT"/figure_*.json | tee "$OUT/figure.txt"
+fi
+
+# Break-even measured outside hotpath (bench_breakeven, breakeven_summary.py): fresh processes in
+# turns, HOTPATH_BREAKEVEN_RUNS (default 6) of each: plain eager, hotpath on an empty cache (cold)
+# and on the cache the cold one left (warm), each step timed from the process's first.
+if want breakeven; then
+  be_cache=/tmp/hotpath-breakeven-ab
+  for i in $(seq "${HOTPATH_BREAKEVEN_RUNS:-6}"); do
+    run "be_eager_$i" "$BUILD"/benchmarks/bench_breakeven --mode eager --json "$OUT/be_eager_$i.json"
+    rm -rf "$be_cache"
+    run "be_cold_$i" "$BUILD"/benchmarks/bench_breakeven --label cold --cache "$be_cache" \
+      --json "$OUT/be_cold_$i.json"
+    run "be_warm_$i" "$BUILD"/benchmarks/bench_breakeven --label warm --cache "$be_cache" \
+      --json "$OUT/be_warm_$i.json"
+  done
+  python3 benchmarks/breakeven_summary.py --show 30 "$OUT"/be_*.json | tee "$OUT/breakeven.txt"
 fi
 
 # The benchmark suite (benchmarks/run_suite.sh) in the parts HOTPATH_SUITE_PARTS names (default:

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Break-even measured outside hotpath, from bench_breakeven's runs (gpu_check.sh's `breakeven`).
+
+Each FILE is one fresh process's first steps, timed one by one: plain eager (label "eager") or
+with hotpath (any other label, e.g. "cold" and "warm"). Per label, each step's median over the
+runs; then, per hotpath label, the step from which its running sum stays at or below eager's
+(counted from the step hotpath turned hot, the runs' median of hotpath's own count): the
+break-even both processes measure from their start. Beside it, hotpath's own figure (its
+report's break-even, the median over the runs). Exits 1 when there is no eager run or no hotpath
+run.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+
+def median_steps(runs):
+    n = min(len(r["steps_ms"]) for r in runs)
+    return [statistics.median(r["steps_ms"][i] for r in runs) for i in range(n)]
+
+
+def median_of(runs, key):
+    values = [r[key] for r in runs if r.get(key, -1) is not None and r.get(key, -1) >= 0]
+    return int(statistics.median(values)) if values else -1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+", help="bench_breakeven --json files")
+    parser.add_argument("--show", type=int, default=20, help="steps shown one by one")
+    args = parser.parse_args()
+    by_label = {}
+    for path in args.files:
+        with open(path, encoding="utf-8") as f:
+            run = json.load(f)
+        by_label.setdefault(run.get("label", run.get("mode")), []).append(run)
+    eager_runs = by_label.pop("eager", [])
+    if not eager_runs or not by_label:
+        print("breakeven_summary: needs runs labelled eager and runs with hotpath", file=sys.stderr)
+        return 1
+    eager = median_steps(eager_runs)
+    medians = {label: median_steps(runs) for label, runs in by_label.items()}
+    shown = min([args.show, len(eager)] + [len(m) for m in medians.values()])
+    labels = list(medians)
+    print("step  eager(%d)  " % len(eager_runs) +
+          "  ".join("%s(%d)" % (l, len(by_label[l])) for l in labels) + "   (ms, medians over runs)")
+    for i in range(shown):
+        print(f"{i + 1:4d}  {eager[i]:9.3f}  " +
+              "  ".join(f"{medians[l][i]:{len(l) + 3}.3f}" for l in labels))
+    for label in labels:
+        steps = medians[label]
+        n = min(len(steps), len(eager))
+        hot = median_of(by_label[label], "hot_at")
+        own = median_of(by_label[label], "governor_break_even")
+        first = median_of(by_label[label], "first_fused")
+        # From hot on: the step after the last one at which hotpath's running sum was still above
+        # eager's (at hot itself when it never was; never when it still is at the end).
+        total_h = total_e = 0.0
+        above = -1
+        for i in range(n):
+            total_h += steps[i]
+            total_e += eager[i]
+            if i + 1 >= max(hot, 1) and total_h > total_e:
+                above = i + 1
+        crossed = -1 if above == n else (above + 1 if above >= 0 else max(hot, 1))
+        steady = statistics.median(eager[n // 2:n]) / statistics.median(steps[n // 2:n])
+        where = (f"step {crossed} ({crossed - hot} after hot)" if crossed >= 0 and hot >= 0
+                 else f"step {crossed}" if crossed >= 0 else f"never within {n} steps")
+        print(f"{label}: {len(by_label[label])} run(s), hot at step {hot}, fused from {first}; "
+              f"break-even against plain eager's own first steps at {where}; hotpath's own "
+              f"report: {own}; steady speedup {steady:.2f}x over the second half")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
