@@ -7,7 +7,7 @@
 // (Linear 1024->4096, GELU, Linear 4096->1024, batch 256, MSE, AdamW), with no step() marks.
 //
 //   bench_breakeven --mode eager|hotpath [--steps N] [--threshold T] [--cache DIR]
-//                   [--label NAME] --json FILE
+//                   [--settle N] [--label NAME] --json FILE
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -16,13 +16,17 @@
 int main(int argc, char** argv) {
   CLI::App app{"the first steps of a fresh process, plain eager or with hotpath, timed one by one"};
   std::string mode = "hotpath", cache, label, json_path;
-  int steps = 60, threshold = 10;
+  int steps = 60, threshold = 10, settle = 400;
   app.add_option("--mode", mode, "eager (hotpath never enabled) or hotpath")
       ->check(CLI::IsMember({"eager", "hotpath"}));
   app.add_option("--steps", steps, "steps timed from the first")->check(CLI::Range(2, 100000));
   app.add_option("--threshold", threshold, "hotpath's hot threshold")->check(CLI::Range(1, 1000));
   app.add_option("--cache", cache, "hotpath's cache directory (kernels and verdicts)");
   app.add_option("--label", label, "the run's name in the summary (default: the mode)");
+  app.add_option("--settle", settle,
+                 "untimed steps at most after the timed ones, until hotpath's governor has judged "
+                 "the plan (and remembered its verdict for the next run)")
+      ->check(CLI::Range(0, 100000));
   app.add_option("--json", json_path, "write the steps' times here")->required();
   CLI11_PARSE(app, argc, argv);
   if (!torch::cuda::is_available()) {
@@ -43,6 +47,8 @@ int main(int argc, char** argv) {
   const std::vector<double> ms = bench::time_iterations(steps, [&](int) { m.step(); });
   nlohmann::json out{{"mode", mode}, {"label", label.empty() ? mode : label}, {"steps_ms", ms}};
   if (hot) {
+    // Asked every 10 steps only: report() waits for the GPU to finish the steps it times.
+    for (int k = 0; k < settle && (k % 10 != 0 || !bench::governor_state().second); ++k) m.step();
     const auto top = bench::busiest(hotpath::stats());
     for (const auto& r : hotpath::report().signatures) {
       if (!top || r.hex != top->hex) continue;

@@ -3,9 +3,9 @@
 
 Each FILE is one fresh process's first steps, timed one by one: plain eager (label "eager") or
 with hotpath (any other label, e.g. "cold" and "warm"). Per label, each step's median over the
-runs; then, per hotpath label, the step from which its running sum stays at or below eager's
-(counted from the step hotpath turned hot, the runs' median of hotpath's own count): the
-break-even both processes measure from their start. Beside it, hotpath's own figure (its
+runs; then, per hotpath label, the step from which its running sum stays at or below eager's,
+both summed from the step after it turned hot (the runs' median of hotpath's own count): the
+break-even, each step against plain eager's own step of the same number in a fresh process. Beside it, hotpath's own figure (its
 report's break-even, the median over the runs). Exits 1 when there is no eager run or no hotpath
 run.
 """
@@ -56,14 +56,18 @@ def main() -> int:
         first = median_of(by_label[label], "first_fused")
         # From hot on: the step after the last one at which hotpath's running sum was still above
         # eager's (at hot itself when it never was; never when it still is at the end).
+        # Summed from the step after hot, as hotpath's own break-even is: the steps before it
+        # (the process's start, its first step alone some 300 ms that differ by tens between
+        # processes, and the hook's cost while it watches) are no part of what fusing cost.
         total_h = total_e = 0.0
+        start = max(hot, 0)
         above = -1
-        for i in range(n):
+        for i in range(start, n):
             total_h += steps[i]
             total_e += eager[i]
-            if i + 1 >= max(hot, 1) and total_h > total_e:
+            if total_h > total_e:
                 above = i + 1
-        crossed = -1 if above == n else (above + 1 if above >= 0 else max(hot, 1))
+        crossed = -1 if above == n else (above + 1 if above >= 0 else start + 1)
         steady = statistics.median(eager[n // 2:n]) / statistics.median(steps[n // 2:n])
         where = (f"step {crossed} ({crossed - hot} after hot)" if crossed >= 0 and hot >= 0
                  else f"step {crossed}" if crossed >= 0 else f"never within {n} steps")
