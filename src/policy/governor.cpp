@@ -413,7 +413,8 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
   // One round's loss is timed again before anything reverts: a host whose speed swings puts one
   // plain block on a fast stretch and the window before it on a slow one, a loss the next round
   // (its window started at another offset, round_offset) does not repeat.
-  const bool slower = iv.ratio > limit && iv.low > 1.0 && (s.rounds.size() > 1 || refine);
+  const bool loss_seen = iv.ratio > limit && iv.low > 1.0;
+  const bool slower = loss_seen && (s.rounds.size() > 1 || refine);
   const bool within = iv.high <= limit;
   const std::string evidence =
       concat(" (", percent(m, e), "; ratio ", interval_text(iv), " at 95% over ",
@@ -424,9 +425,8 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     (s.phase == Phase::Settled ? log_debug : log_info)(
         concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m), " vs ",
                s.baseline_plain ? "plain " : "", "eager ", ms_text(e), evidence,
-               iv.high > limit && iv.low > 1.0 ? ": slower in one round; timing another to see"
-                                                 " whether it repeats"
-                                               : ": within the noise; timing another window"));
+               loss_seen ? ": slower in one round; timing another to see whether it repeats"
+                         : ": within the noise; timing another window"));
     return;
   }
   const std::size_t windows = s.rounds.size();

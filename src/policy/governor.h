@@ -92,9 +92,8 @@ class Governor {
   static constexpr int kMaxRefine = 7;
   static constexpr std::size_t kEvidenceRounds = 8;
   // The first fused iterations (of a plan, and after the loop comes back to the hook from plain
-  // eager) run
-  // slower than the ones after them (on an H100, an MLP step: +19%, +63%, +7%, +6% of the
-  // window's median at positions 0-3, then none): the GPU's queue has drained and the host's
+  // eager) run slower than the ones after them (on an H100, an MLP step: +19%, +63%, +7%, +6% of
+  // the window's median at positions 0-3, then none): the GPU's queue has drained and the host's
   // caches hold eager's path. They are the price of the switch, which only measuring makes, and
   // are no sample of the plan (they still count in the totals and the break-even). After a
   // Pause, only when the loop had run at least twice as long under the hook before it: where
