@@ -102,7 +102,8 @@ class Governor {
   // After a plain block, a window starts a random 0 to half a window later again: a host whose
   // speed swings with a period near a round's length would otherwise put every plain block on
   // the same phase of the swing, and bias every round the same way (rounds pooled would not
-  // cancel it).
+  // cancel it). In a step()-marked loop the block ends with resume(), which sets the count back
+  // to kSwitchIterations: the offset holds for blocks the iteration marker counts only.
   int round_offset();
 
   struct Stamp {
