@@ -200,6 +200,16 @@ TEST_CASE("the iterations that pay for a switch from plain eager are no sample o
   CHECK(r->break_even_actual > r->first_fused_iteration);
   hotpath::disable_hot_path_detection();
 
+  SECTION("after a Pause in a loop that runs long stretches under the hook, too") {
+    hotpath::enable_hot_path_detection(c);
+    FakeLoop paused{0, {-4.0}, one_group()};
+    paused.pause_every = 30;  // the loop logs under a Pause now and then
+    paused.switch_length = 4;
+    paused.switch_ms = 20;
+    paused.run(200);
+    check_kept(10.0, 6.0);
+    hotpath::disable_hot_path_detection();
+  }
   SECTION("where the loop pauses every other iteration the switch is part of it") {
     hotpath::enable_hot_path_detection(c);
     FakeLoop paused{0, {-4.0}, one_group()};
