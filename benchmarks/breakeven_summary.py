@@ -21,7 +21,7 @@ def median_steps(runs):
 
 
 def median_of(runs, key):
-    values = [r[key] for r in runs if r.get(key, -1) is not None and r.get(key, -1) >= 0]
+    values = [r[key] for r in runs if isinstance(r.get(key), int) and r[key] >= 0]
     return int(statistics.median(values)) if values else -1
 
 

@@ -185,12 +185,17 @@ inline UnmarkedRun train_unmarked(bool hot, int steps, const std::string& cache,
   return run;
 }
 
-// A session of its own on config(cache), nothing remembered.
-inline void enable_fresh(const std::string& cache) {
-  hotpath::disable_hot_path_detection();
+// config(cache) with nothing remembered: each test's loop judged on its own.
+inline hotpath::Config fresh_config(const std::string& cache) {
   auto c = config(cache);
   c.remember = false;
-  hotpath::enable_hot_path_detection(c);
+  return c;
+}
+
+// A session of its own on fresh_config(cache).
+inline void enable_fresh(const std::string& cache) {
+  hotpath::disable_hot_path_detection();
+  hotpath::enable_hot_path_detection(fresh_config(cache));
 }
 
 // The report, once the planned signature is checked to be kept (not reverted).

@@ -153,8 +153,7 @@ TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[
 TEST_CASE("time spent in a Pause between iterations is not charged to the loop", "[governor]") {
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
-  auto c = config(tmp.path());
-  c.remember = false;
+  auto c = fresh_config(tmp.path());
   hotpath::enable_hot_path_detection(c);
   FakeLoop loop{0, {-4.0}, one_group()};  // fused: 6 ms vs 10 ms eager
   loop.pause_every = 1;
@@ -179,8 +178,7 @@ TEST_CASE("the iterations that pay for a switch from plain eager are no sample o
           "[governor]") {
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
-  auto c = config(tmp.path());
-  c.remember = false;
+  auto c = fresh_config(tmp.path());
   c.revert_window = 6;
   hotpath::enable_hot_path_detection(c);
   // Fused: 6 ms against 10 eager, but the first four fused iterations after eager (hot, each
@@ -226,8 +224,7 @@ TEST_CASE("a win is judged against eager timed in a warm process, not its first 
           "[governor]") {
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
-  auto c = config(tmp.path());
-  c.remember = false;
+  auto c = fresh_config(tmp.path());
   hotpath::enable_hot_path_detection(c);
   FakeLoop loop{0, {-4.0}, one_group()};  // fused: 6 ms vs 10 ms eager, once warm
   loop.cold_iterations = 8;               // the iterations before hot take 18 ms

@@ -12,8 +12,7 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
           "[governor][interval]") {
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
-  auto c = config(tmp.path());
-  c.remember = false;
+  auto c = fresh_config(tmp.path());
 
   SECTION("a fused path within the noise is neither reverted nor called a win") {
     hotpath::enable_hot_path_detection(c);
@@ -151,8 +150,7 @@ TEST_CASE("when its last plan is reverted hotpath stands aside at once", "[gover
   // stand-aside window.
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
-  auto c = config(tmp.path());
-  c.remember = false;
+  auto c = fresh_config(tmp.path());
   hotpath::enable_hot_path_detection(c);
   FakeLoop loop{0, {2.5}, one_group()};  // 12.5 ms fused vs 10 ms eager
   loop.jitter = 0.1;
@@ -179,8 +177,7 @@ TEST_CASE("a group made slower on purpose is turned off within two windows", "[g
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
   hotpath_test::EnvVar faults("HOTPATH_FAULTS", "slow");
-  auto c = config(tmp.path());
-  c.remember = false;
+  auto c = fresh_config(tmp.path());
   hotpath::enable_hot_path_detection(c);
   const auto body = two_groups();
   int turned_off_after = -1;
@@ -217,8 +214,7 @@ TEST_CASE("a noisy loop's figure is measured until its interval is narrow",
   // each) until its 95% interval is within 5% a side, and only then is it called judged.
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
-  auto c = config(tmp.path());
-  c.remember = false;
+  auto c = fresh_config(tmp.path());
   hotpath::enable_hot_path_detection(c);
   FakeLoop loop{0, {-2.5}, one_group()};  // 7.5 ms vs 10 ms: 1.333x
   loop.jitter = 0.15;
@@ -262,8 +258,7 @@ TEST_CASE("rounds that refine a kept plan's figure are judged together and not o
   // on a +-40% swing is then what the evidence says).
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();
-  auto c = config(tmp.path());
-  c.remember = false;
+  auto c = fresh_config(tmp.path());
   int reverted = 0;
   for (unsigned seed = 1; seed <= 20; ++seed) {
     hotpath::enable_hot_path_detection(c);
