@@ -7,16 +7,56 @@
 // (Linear 1024->4096, GELU, Linear 4096->1024, batch 256, MSE, AdamW), with no step() marks.
 //
 //   bench_breakeven --mode eager|hotpath [--steps N] [--threshold T] [--cache DIR]
-//                   [--settle N] [--label NAME] --json FILE
+//                   [--settle N] [--label NAME] [--trace] --json FILE
+//
+// --trace adds, per timed step, what hotpath's busiest signature did in it (read from stats()
+// between the steps, outside the timed events): whether it was hot, its plan ready and compiled,
+// and how many fused iterations, kernel launches, interpreter launches and eager runs of its
+// groups the step added; and the step's host time. It tells which steps waited for a plan, ran
+// on the interpreter or paid for a switch.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "bench_support.h"
 
+namespace {
+
+// The state and counters now of the signature that covers most ops (a hot one first; see
+// --trace).
+nlohmann::json step_state() {
+  const hotpath::Stats stats = hotpath::stats();
+  const hotpath::SignatureStats* top = nullptr;
+  for (const auto& s : stats.signatures) {
+    if (!top || std::make_pair(s.hot, s.ops_per_iteration * s.count) >
+                    std::make_pair(top->hot, top->ops_per_iteration * top->count))
+      top = &s;
+  }
+  if (top == nullptr) return nlohmann::json::object();
+  const hotpath::FusionStats& f = top->fusion;
+  std::int64_t launches = 0, interpreted = 0, eager_runs = 0;
+  for (const auto& g : f.groups) {
+    launches += g.launches;
+    interpreted += g.interpreted;
+    eager_runs += g.eager_runs;
+  }
+  return {{"hot", top->hot},
+          {"ready", f.ready},
+          {"compiled", f.compiled},
+          {"fused_iterations", f.fused_iterations},
+          {"divergences", f.divergences},
+          {"launches", launches},
+          {"interpreted", interpreted},
+          {"eager_runs", eager_runs},
+          {"stall_ms", f.stall_ms}};
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"the first steps of a fresh process, plain eager or with hotpath, timed one by one"};
   std::string mode = "hotpath", cache, label, json_path;
   int steps = 60, threshold = 10, settle = 400;
+  bool trace = false;
   app.add_option("--mode", mode, "eager (hotpath never enabled) or hotpath")
       ->check(CLI::IsMember({"eager", "hotpath"}));
   app.add_option("--steps", steps, "steps timed from the first")->check(CLI::Range(2, 100000));
@@ -27,6 +67,7 @@ int main(int argc, char** argv) {
                  "untimed steps at most after the timed ones, until hotpath's governor has judged "
                  "the plan (and remembered its verdict for the next run)")
       ->check(CLI::Range(0, 100000));
+  app.add_flag("--trace", trace, "record what hotpath did in each step (see the file's comment)");
   app.add_option("--json", json_path, "write the steps' times here")->required();
   CLI11_PARSE(app, argc, argv);
   if (!torch::cuda::is_available()) {
@@ -44,8 +85,18 @@ int main(int argc, char** argv) {
     c.log_level = hotpath::LogLevel::Warn;
     hotpath::enable_hot_path_detection(c);
   }
-  const std::vector<double> ms = bench::time_iterations(steps, [&](int) { m.step(); });
+  nlohmann::json states = nlohmann::json::array();
+  std::vector<double> host;
+  const std::vector<double> ms = bench::time_iterations(
+      steps, [&](int) { m.step(); }, trace ? &host : nullptr,
+      [&](int) {
+        if (trace && hot) states.push_back(step_state());
+      });
   nlohmann::json out{{"mode", mode}, {"label", label.empty() ? mode : label}, {"steps_ms", ms}};
+  if (trace) {
+    out["host_ms"] = host;
+    if (hot) out["trace"] = states;
+  }
   if (hot) {
     // Asked every 10 steps only: report() waits for the GPU to finish the steps it times.
     for (int k = 0; k < settle && (k % 10 != 0 || !bench::governor_state().second); ++k) m.step();

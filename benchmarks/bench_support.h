@@ -34,8 +34,10 @@ inline double median(std::vector<double> v) {
 // Per-iteration GPU times (ms) of `body`, from CUDA events around each iteration. `host`, if
 // given, receives the host time (ms) each iteration's body took to return (no synchronisation):
 // when it is as long as the GPU time, the loop is bound by the CPU, not the GPU.
+// `after`, if given, runs after each iteration's stop event: outside the times.
 inline std::vector<double> time_iterations(int iters, const std::function<void(int)>& body,
-                                           std::vector<double>* host = nullptr) {
+                                           std::vector<double>* host = nullptr,
+                                           const std::function<void(int)>& after = nullptr) {
   std::vector<at::cuda::CUDAEvent> start, stop;
   for (int i = 0; i < iters; ++i) {
     start.emplace_back(cudaEventDefault);  // timing enabled
@@ -50,6 +52,7 @@ inline std::vector<double> time_iterations(int iters, const std::function<void(i
       host->push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     stop[static_cast<std::size_t>(i)].record(s);
+    if (after) after(i);
   }
   torch::cuda::synchronize();
   std::vector<double> ms;

@@ -74,7 +74,35 @@ def main() -> int:
         print(f"{label}: {len(by_label[label])} run(s), hot at step {hot}, fused from {first}; "
               f"break-even against plain eager's own first steps at {where}; hotpath's own "
               f"report: {own}; steady speedup {steady:.2f}x over the second half")
+    for label in labels:
+        traced = [r for r in by_label[label] if r.get("trace")]
+        if traced:
+            print_trace(label, traced[0], shown)
     return 0
+
+
+def print_trace(label, run, shown):
+    """One run's steps (bench_breakeven --trace): what hotpath's main signature did in each."""
+    print(f"{label}, first traced run, step by step: ms (GPU), host ms, state (H hot, R plan "
+          "ready, C compiled), and what the step added: F fused iterations, L kernel launches, "
+          "I of them on the interpreter, E groups run eagerly, D divergences, stall ms")
+    before = {}
+    for i, st in enumerate(run["trace"][:shown]):
+        state = "".join(c for c, k in (("H", "hot"), ("R", "ready"), ("C", "compiled"))
+                        if st.get(k)) or "-"
+        added = []
+        for key, tag in (("fused_iterations", "F"), ("launches", "L"), ("interpreted", "I"),
+                         ("eager_runs", "E"), ("divergences", "D")):
+            d = st.get(key, 0) - before.get(key, 0)
+            if d:
+                added.append(f"{tag}{d}")
+        stall = st.get("stall_ms", 0) - before.get("stall_ms", 0)
+        if stall > 0:
+            added.append(f"stall {stall:.2f}")
+        host = run.get("host_ms", [])
+        print(f"{i + 1:4d}  {run['steps_ms'][i]:8.3f}  "
+              f"{host[i] if i < len(host) else float('nan'):8.3f}  {state:3s}  {' '.join(added)}")
+        before = st
 
 
 if __name__ == "__main__":

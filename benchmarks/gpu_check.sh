@@ -223,7 +223,15 @@ if want breakeven; then
     run "be_warm_$i" "$BUILD"/benchmarks/bench_breakeven --label warm --cache "$be_cache" \
       --json "$OUT/be_warm_$i.json"
   done
-  python3 benchmarks/breakeven_summary.py --show 30 "$OUT"/be_*.json | tee "$OUT/breakeven.txt"
+  # Once more each with --trace (labels of their own: the timed runs stay untouched): what hotpath
+  # did in each step.
+  rm -rf "$be_cache"
+  run be_cold_traced "$BUILD"/benchmarks/bench_breakeven --label cold-traced --cache "$be_cache" \
+    --trace --json "$OUT/be_cold_traced.json"
+  run be_warm_traced "$BUILD"/benchmarks/bench_breakeven --label warm-traced --cache "$be_cache" \
+    --trace --json "$OUT/be_warm_traced.json"
+  python3 benchmarks/breakeven_summary.py --show "${HOTPATH_BREAKEVEN_SHOW:-30}" "$OUT"/be_*.json |
+    tee "$OUT/breakeven.txt"
 fi
 
 # The benchmark suite (benchmarks/run_suite.sh) in the parts HOTPATH_SUITE_PARTS names (default:
