@@ -13,7 +13,8 @@
 // between the steps, outside the timed events): whether it was hot, its plan ready and compiled,
 // and how many fused iterations, kernel launches, interpreter launches and eager runs of its
 // groups the step added; and the step's host time. It tells which steps waited for a plan, ran
-// on the interpreter or paid for a switch.
+// on the interpreter or paid for a switch. Each step's end is written to stderr too, between
+// hotpath's own log lines (HOTPATH_LOG_LEVEL=info).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -89,8 +90,11 @@ int main(int argc, char** argv) {
   std::vector<double> host;
   const std::vector<double> ms = bench::time_iterations(
       steps, [&](int) { m.step(); }, trace ? &host : nullptr,
-      [&](int) {
-        if (trace && hot) states.push_back(step_state());
+      [&](int i) {
+        if (!trace) return;
+        if (hot) states.push_back(step_state());
+        // Between hotpath's own log lines (stderr too): which step they fell in.
+        std::fprintf(stderr, "bench_breakeven: step %d done\n", i + 1);
       });
   nlohmann::json out{{"mode", mode}, {"label", label.empty() ? mode : label}, {"steps_ms", ms}};
   if (trace) {
