@@ -447,6 +447,7 @@ void attach_current_thread(std::shared_ptr<OpSink> session) {
     detach_locked();
   }
   register_fallback_locked();
+  prepare_marks();
   ++attached_threads;
   tls_owner.session = session;
   tls_owner.info = std::make_shared<OwnerInfo>(std::move(session));

@@ -269,24 +269,41 @@ bool cancel_plain_block() {
   return true;
 }
 
+namespace {
+
+// The marker key's fallthrough, registered once (marks_mu held); false where the key is someone
+// else's. Registering a fallback rebuilds every operator's dispatch table (2-3 ms), so it happens
+// when a thread attaches, not in the loop.
+bool marks_ready_locked() {
+  if (marks_unavailable) return false;
+  if (marks_fallthrough) return true;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  // Someone else's key (another tool, or a test of ATen's): plain blocks count without it.
+  if (dispatcher.hasBackendFallbackForDispatchKey(kMarkKey) ||
+      (c10::impl::tls_is_dispatch_key_included(kMarkKey) && !tls_marks_included)) {
+    marks_unavailable = true;
+    log_info(concat("hotpath: dispatch key '", c10::toString(kMarkKey),
+                    "' is in use by another library: plain-eager blocks count their iterations "
+                    "with a RecordFunction callback (their times include its cost)"));
+    return false;
+  }
+  marks_fallthrough.emplace(dispatcher.registerFallback(
+      kMarkKey, c10::KernelFunction::makeFallthrough(), "hotpath iteration marker"));
+  return true;
+}
+
+}  // namespace
+
+void prepare_marks() {
+  std::lock_guard<std::mutex> lock(marks_mu);
+  marks_ready_locked();
+}
+
 Marker mark_operator(const std::string& name, const std::string& overload) {
   if (!current_thread_attached()) return Marker::Unavailable;
   std::lock_guard<std::mutex> lock(marks_mu);
-  if (marks_unavailable) return Marker::Unavailable;
+  if (!marks_ready_locked()) return Marker::Unavailable;
   auto& dispatcher = c10::Dispatcher::singleton();
-  if (!marks_fallthrough) {
-    // Someone else's key (another tool, or a test of ATen's): plain blocks count without it.
-    if (dispatcher.hasBackendFallbackForDispatchKey(kMarkKey) ||
-        (c10::impl::tls_is_dispatch_key_included(kMarkKey) && !tls_marks_included)) {
-      marks_unavailable = true;
-      log_info(concat("hotpath: dispatch key '", c10::toString(kMarkKey),
-                      "' is in use by another library: plain-eager blocks count their iterations "
-                      "with a RecordFunction callback (their times include its cost)"));
-      return Marker::Unavailable;
-    }
-    marks_fallthrough.emplace(dispatcher.registerFallback(
-        kMarkKey, c10::KernelFunction::makeFallthrough(), "hotpath iteration marker"));
-  }
   if (!tls_marks_included) {
     c10::impl::tls_set_dispatch_key_included(kMarkKey, true);
     tls_marks_included = true;

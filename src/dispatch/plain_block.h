@@ -13,6 +13,10 @@ bool stop_plain_count();
 void pause_marks(bool paused);
 // Takes the marker's key out of the calling thread's dispatch (detaching).
 void unmark_current_thread();
+// Registers the marker key's fallthrough (once; where the key is free), when a thread attaches:
+// it rebuilds every operator's dispatch table, milliseconds that the loop's first plain block
+// would otherwise pay.
+void prepare_marks();
 // Drops the marker's kernels (with the hook's fallback, when the last thread detaches).
 void release_marks();
 
