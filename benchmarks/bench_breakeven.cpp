@@ -88,15 +88,27 @@ int main(int argc, char** argv) {
   }
   nlohmann::json states = nlohmann::json::array();
   std::vector<double> host;
+  // The steps (1-based, of this process) in which the signature turned hot and first ran fused:
+  // hotpath's own counts are the signature's iterations, which start where the detector found
+  // the loop's period (a few steps in, on an unmarked loop).
+  int hot_step = -1, fused_step = -1;
   const std::vector<double> ms = bench::time_iterations(
       steps, [&](int) { m.step(); }, trace ? &host : nullptr,
       [&](int i) {
-        if (!trace) return;
-        if (hot) states.push_back(step_state());
+        if (hot && (trace || fused_step < 0)) {
+          const nlohmann::json st = step_state();
+          if (hot_step < 0 && st.value("hot", false)) hot_step = i + 1;
+          if (fused_step < 0 && st.value("launches", 0) > 0) fused_step = i + 1;
+          if (trace) states.push_back(st);
+        }
         // Between hotpath's own log lines (stderr too): which step they fell in.
-        std::fprintf(stderr, "bench_breakeven: step %d done\n", i + 1);
+        if (trace) std::fprintf(stderr, "bench_breakeven: step %d done\n", i + 1);
       });
   nlohmann::json out{{"mode", mode}, {"label", label.empty() ? mode : label}, {"steps_ms", ms}};
+  if (hot) {
+    out["hot_step"] = hot_step;
+    out["fused_step"] = fused_step;
+  }
   if (trace) {
     out["host_ms"] = host;
     if (hot) out["trace"] = states;

@@ -4,7 +4,8 @@
 Each FILE is one fresh process's first steps, timed one by one: plain eager (label "eager") or
 with hotpath (any other label, e.g. "cold" and "warm"). Per label, each step's median over the
 runs; then, per hotpath label, the step from which its running sum stays at or below eager's,
-both summed from the step after it turned hot (the runs' median of hotpath's own count): the
+both summed from the step after it turned hot (the runs' median of the step in which it did,
+`hot_step`; files without it, hotpath's own count, the signature's iterations): the
 break-even, each step against plain eager's own step of the same number in a fresh process. Beside it, hotpath's own figure (its
 report's break-even, the median over the runs). Exits 1 when there is no eager run or no hotpath
 run.
@@ -51,9 +52,12 @@ def main() -> int:
     for label in labels:
         steps = medians[label]
         n = min(len(steps), len(eager))
-        hot = median_of(by_label[label], "hot_at")
+        # The process's steps where bench_breakeven recorded them; else hotpath's own counts (the
+        # signature's iterations, which start where the detector found the loop).
+        steps_known = all("hot_step" in r for r in by_label[label])
+        hot = median_of(by_label[label], "hot_step" if steps_known else "hot_at")
         own = median_of(by_label[label], "governor_break_even")
-        first = median_of(by_label[label], "first_fused")
+        first = median_of(by_label[label], "fused_step" if steps_known else "first_fused")
         # From hot on: the step after the last one at which hotpath's running sum was still above
         # eager's (at hot itself when it never was; never when it still is at the end).
         # Summed from the step after hot, as hotpath's own break-even is: the steps before it
