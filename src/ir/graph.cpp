@@ -16,12 +16,6 @@ bool Node::mutates() const {
   return false;
 }
 
-std::string Node::short_name() const {
-  std::string s = name.rfind("aten::", 0) == 0 ? name.substr(6) : name;
-  if (!overload.empty()) s += "." + overload;
-  return s;
-}
-
 int Node::input_at(int argument) const {
   for (const auto& in : inputs) {
     if (in.argument == argument) return in.value;
@@ -99,6 +93,8 @@ Graph Graph::from_trace(const HotTrace& trace) {
     n.index = static_cast<int>(i);
     n.name = std::string(op.name);
     n.overload = std::string(op.overload);
+    n.short_name_ = n.name.rfind("aten::", 0) == 0 ? n.name.substr(6) : n.name;
+    if (!n.overload.empty()) n.short_name_ += "." + n.overload;
     n.args.assign(op.args.begin(), op.args.end());
     n.scalar_mask = op.scalar_mask;
     n.input_key = op.input_key;

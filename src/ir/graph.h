@@ -42,8 +42,10 @@ struct Node {
   bool is_scalar_arg(int a) const { return a < 64 && ((scalar_mask >> a) & 1ULL); }
   std::uint64_t input_key = 0;  // the guard for this op (see OpRecord)
   bool mutates() const;
-  // "add_.Tensor"-style short name without the namespace.
-  std::string short_name() const;
+  // "add_.Tensor"-style short name without the namespace (made once by from_trace: the
+  // partitioner and codegen ask for it many times per node).
+  const std::string& short_name() const { return short_name_; }
+  std::string short_name_;
   // Input value of schema argument `argument`, or -1.
   int input_at(int argument) const;
 };
