@@ -13,9 +13,11 @@
 // between the steps, outside the timed events): whether it was hot, its plan ready and compiled,
 // and how many fused iterations, kernel launches, interpreter launches and eager runs of its
 // groups the step added; and the step's host time. It tells which steps waited for a plan, ran
-// on the interpreter or paid for a switch. Each step's end is written to stderr too, between
-// hotpath's own log lines (HOTPATH_LOG_LEVEL=info).
+// on the interpreter or paid for a switch. Each step's end is written to stderr too, with the
+// time of day, between hotpath's own log lines (HOTPATH_LOG_LEVEL=info HOTPATH_LOG_TIME=1).
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "bench_support.h"
@@ -49,6 +51,21 @@ nlohmann::json step_state() {
           {"interpreted", interpreted},
           {"eager_runs", eager_runs},
           {"stall_ms", f.stall_ms}};
+}
+
+// The time of day as hotpath's log lines carry it with HOTPATH_LOG_TIME=1 (spdlog's local time).
+std::string now_text() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1000000;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "[%02d:%02d:%02d.%06lld]", tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<long long>(us));
+  return buf;
 }
 
 }  // namespace
@@ -102,7 +119,8 @@ int main(int argc, char** argv) {
           if (trace) states.push_back(st);
         }
         // Between hotpath's own log lines (stderr too): which step they fell in.
-        if (trace) std::fprintf(stderr, "bench_breakeven: step %d done\n", i + 1);
+        if (trace)
+          std::fprintf(stderr, "%s bench_breakeven: step %d done\n", now_text().c_str(), i + 1);
       });
   nlohmann::json out{{"mode", mode}, {"label", label.empty() ? mode : label}, {"steps_ms", ms}};
   if (hot) {

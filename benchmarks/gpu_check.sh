@@ -226,9 +226,9 @@ if want breakeven; then
   # Once more each with --trace (labels of their own: the timed runs stay untouched): what hotpath
   # did in each step.
   rm -rf "$be_cache"
-  HOTPATH_LOG_LEVEL=info run be_cold_traced "$BUILD"/benchmarks/bench_breakeven --label cold-traced --cache "$be_cache" \
+  HOTPATH_LOG_LEVEL=info HOTPATH_LOG_TIME=1 run be_cold_traced "$BUILD"/benchmarks/bench_breakeven --label cold-traced --cache "$be_cache" \
     --trace --json "$OUT/be_cold_traced.json"
-  HOTPATH_LOG_LEVEL=info run be_warm_traced "$BUILD"/benchmarks/bench_breakeven --label warm-traced --cache "$be_cache" \
+  HOTPATH_LOG_LEVEL=info HOTPATH_LOG_TIME=1 run be_warm_traced "$BUILD"/benchmarks/bench_breakeven --label warm-traced --cache "$be_cache" \
     --trace --json "$OUT/be_warm_traced.json"
   python3 benchmarks/breakeven_summary.py --show "${HOTPATH_BREAKEVEN_SHOW:-30}" "$OUT"/be_*.json |
     tee "$OUT/breakeven.txt"

@@ -23,11 +23,14 @@ TEST_CASE("environment overrides the configuration", "[config]") {
   EnvVar t("HOTPATH_THRESHOLD", "3");
   EnvVar l("HOTPATH_LOG_LEVEL", "warn");
   EnvVar a("HOTPATH_AUTO_PERIOD", "0");
+  EnvVar lt("HOTPATH_LOG_TIME", "1");
   hotpath::Config base;
   base.threshold = 10;
+  CHECK_FALSE(base.log_time);
   const auto c = hotpath::config_from_env(base);
   CHECK(c.threshold == 3);
   CHECK(c.log_level == hotpath::LogLevel::Warn);
+  CHECK(c.log_time);
   CHECK_FALSE(c.auto_detect_period);
 }
 
@@ -68,6 +71,10 @@ TEST_CASE("unusable environment values are rejected by name", "[config]") {
   SECTION("log level") {
     EnvVar t("HOTPATH_LOG_LEVEL", "loud");
     CHECK(error_of({}).find("HOTPATH_LOG_LEVEL='loud'") != std::string::npos);
+  }
+  SECTION("log time") {
+    EnvVar t("HOTPATH_LOG_TIME", "on");
+    CHECK(error_of({}).find("HOTPATH_LOG_TIME='on'") != std::string::npos);
   }
   SECTION("auto period") {
     EnvVar t("HOTPATH_AUTO_PERIOD", "yes");

@@ -23,6 +23,9 @@ struct Config {
   // Longest loop body (in ops) the period detector looks for.
   std::int64_t max_period_ops = 65536;
   LogLevel log_level = LogLevel::Info;
+  // Each log line starts with the time of day to the microsecond, to line hotpath's lines up
+  // with a program's own output (HOTPATH_LOG_TIME=1).
+  bool log_time = false;
   // Generate, compile and run fused kernels for hot signatures (CUDA tensors). HOTPATH_FUSE=0
   // turns it off (detection and statistics only).
   bool fuse = true;

@@ -49,6 +49,7 @@ void enable_hot_path_detection(const Config& requested) {
   HOTPATH_CHECK(config.max_period_ops >= 1, "max_period_ops must be >= 1, got ",
                 config.max_period_ops);
   detail::set_log_level(config.log_level);
+  detail::set_log_time(config.log_time);
   HOTPATH_CHECK(config.revert_window >= 2, "revert_window must be >= 2, got ",
                 config.revert_window);
   HOTPATH_CHECK(config.revert_margin >= 0, "revert_margin must be >= 0, got ",

@@ -39,6 +39,8 @@ spdlog::logger& logger() {
 
 void set_log_level(LogLevel level) { logger().set_level(to_spdlog(level)); }
 
+void set_log_time(bool on) { logger().set_pattern(on ? "[%H:%M:%S.%f] %^%v%$" : "%^%v%$"); }
+
 bool log_enabled(LogLevel level) { return logger().should_log(to_spdlog(level)); }
 
 void log(LogLevel level, const std::string& message) {

@@ -11,6 +11,8 @@
 namespace hotpath::detail {
 
 void set_log_level(LogLevel level);
+// Lines start with the time of day ("[14:03:07.123456] "), or not.
+void set_log_time(bool on);
 bool log_enabled(LogLevel level);
 void log(LogLevel level, const std::string& message);
 
