@@ -12,9 +12,11 @@
 // --trace adds, per timed step, what hotpath's busiest signature did in it (read from stats()
 // between the steps, outside the timed events): whether it was hot, its plan ready and compiled,
 // and how many fused iterations, kernel launches, interpreter launches and eager runs of its
-// groups the step added; and the step's host time. It tells which steps waited for a plan, ran
+// groups the step added, and the caching allocator's new segments (cudaMalloc calls); and the
+// step's host time. It tells which steps waited for a plan, ran
 // on the interpreter or paid for a switch. Each step's end is written to stderr too, with the
 // time of day, between hotpath's own log lines (HOTPATH_LOG_LEVEL=info HOTPATH_LOG_TIME=1).
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <ctime>
@@ -23,6 +25,13 @@
 #include "bench_support.h"
 
 namespace {
+
+// The caching allocator's segments (its cudaMalloc calls) so far on the current device.
+std::int64_t segments() {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+  return stats.segment[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+      .allocated;
+}
 
 // The state and counters now of the signature that covers most ops (a hot one first; see
 // --trace).
@@ -34,7 +43,7 @@ nlohmann::json step_state() {
                     std::make_pair(top->hot, top->ops_per_iteration * top->count))
       top = &s;
   }
-  if (top == nullptr) return nlohmann::json::object();
+  if (top == nullptr) return {{"segments", segments()}};
   const hotpath::FusionStats& f = top->fusion;
   std::int64_t launches = 0, interpreted = 0, eager_runs = 0;
   for (const auto& g : f.groups) {
@@ -50,7 +59,8 @@ nlohmann::json step_state() {
           {"launches", launches},
           {"interpreted", interpreted},
           {"eager_runs", eager_runs},
-          {"stall_ms", f.stall_ms}};
+          {"stall_ms", f.stall_ms},
+          {"segments", segments()}};
 }
 
 // The time of day as hotpath's log lines carry it with HOTPATH_LOG_TIME=1 (spdlog's local time).

@@ -89,14 +89,15 @@ def print_trace(label, run, shown):
     """One run's steps (bench_breakeven --trace): what hotpath's main signature did in each."""
     print(f"{label}, first traced run, step by step: ms (GPU), host ms, state (H hot, R plan "
           "ready, C compiled), and what the step added: F fused iterations, L kernel launches, "
-          "I of them on the interpreter, E groups run eagerly, D divergences, stall ms")
+          "I of them on the interpreter, E groups run eagerly, D divergences, M cudaMalloc "
+          "calls of the caching allocator, stall ms")
     before = {}
     for i, st in enumerate(run["trace"][:shown]):
         state = "".join(c for c, k in (("H", "hot"), ("R", "ready"), ("C", "compiled"))
                         if st.get(k)) or "-"
         added = []
         for key, tag in (("fused_iterations", "F"), ("launches", "L"), ("interpreted", "I"),
-                         ("eager_runs", "E"), ("divergences", "D")):
+                         ("eager_runs", "E"), ("divergences", "D"), ("segments", "M")):
             d = st.get(key, 0) - before.get(key, 0)
             if d:
                 added.append(f"{tag}{d}")
