@@ -210,6 +210,27 @@ void count_mark(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::
   op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kMarkKey), stack);
 }
 
+// The marker key's fallthrough, registered once (marks_mu held); false where the key is someone
+// else's. Registering a fallback rebuilds every operator's dispatch table (2-3 ms), so it happens
+// when a thread attaches, not in the loop.
+bool marks_ready_locked() {
+  if (marks_unavailable) return false;
+  if (marks_fallthrough) return true;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  // Someone else's key (another tool, or a test of ATen's): plain blocks count without it.
+  if (dispatcher.hasBackendFallbackForDispatchKey(kMarkKey) ||
+      (c10::impl::tls_is_dispatch_key_included(kMarkKey) && !tls_marks_included)) {
+    marks_unavailable = true;
+    log_info(concat("hotpath: dispatch key '", c10::toString(kMarkKey),
+                    "' is in use by another library: plain-eager blocks count their iterations "
+                    "with a RecordFunction callback (their times include its cost)"));
+    return false;
+  }
+  marks_fallthrough.emplace(dispatcher.registerFallback(
+      kMarkKey, c10::KernelFunction::makeFallthrough(), "hotpath iteration marker"));
+  return true;
+}
+
 }  // namespace
 
 bool start_plain_block(PlainBlockSpec spec) {
@@ -268,31 +289,6 @@ bool cancel_plain_block() {
   c10::impl::tls_set_dispatch_key_included(kHookKey, true);
   return true;
 }
-
-namespace {
-
-// The marker key's fallthrough, registered once (marks_mu held); false where the key is someone
-// else's. Registering a fallback rebuilds every operator's dispatch table (2-3 ms), so it happens
-// when a thread attaches, not in the loop.
-bool marks_ready_locked() {
-  if (marks_unavailable) return false;
-  if (marks_fallthrough) return true;
-  auto& dispatcher = c10::Dispatcher::singleton();
-  // Someone else's key (another tool, or a test of ATen's): plain blocks count without it.
-  if (dispatcher.hasBackendFallbackForDispatchKey(kMarkKey) ||
-      (c10::impl::tls_is_dispatch_key_included(kMarkKey) && !tls_marks_included)) {
-    marks_unavailable = true;
-    log_info(concat("hotpath: dispatch key '", c10::toString(kMarkKey),
-                    "' is in use by another library: plain-eager blocks count their iterations "
-                    "with a RecordFunction callback (their times include its cost)"));
-    return false;
-  }
-  marks_fallthrough.emplace(dispatcher.registerFallback(
-      kMarkKey, c10::KernelFunction::makeFallthrough(), "hotpath iteration marker"));
-  return true;
-}
-
-}  // namespace
 
 void prepare_marks() {
   std::lock_guard<std::mutex> lock(marks_mu);
