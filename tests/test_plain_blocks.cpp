@@ -109,7 +109,8 @@ TEST_CASE("a marker whose count is wrong loses its block, not the training", "[g
   check_same(fused, eager);
 }
 
-TEST_CASE("the slow fault takes its size in milliseconds", "[faults]") {
+TEST_CASE("the slow and late faults take their milliseconds, and refuse anything else",
+          "[faults]") {
   using hotpath::detail::arm_faults_from_env;
   {
     EnvVar f("HOTPATH_FAULTS", "slow");
@@ -124,9 +125,19 @@ TEST_CASE("the slow fault takes its size in milliseconds", "[faults]") {
     CHECK(hotpath::detail::fault_armed(hotpath::detail::kFaultMarks));
     CHECK(hotpath::detail::slow_fault_ms() == 25.5);
   }
-  for (const char* bad : {"slow:", "slow:0", "slow:-3", "slow:2ms", "slow:5000"}) {
+  {
+    EnvVar f("HOTPATH_FAULTS", "late:300");
+    arm_faults_from_env();
+    CHECK(hotpath::detail::fault_armed(hotpath::detail::kFaultLate));
+    CHECK_FALSE(hotpath::detail::fault_armed(hotpath::detail::kFaultSlow));
+    CHECK(hotpath::detail::late_fault_ms() == 300);
+  }
+  for (const char* bad : {"slow:", "slow:0", "slow:-3", "slow:2ms", "slow:5000", "late:", "late",
+                          "late:0", "late:1e9"}) {
+    CAPTURE(bad);
     EnvVar f("HOTPATH_FAULTS", bad);
-    CHECK_THROWS_WITH(arm_faults_from_env(), Catch::Contains("wants the milliseconds to add"));
+    CHECK_THROWS_WITH(arm_faults_from_env(),
+                      Catch::Contains("wants milliseconds") || Catch::Contains("unknown fault"));
   }
   EnvVar f("HOTPATH_FAULTS", "");
   arm_faults_from_env();

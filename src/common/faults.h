@@ -10,6 +10,8 @@
 //   marks   the iteration marker's learned count is one too many (dispatch/plain_block.cpp)
 //                                                -> the block is dropped, the next one counts
 //                                                   with RecordFunction
+//   late:MS every kernel NVRTC compiles is published MS milliseconds late
+//                                                -> the interpreter stands in longer (its trial)
 // Nothing else reads it: a production run never pays for more than one relaxed load.
 #pragma once
 
@@ -23,7 +25,8 @@ enum Fault : unsigned {
   kFaultLaunch = 2,
   kFaultOom = 4,
   kFaultSlow = 8,
-  kFaultMarks = 16
+  kFaultMarks = 16,
+  kFaultLate = 32
 };
 
 // What the "slow" fault adds to each fused run of a plan's first group, unless it says.
@@ -33,6 +36,7 @@ constexpr double kSlowFaultMs = 2.0;
 void arm_faults_from_env();
 unsigned armed_faults();
 double slow_fault_ms();  // what the armed "slow" fault adds
+double late_fault_ms();  // how late the armed "late" fault publishes a compiled kernel
 inline bool fault_armed(Fault f) { return (armed_faults() & f) != 0; }
 
 }  // namespace hotpath::detail

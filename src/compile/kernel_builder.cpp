@@ -1,6 +1,8 @@
 #include "compile/kernel_builder.h"
 
+#include <chrono>
 #include <ctime>
+#include <thread>
 
 #include "common/error.h"
 #include "common/faults.h"
@@ -89,6 +91,8 @@ void KernelBuilder::compile_some() {
     } catch (const Error& e) {
       b.error = e.what();
     }
+    if (fault_armed(kFaultLate))
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(late_fault_ms()));
     {
       std::lock_guard<std::mutex> lock(mu_);
       built_[k] = std::move(b);
