@@ -324,6 +324,28 @@ TEST_CASE("NVRTC failing for every kernel: groups stay on the interpreter or eag
   check_equal_to_eager(got, 30);
 }
 
+TEST_CASE("kernels that compile late: the stand-in's trial alternates it with eager, exactly",
+          "[gpu][faults][stand-in]") {
+  if (!have_gpu()) return;
+  // Every compiled kernel is published 400 ms late: the interpreter stands in on trial, every
+  // other iteration running its groups eagerly, until the governor judges it (or the kernels
+  // come). Either way the parameters are eager's.
+  hotpath_test::EnvVar faults("HOTPATH_FAULTS", "late:400");
+  hotpath::Stats s;
+  const auto got = train_gpu_mlp(true, 40, &s);
+  INFO(hotpath::format_stats(s));
+  int interpretable = 0;
+  for (const auto& g : s.last().fusion.groups) {
+    if (!g.interpretable) continue;
+    CAPTURE(g.name);
+    ++interpretable;
+    CHECK(g.interpreted > 0);  // the interpreter's turns
+    CHECK(g.eager_runs > 0);   // the turns between them
+  }
+  CHECK(interpretable > 0);
+  check_equal_to_eager(got, 40);
+}
+
 TEST_CASE("every kernel launch failing: groups run eagerly, training goes on", "[gpu][faults]") {
   if (!have_gpu()) return;
   hotpath_test::EnvVar faults("HOTPATH_FAULTS", "launch");

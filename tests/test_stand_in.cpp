@@ -1,13 +1,15 @@
 // The governor alone, with a fake plan and a fake clock: the interpreter's stand-in on trial
-// (iterations that ran it for kernels still compiling are judged against eager under the hook;
-// where they are slower, the plan's groups wait eagerly), and iterations that left the plan
-// part-way judged as the plan's.
+// (iterations that ran it for kernels still compiling are judged against the iterations between
+// them that ran its groups eagerly; where they are slower on that evidence, the plan's groups
+// wait eagerly, else the stand-in is kept), and iterations that left the plan part-way judged as
+// the plan's.
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "compile/kernel_cache.h"
+#include "exec/plan.h"
 #include "policy/decisions.h"
 #include "policy/governor.h"
 #include "policy/plan_control.h"
@@ -23,7 +25,10 @@ using hotpath::detail::PlanControl;
 struct FakePlans : PlanControl {
   bool fused = false;        // the iterations from now on ran the plan
   bool final_tiers = false;  // ... with every group's own kernel
-  int no_stand_in_calls = 0, reverts = 0;
+  // ... else, of the groups still compiling: some on the interpreter, some eagerly
+  bool stand_in = false, waited = false;
+  int no_stand_in_calls = 0, keep_stand_in_calls = 0, reverts = 0;
+  int turn = 0;  // the stand-in trial's iterations so far (see trial)
   std::string why;
   // Iterations (by their first op) that started on signature 7's plan (10 ops) and left it.
   std::set<std::int64_t> left;
@@ -31,6 +36,8 @@ struct FakePlans : PlanControl {
     Run r;
     r.fused = fused;
     r.final_tiers = final_tiers;
+    r.stand_in = stand_in;
+    r.waited = waited;
     if (left.count(first) > 0) {
       r.left_plan = 7;
       r.plan_ops = 10;
@@ -51,6 +58,7 @@ struct FakePlans : PlanControl {
     ++no_stand_in_calls;
     why = reason;
   }
+  void keep_stand_in(std::uint64_t) override { ++keep_stand_in_calls; }
 };
 
 // Feeds iterations to the governor that take `ms` each: of signature 7 (ten ops each) unless
@@ -109,32 +117,93 @@ hotpath::SignatureReport report_of(hotpath::detail::Governor& gov, std::int64_t 
 
 }  // namespace
 
-TEST_CASE("a stand-in slower than eager under the hook is taken off", "[governor][stand-in]") {
+// The stand-in's trial as the executor runs it: iterations alternate between the interpreter
+// (a fused iteration) and its groups run eagerly while they wait (nothing launched: not fused),
+// `on_ms` and `off_ms` long; the first of them (plans.turn 0) with the interpreter on.
+void trial(FakePlans& plans, Feed& feed, int n, double on_ms, double off_ms) {
+  for (int i = 0; i < n; ++i) {
+    const bool on = (plans.turn++ % 2) == 0;
+    plans.fused = on;
+    plans.stand_in = on;
+    plans.waited = !on;
+    feed.run(1, on ? on_ms : off_ms);
+  }
+}
+
+TEST_CASE("the stand-in is judged against its groups run eagerly beside it",
+          "[governor][stand-in]") {
   FakePlans plans;
   hotpath::detail::Governor gov(plans, config());
   Feed feed{gov};
   gov.set_clock([&] { return feed.now; });
-  feed.run(6, 10.0);  // eager under the hook
-  plans.fused = true;
-  SECTION("slower: the groups wait eagerly") {
-    feed.run(4, 15.0);
-    CHECK(plans.no_stand_in_calls == 0);  // four iterations are not evidence yet
-    feed.run(1, 15.0);
+  feed.run(6, 10.0);  // eager under the hook, before the plan: no part of the judgement
+  SECTION("slower than its groups eager: they wait eagerly") {
+    // The first four iterations pay for the switch and are left out; then five a side.
+    trial(plans, feed, 4 + 9, 15.0, 10.0);
+    CHECK(plans.no_stand_in_calls == 0);  // four eager iterations beside it: not evidence yet
+    trial(plans, feed, 1, 15.0, 10.0);    // the fifth
     CHECK(plans.no_stand_in_calls == 1);
+    CHECK(plans.keep_stand_in_calls == 0);
     CHECK(plans.why.find("15.000 ms against 10.000 ms") != std::string::npos);
-    feed.run(10, 15.0);
+    trial(plans, feed, 20, 15.0, 10.0);
     CHECK(plans.no_stand_in_calls == 1);  // judged once
   }
-  SECTION("faster, or within the margin: it stays") {
-    feed.run(5, 8.0);
-    feed.run(5, 10.2);
+  SECTION("faster than its groups eager while a compile slows both: kept") {
+    // The compile running on the other cores slows every iteration: the stand-in's 12 ms is
+    // slower than the 10 ms eager took before the plan, and faster than eager beside it. (An
+    // earlier governor compared it with the 10 ms and turned it off.)
+    trial(plans, feed, 4 + 10, 12.0, 16.0);
+    CHECK(plans.no_stand_in_calls == 0);
+    CHECK(plans.keep_stand_in_calls == 1);
+    trial(plans, feed, 10, 12.0, 16.0);
+    CHECK(plans.keep_stand_in_calls == 1);
+  }
+  SECTION("within the noise: more iterations, then kept on no evidence of a loss") {
+    auto side = [&](bool on, double ms) {
+      plans.fused = on;
+      plans.stand_in = on;
+      plans.waited = !on;
+      feed.run(1, ms);
+    };
+    // Both sides alike, with a busy host's spread: the interval straddles the margin.
+    const double cycle[] = {10.0, 10.5, 14.0, 9.8, 12.0, 10.2, 13.0};
+    for (int i = 0; i < 4; ++i) side(i % 2 == 0, 10.0);
+    for (int k = 0; k < 19; ++k) {
+      side(true, cycle[k % 7]);
+      side(false, cycle[(k + 3) % 7]);
+    }
+    CHECK(plans.no_stand_in_calls == 0);
+    CHECK(plans.keep_stand_in_calls == 0);  // undecided: the trial goes on
+    side(true, cycle[5]);
+    side(false, cycle[1]);
+    CHECK(plans.keep_stand_in_calls == 1);  // twenty a side and no loss shown
     CHECK(plans.no_stand_in_calls == 0);
   }
   SECTION("iterations with every kernel in are not the stand-in's") {
     plans.final_tiers = true;
-    feed.run(10, 15.0);
+    trial(plans, feed, 30, 15.0, 10.0);
     CHECK(plans.no_stand_in_calls == 0);
+    CHECK(plans.keep_stand_in_calls == 0);
   }
+}
+
+TEST_CASE("on trial, the stand-in runs in every other iteration", "[stand-in]") {
+  using hotpath::detail::StandIn;
+  hotpath::detail::Plan plan;
+  auto turns = [&](int n) {
+    std::vector<bool> got;
+    for (int i = 0; i < n; ++i) {
+      plan.take_stand_in_turn();
+      got.push_back(plan.stand_in);
+    }
+    return got;
+  };
+  CHECK(plan.requested_stand_in == StandIn::kTrial);  // every plan starts on trial
+  CHECK(turns(5) == std::vector<bool>{true, false, true, false, true});
+  plan.requested_stand_in = StandIn::kOn;
+  CHECK(turns(3) == std::vector<bool>{true, true, true});
+  plan.requested_stand_in = StandIn::kOff;
+  CHECK(turns(3) == std::vector<bool>{false, false, false});
 }
 
 TEST_CASE("iterations that left the plan are judged as the plan's", "[governor][divergence]") {

@@ -62,7 +62,7 @@ int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
 }  // namespace
 
 void Executor::apply_requests(Plan& plan) {
-  plan.stand_in = plan.requested_stand_in;
+  plan.take_stand_in_turn();
   if (plan.requested_epoch == plan.epoch) return;
   for (std::size_t g = 0; g < plan.groups.size() && g < plan.requested_active.size(); ++g)
     plan.groups[g].active = plan.requested_active[g] && plan.groups[g].active_default;
@@ -88,6 +88,7 @@ bool Executor::try_arm() {
   cursor_ = 0;
   launched_ = false;
   waited_ = false;
+  stood_in_ = false;
   tiers_final_ = true;
   iter_start_ = pos.next_op;
   iteration_ = pos.iterations + 1;
@@ -192,7 +193,8 @@ void Executor::diverge(const std::string& why) {
       Completed{armed_->signature, iter_start_,
                 armed_->epoch,
                 /*fused=*/true,    tiers_final_,
-                /*diverged=*/true, static_cast<std::int64_t>(armed_->ops.size())};
+                /*diverged=*/true, static_cast<std::int64_t>(armed_->ops.size()),
+                stood_in_,         waited_};
   armed_->last_divergence = concat("iteration ", iteration_, ", ", why);
   if (divergence_logs_++ < kDivergenceLogs) {
     log_info(
@@ -431,9 +433,12 @@ void Executor::complete_iteration() {
   materialize_all();  // empty unless a group's kernel could not run
   ++armed_->fused_iterations;
   completed_[completed_next_++ % std::size(completed_)] =
-      Completed{armed_->signature, iter_start_, armed_->epoch, launched_ || !waited_, tiers_final_};
+      Completed{armed_->signature,  iter_start_, armed_->epoch, launched_ || !waited_,
+                tiers_final_,
+                /*diverged=*/false, 0,           stood_in_,     waited_};
   launched_ = false;
   waited_ = false;
+  stood_in_ = false;
   tiers_final_ = true;
   // The governor's requests take effect between iterations; the next iteration is armed where
   // the recorder expects it to start (after a training step's tail, which runs eagerly).

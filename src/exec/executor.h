@@ -52,6 +52,8 @@ class Executor {
     bool final_tiers = true;
     std::uint64_t left_plan = 0;  // PlanControl::Run::left_plan and plan_ops
     std::int64_t plan_ops = 0;
+    bool stand_in = false;  // PlanControl::Run::stand_in and waited
+    bool waited = false;
   };
   RunInfo ran(std::uint64_t signature, std::int64_t first) const;
   // Which groups run fused from the next iteration start on (`reason`, if not empty, is what
@@ -63,6 +65,9 @@ class Executor {
   // No interpreter for the plan's groups still compiling, from the next iteration start on: they
   // run eagerly until their own kernels are in (`reason`: why, for stats()).
   void no_stand_in(std::uint64_t signature, const std::string& reason);
+  // The interpreter stands in for them in every iteration from the next start on (its trial
+  // ends).
+  void keep_stand_in(std::uint64_t signature);
   // The training thread waited `ms` for compiles: charged to every plan not ready yet.
   std::vector<std::uint64_t> pending_plans() const;
   // A group of a live plan whose own kernel failed (or is still compiling) that the interpreter
@@ -223,6 +228,7 @@ class Executor {
   std::int64_t divergence_logs_ = 0;
   bool launched_ = false;    // the armed iteration has launched a kernel
   bool waited_ = false;      // ... a group ran eagerly, waiting for its kernel (no interpreter)
+  bool stood_in_ = false;    // ... the interpreter ran a group whose kernel is still compiling
   bool tiers_final_ = true;  // ... no group stood in for a kernel still compiling
   struct Completed {
     std::uint64_t signature = 0;
@@ -232,6 +238,8 @@ class Executor {
     bool final_tiers = true;
     bool diverged = false;  // it left the plan part-way
     std::int64_t ops = 0;   // the plan's
+    bool stood_in = false;
+    bool waited = false;
   };
   // The last iterations that ran their plan to the end or left it part-way (a ring).
   Completed completed_[8];

@@ -176,14 +176,18 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   // The group's own kernel once the worker has loaded it, else the interpreter.
   const int state = g.state->load(std::memory_order_acquire);
   const CudaModule* kernel = state == kLoaded ? g.module.get() : nullptr;
-  const CudaModule* interpreter = kernel == nullptr && g.spec.interpretable() && armed_->stand_in
-                                      ? armed_->interpreter.get()
-                                      : nullptr;
+  // A group whose kernel failed runs on the interpreter for good: not a stand-in, and not on
+  // the stand-in's trial.
+  const CudaModule* interpreter =
+      kernel == nullptr && g.spec.interpretable() && (armed_->stand_in || state == kFailed)
+          ? armed_->interpreter.get()
+          : nullptr;
   // An iteration that ran a group on a stand-in while its kernel compiles is not the final
   // configuration's: the governor does not judge it.
   if (state == kCompiling) {
     tiers_final_ = false;
     waited_ = waited_ || interpreter == nullptr;
+    stood_in_ = stood_in_ || interpreter != nullptr;
   }
   if (kernel == nullptr && interpreter == nullptr) return false;
   LaunchArgs l;

@@ -44,6 +44,10 @@ struct PlanOp {
   mutable std::vector<c10::intrusive_ptr<OutputSlot>> slots;  // under the executor's lock
 };
 
+// Whether the interpreter stands in for a plan's groups while their kernels compile
+// (Plan::requested_stand_in): on trial (every other iteration), on, or off.
+enum class StandIn { kTrial, kOn, kOff };
+
 // A group's own kernel, as the compile worker publishes it (PlanGroup::state).
 enum KernelState : int { kCompiling = 0, kLoaded = 1, kFailed = 2 };
 
@@ -121,11 +125,20 @@ struct Plan {
   std::int64_t requested_epoch = 0;
   std::int64_t epoch = 0;  // configuration of the groups' activity in force
   bool reverted = false;
-  // Whether the interpreter stands in for kernels still compiling (else their groups run eagerly
-  // meanwhile): the governor turns it off where its iterations are slower than eager. Why, if off.
+  // Whether the interpreter stands in for kernels still compiling in the armed iteration (else
+  // their groups run eagerly meanwhile). On trial at first: every other iteration runs those
+  // groups eagerly, so that the governor judges the stand-in against eager timed beside it (a
+  // compile running on the other cores slows both alike); it turns the stand-in off where it is
+  // slower on that evidence, and keeps it on where it is not. Why, if off.
   bool stand_in = true;
-  bool requested_stand_in = true;  // under the executor's lock; applied with requested_active
+  StandIn requested_stand_in = StandIn::kTrial;  // under the executor's lock; at iteration starts
+  std::int64_t stand_in_turns = 0;               // iterations armed while on trial
   std::string stand_in_off;
+  // At an iteration start: whether the interpreter stands in during it.
+  void take_stand_in_turn() {
+    stand_in = requested_stand_in == StandIn::kOn ||
+               (requested_stand_in == StandIn::kTrial && stand_in_turns++ % 2 == 0);
+  }
   bool counted = false;  // in the executor's count of plans that may run (set before ready)
   std::string reason;
   std::string remembered;  // "known winner ..." / "known loser ..." from an earlier run

@@ -146,7 +146,8 @@ Executor::RunInfo Executor::ran(std::uint64_t signature, std::int64_t first) con
   std::lock_guard<std::mutex> lock(mu_);
   for (const Completed& c : completed_) {
     if (c.first == first && (c.signature == signature || c.diverged))
-      return RunInfo{c.fused, c.epoch, c.final_tiers, c.diverged ? c.signature : 0, c.ops};
+      return RunInfo{c.fused, c.epoch,    c.final_tiers, c.diverged ? c.signature : 0,
+                     c.ops,   c.stood_in, c.waited};
   }
   return RunInfo{};
 }
@@ -175,8 +176,15 @@ void Executor::no_stand_in(std::uint64_t signature, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = plans_.find(signature);
   if (it == plans_.end()) return;
-  it->second->requested_stand_in = false;
+  it->second->requested_stand_in = StandIn::kOff;
   it->second->stand_in_off = reason;
+}
+
+void Executor::keep_stand_in(std::uint64_t signature) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  if (it == plans_.end() || it->second->requested_stand_in == StandIn::kOff) return;
+  it->second->requested_stand_in = StandIn::kOn;
 }
 
 void Executor::uncount_if_reverted(Plan& plan) {

@@ -20,8 +20,11 @@ constexpr std::size_t kMinEager = 1;        // baseline samples needed before ju
 constexpr std::size_t kTrustedEager = 5;    // ... to prefer them over a remembered baseline
 constexpr std::size_t kEventPool = 128;     // CUDA events kept for reuse
 constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tried group by group
-constexpr std::size_t kStandInSamples = 5;  // stand-in iterations before they are judged
-constexpr std::size_t kLedgerCap = 1024;    // break-even iterations kept for the first block
+// Stand-in iterations (and as many eager ones beside them) before the stand-in is judged, and at
+// most: still undecided then, no loss has shown and it is kept.
+constexpr std::size_t kStandInSamples = 5;
+constexpr std::size_t kStandInMaxSamples = 20;
+constexpr std::size_t kLedgerCap = 1024;  // break-even iterations kept for the first block
 
 // Each pooled round's own interval.
 template <typename Rounds>
@@ -149,7 +152,8 @@ void Governor::on_iteration(const IterationEvent& c) {
   if (switching) --switching_;
   ++since_resume_;
   if (a != nullptr && b != nullptr && !paused) {
-    pending_.push_back(Pending{it, run.fused, switching, run.epoch, run.final_tiers, *a, *b});
+    pending_.push_back(Pending{it, run.fused, switching, run.epoch, run.final_tiers, run.stand_in,
+                               run.waited, *a, *b});
   }
   while (!stamps_.empty() && stamps_.front().index < c.end) stamps_.pop_front();
   while (!pauses_.empty() && pauses_.front() < c.end) pauses_.pop_front();
@@ -250,9 +254,17 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
       s.early.push_back({p.it.count, ms});
     return;
   }
-  if (p.fused && !p.final_tiers && !s.stand_in_judged && s.phase != Phase::Reverted) {
-    s.stand_in.push_back(ms);
-    if (s.stand_in.size() >= kStandInSamples) judge_stand_in(p.it.signature, s);
+  // (An iteration of the trial that ran the groups eagerly may have launched nothing: not fused.)
+  if (!p.final_tiers && (p.stand_in || p.waited) && !s.stand_in_judged &&
+      s.phase != Phase::Reverted) {
+    if (s.stand_in_switch > 0) {
+      --s.stand_in_switch;
+    } else {
+      (p.stand_in ? s.stand_in : s.stand_in_eager).push_back(ms);
+      // Once per pair (the bootstrap runs on the training thread).
+      if (s.stand_in.size() >= kStandInSamples && s.stand_in.size() == s.stand_in_eager.size())
+        judge_stand_in(p.it.signature, s);
+    }
   }
   s.steady_n++;
   s.steady_ms += ms;
@@ -342,20 +354,31 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
 }
 
 void Governor::judge_stand_in(std::uint64_t signature, Sig& s) {
+  // Against the iterations between its own, which ran the same groups eagerly under the hook:
+  // timed in the same stretch, while the same compiles ran on the other cores (on an H100 host
+  // they slowed eager from 0.72 to 0.95 ms a step; against eager timed before the compile, the
+  // stand-in looked slower when it was faster).
+  const RatioInterval iv = ratio_of_medians(s.stand_in, s.stand_in_eager, signature);
+  const double margin = 1 + config_.revert_margin;
+  const bool slower = iv.low > margin;
+  const bool full = std::max(s.stand_in.size(), s.stand_in_eager.size()) >= kStandInMaxSamples;
+  if (!slower && iv.high > margin && !full) return;  // not yet evidence either way
   s.stand_in_judged = true;
-  // Against eager under the hook (the iterations before the plan ran): without the stand-in its
-  // groups run eagerly under the hook too.
-  const double eager = s.hooked_median > 0 ? s.hooked_median : s.eager_median;
-  if (eager <= 0) return;
-  const double m = median_of(s.stand_in);
-  if (m <= eager * (1 + config_.revert_margin)) return;
-  const std::string why = concat("its iterations took ", ms_text(m), " against ", ms_text(eager),
-                                 " eager under the hook");
-  plans_.no_stand_in(signature, why);
+  const std::string what = concat(
+      "its iterations took ", ms_text(median_of(s.stand_in)), " against ",
+      ms_text(median_of(s.stand_in_eager)), " with its groups eager in the iterations between (",
+      interval_text(iv), ", ", s.stand_in.size(), " and ", s.stand_in_eager.size(), " iterations)");
+  if (!slower) {
+    plans_.keep_stand_in(signature);
+    log_info(concat("hotpath: signature ", short_hex(signature),
+                    ": the interpreter stands in for kernels still compiling (", what, ")"));
+    return;
+  }
+  plans_.no_stand_in(signature, what);
   log_info(
       concat("hotpath: signature ", short_hex(signature),
              ": the interpreter standing in for kernels still compiling is slower than eager (",
-             why, "); those groups run eagerly until their kernels are in"));
+             what, "); those groups run eagerly until their kernels are in"));
 }
 
 void Governor::decide(std::uint64_t signature, Sig& s) {

@@ -119,6 +119,8 @@ class Governor {
     bool switching = false;
     std::int64_t epoch = 0;
     bool final_tiers = true;
+    bool stand_in = false;  // PlanControl::Run's
+    bool waited = false;
     Stamp a, b;
   };
   // Rebase: every group off for a while, to measure this run's eager time when the baseline came
@@ -196,9 +198,11 @@ class Governor {
     Phase before_trial = Phase::Measuring;
     std::vector<bool> active;
     std::vector<bool> saved_active;  // during Rebase
-    // Iterations that ran the interpreter for kernels still compiling, until judged against eager
-    // under the hook (judge_stand_in).
-    std::vector<double> stand_in;
+    // While the interpreter's stand-in is on trial (kernels still compiling): the iterations that
+    // ran it, and those between them that ran its groups eagerly (judge_stand_in); the first
+    // kSwitchIterations of them pay for the switch from eager and are left out.
+    std::vector<double> stand_in, stand_in_eager;
+    int stand_in_switch = kSwitchIterations;
     bool stand_in_judged = false;
     // Totals of timed iterations before (warm-up) and from (steady) the first fused one.
     std::int64_t warm_n = 0, steady_n = 0;
@@ -264,7 +268,8 @@ class Governor {
   void process(const Pending& p, double ms, bool cuda);
   void fused_sample(std::uint64_t signature, Sig& s, double ms);
   void judge_window(std::uint64_t signature, Sig& s);
-  // Stand-in iterations slower than eager under the hook: their groups wait eagerly instead.
+  // Stand-in iterations against the iterations between them that ran its groups eagerly: off
+  // where they are slower on that evidence, kept where they are not (or no evidence came).
   void judge_stand_in(std::uint64_t signature, Sig& s);
   void decide(std::uint64_t signature, Sig& s);  // the judged windows vs the baseline
   // A plan that lost: its groups left out one at a time (governor_trial.cpp).

@@ -22,6 +22,10 @@ class PlanControl {
     // inputs other than the plan's), its time is still what running with that plan cost.
     std::uint64_t left_plan = 0;
     std::int64_t plan_ops = 0;  // the ops of that plan
+    // Of an iteration that waited for kernels still compiling (final_tiers false): the
+    // interpreter stood in for some of them; some of them ran eagerly instead.
+    bool stand_in = false;
+    bool waited = false;
   };
   // The plan's fused groups, in order.
   struct Group {
@@ -41,8 +45,11 @@ class PlanControl {
                                   const std::string& reason) = 0;
   // The signature runs eagerly from the next iteration start on.
   virtual void revert(std::uint64_t signature, const std::string& reason) = 0;
-  // Groups still compiling run eagerly from the next iteration start on, not on the interpreter.
+  // The interpreter's stand-in for groups still compiling starts on trial (every other
+  // iteration runs them eagerly). Off: they run eagerly from the next iteration start on. Kept:
+  // the interpreter runs them in every iteration from then on.
   virtual void no_stand_in(std::uint64_t signature, const std::string& reason) = 0;
+  virtual void keep_stand_in(std::uint64_t signature) = 0;
 };
 
 }  // namespace hotpath::detail

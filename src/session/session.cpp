@@ -57,6 +57,8 @@ PlanControl::Run Session::ran(std::uint64_t signature, std::int64_t first) const
   run.final_tiers = r.final_tiers;
   run.left_plan = r.left_plan;
   run.plan_ops = r.plan_ops;
+  run.stand_in = r.stand_in;
+  run.waited = r.waited;
   return run;
 }
 
@@ -92,6 +94,8 @@ void Session::revert(std::uint64_t signature, const std::string& reason) {
 void Session::no_stand_in(std::uint64_t signature, const std::string& reason) {
   executor.no_stand_in(signature, reason);
 }
+
+void Session::keep_stand_in(std::uint64_t signature) { executor.keep_stand_in(signature); }
 
 void Session::due(std::string why) {
   std::lock_guard<std::mutex> lock(aside_mu);
