@@ -133,14 +133,24 @@ std::string cu_error_text(int code) { return error_text(static_cast<CUresult>(co
 
 bool cuda_driver_available() { return driver().ok; }
 
-CudaModule::CudaModule(const std::string& cubin, const std::string& function, int device,
-                       const std::string& multi_function)
-    : name_(function) {
+CudaImage::CudaImage(const std::string& cubin, int device) {
   const Driver& d = checked_driver();
   ensure_context(device);
   CUmodule m = nullptr;
   HOTPATH_CU_CHECK(d.cuModuleLoadData(&m, cubin.data()));
   module_ = m;
+}
+
+CudaImage::~CudaImage() {
+  // At process exit the context may already be gone; nothing useful can be done about an error.
+  if (module_ != nullptr && driver().ok) driver().cuModuleUnload(static_cast<CUmodule>(module_));
+}
+
+CudaModule::CudaModule(std::shared_ptr<const CudaImage> image, const std::string& function,
+                       const std::string& multi_function)
+    : image_(std::move(image)), name_(function) {
+  const Driver& d = checked_driver();
+  const auto m = static_cast<CUmodule>(image_->get());
   // With lazy module loading (CUDA's default) the first launch would load a function: do it
   // now, on the thread that loads the module (the compile worker), not in the training loop.
   auto load = [&](const std::string& name) -> void* {
@@ -148,22 +158,18 @@ CudaModule::CudaModule(const std::string& cubin, const std::string& function, in
     const CUresult r = d.cuModuleGetFunction(&f, m, name.c_str());
     CUresult l = CUDA_SUCCESS;
     if (r == CUDA_SUCCESS && d.cuFuncLoad != nullptr) l = d.cuFuncLoad(f);
-    if (r != CUDA_SUCCESS || l != CUDA_SUCCESS) {
-      d.cuModuleUnload(m);
-      module_ = nullptr;
+    if (r != CUDA_SUCCESS || l != CUDA_SUCCESS)
       HOTPATH_FAIL(r != CUDA_SUCCESS ? "cuModuleGetFunction(" : "cuFuncLoad(", name,
                    ") failed: ", error_text(r != CUDA_SUCCESS ? r : l));
-    }
     return f;
   };
   function_ = load(function);
   if (!multi_function.empty()) multi_ = load(multi_function);
 }
 
-CudaModule::~CudaModule() {
-  // At process exit the context may already be gone; nothing useful can be done about an error.
-  if (module_ != nullptr && driver().ok) driver().cuModuleUnload(static_cast<CUmodule>(module_));
-}
+CudaModule::CudaModule(const std::string& cubin, const std::string& function, int device,
+                       const std::string& multi_function)
+    : CudaModule(std::make_shared<const CudaImage>(cubin, device), function, multi_function) {}
 
 void CudaModule::launch(unsigned grid, unsigned block, void* stream, void** params,
                         bool multi) const {

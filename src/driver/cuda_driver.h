@@ -13,14 +13,31 @@ namespace hotpath::detail {
 // True when libcuda could be opened and initialised.
 bool cuda_driver_available();
 
+// A cubin loaded into the primary context of `device` (made current on the calling thread unless
+// the thread's current context is already for that device): one CUmodule, unloaded when the last
+// CudaModule using it goes. A plan's kernels compiled in one NVRTC program share one.
+class CudaImage {
+ public:
+  CudaImage(const std::string& cubin, int device);
+  ~CudaImage();
+  CudaImage(const CudaImage&) = delete;
+  CudaImage& operator=(const CudaImage&) = delete;
+  void* get() const { return module_; }  // CUmodule
+
+ private:
+  void* module_ = nullptr;
+};
+
+// A kernel of a loaded image: `function`, and `multi_function` unless empty (a pointwise kernel's
+// entry for several segments), looked up and loaded (CUDA loads lazily: not at the first launch,
+// in the training loop).
 class CudaModule {
  public:
-  // Loads `cubin` into the primary context of `device` (made current on the calling thread
-  // unless the thread's current context is already for that device) and looks up `function`,
-  // and `multi_function` unless empty (a pointwise kernel's entry for several segments).
+  CudaModule(std::shared_ptr<const CudaImage> image, const std::string& function,
+             const std::string& multi_function = "");
+  // ... of an image of its own.
   CudaModule(const std::string& cubin, const std::string& function, int device,
              const std::string& multi_function = "");
-  ~CudaModule();
   CudaModule(const CudaModule&) = delete;
   CudaModule& operator=(const CudaModule&) = delete;
 
@@ -29,9 +46,10 @@ class CudaModule {
   void launch(unsigned grid, unsigned block, void* stream, void** params, bool multi = false) const;
   bool has_multi() const { return multi_ != nullptr; }
   const std::string& name() const { return name_; }
+  const std::shared_ptr<const CudaImage>& image() const { return image_; }
 
  private:
-  void* module_ = nullptr;    // CUmodule
+  std::shared_ptr<const CudaImage> image_;
   void* function_ = nullptr;  // CUfunction
   void* multi_ = nullptr;     // CUfunction of the multi entry, if any
   std::string name_;
