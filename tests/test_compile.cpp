@@ -188,37 +188,94 @@ TEST_CASE("the kernel cache: miss, hit, corrupt entry", "[fusion][cache]") {
   CHECK(cache.load(key).value() == "recompiled");
 }
 
-TEST_CASE("a plan's kernels build in parallel, from the cache the second time", "[fusion][nvrtc]") {
+TEST_CASE("a plan's kernels build in one NVRTC program, a broken one alone, cached by kernel",
+          "[fusion][nvrtc]") {
   using namespace hotpath::detail;
   const hotpath_test::TempDir tmp("hotpath-builder-test");
   const KernelCache cache(tmp.path());
+  // Each with a helper of the same name and the runtime header, as generated kernels have.
   auto job = [](const std::string& name, const std::string& body) {
     const std::string source =
-        "extern \"C\" __global__ void " + name + "(float* x) { " + body + " }\n";
+        "#include \"hotpath_runtime.cuh\"\n"
+        "__device__ float f(float v) { " +
+        body +
+        " }\n"
+        "extern \"C\" __global__ void " +
+        name + "(float* x) { x[threadIdx.x] = f(x[threadIdx.x]); }\n";
     return KernelJob{source, name, kernel_cache_key(source, 90)};
   };
-  const std::vector<KernelJob> jobs = {job("k_double", "x[threadIdx.x] *= 2.0f;"),
-                                       job("k_broken", "x[threadIdx.x] = undeclared;"),
-                                       job("k_half", "x[threadIdx.x] *= 0.5f;")};
-  {
+  SECTION("together: one program, one cubin with every kernel, stored under each key") {
+    const std::vector<KernelJob> jobs = {job("k_double", "return v * 2.0f;"),
+                                         job("k_half", "return v * 0.5f;"),
+                                         job("k_sqrt", "return sqrtf(v);")};
+    {
+      KernelBuilder b(jobs, 90, runtime_headers(), cache);
+      CHECK(b.compiled() == 3);
+      for (std::size_t k = 0; k < jobs.size(); ++k) {
+        CAPTURE(k);
+        CHECK(b.wait(k).error.empty());
+        CHECK_FALSE(b.wait(k).from_cache);
+        CHECK(b.wait(k).program_kernels == 3);
+        CHECK(b.wait(k).cubin == b.wait(0).cubin);
+      }
+      CHECK(b.programs() == 1);
+      CHECK(b.wait(0).cubin.size() > 100);
+    }
+    KernelBuilder again(jobs, 90, runtime_headers(), cache);
+    CHECK(again.compiled() == 0);
+    CHECK(again.programs() == 0);
+    for (std::size_t k = 0; k < jobs.size(); ++k) CHECK(again.wait(k).from_cache);
+    const BuiltKernel one = load_or_compile(jobs[1], 90, runtime_headers(), cache);
+    CHECK(one.from_cache);
+    CHECK(one.cubin == again.wait(1).cubin);
+  }
+  SECTION("a broken kernel fails alone; the others build anyway") {
+    const std::vector<KernelJob> jobs = {job("k_double", "return v * 2.0f;"),
+                                         job("k_broken", "return undeclared;"),
+                                         job("k_half", "return v * 0.5f;")};
+    {
+      KernelBuilder b(jobs, 90, runtime_headers(), cache);
+      CHECK(b.wait(1).error.find("undeclared") != std::string::npos);
+      CHECK(b.wait(1).error.find("hotpath_unit") == std::string::npos);  // its own log
+      for (std::size_t k : {0, 2}) {
+        CAPTURE(k);
+        CHECK(b.wait(k).error.empty());
+        CHECK(b.wait(k).program_kernels == 1);
+      }
+      CHECK(b.programs() == 4);  // the program, then each kernel alone
+    }
+    KernelBuilder again(jobs, 90, runtime_headers(), cache);
+    CHECK(again.compiled() == 1);  // only the broken one is not in the cache
+    CHECK_FALSE(again.wait(1).error.empty());
+  }
+  SECTION("more kernels than a program takes, or two of one name: several programs") {
+    std::vector<KernelJob> jobs;
+    for (std::size_t i = 0; i < kProgramKernels + 2; ++i)
+      jobs.push_back(job("k" + std::to_string(i), "return v + " + std::to_string(i) + ".0f;"));
+    // The name of a kernel in the second program, another source: a program of its own.
+    jobs.push_back(job("k" + std::to_string(kProgramKernels), "return v - 1.0f;"));
     KernelBuilder b(jobs, 90, runtime_headers(), cache);
-    CHECK(b.compiled() == 3);
-    for (std::size_t k : {0, 2}) {
+    for (std::size_t k = 0; k < jobs.size(); ++k) {
       CAPTURE(k);
       CHECK(b.wait(k).error.empty());
-      CHECK_FALSE(b.wait(k).from_cache);
-      CHECK(b.wait(k).cubin.size() > 100);
     }
-    CHECK(b.wait(1).error.find("undeclared") != std::string::npos);  // the others built anyway
+    CHECK(b.wait(0).program_kernels == kProgramKernels);
+    CHECK(b.wait(kProgramKernels).program_kernels == 2);
+    CHECK(b.wait(jobs.size() - 1).program_kernels == 1);
+    CHECK(b.programs() == 3);
   }
-  KernelBuilder again(jobs, 90, runtime_headers(), cache);
-  CHECK(again.compiled() == 1);  // only the broken one is not in the cache
-  CHECK(again.wait(0).from_cache);
-  CHECK(again.wait(2).from_cache);
-  CHECK_FALSE(again.wait(1).error.empty());
-  const BuiltKernel one = load_or_compile(jobs[0], 90, runtime_headers(), cache);
-  CHECK(one.from_cache);
-  CHECK(one.cubin == again.wait(0).cubin);
+}
+
+TEST_CASE("a program's source: the headers once, each kernel's source in its own namespace",
+          "[fusion][compile]") {
+  using hotpath::detail::KernelJob;
+  const KernelJob a{"#include \"hotpath_runtime.cuh\"\ntypedef int idx_t;\nA\n", "a", ""};
+  const KernelJob b{"#include \"hotpath_runtime.cuh\"\n#include \"other.cuh\"\nB\n", "b", ""};
+  CHECK(hotpath::detail::program_source({&a, &b}) ==
+        "#include \"hotpath_runtime.cuh\"\n"
+        "#include \"other.cuh\"\n"
+        "namespace hotpath_unit_0 {\ntypedef int idx_t;\nA\n}  // namespace hotpath_unit_0\n"
+        "namespace hotpath_unit_1 {\nB\n}  // namespace hotpath_unit_1\n");
 }
 
 TEST_CASE("an NVRTC failure names the error and the dumped source", "[fusion][nvrtc]") {

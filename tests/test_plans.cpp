@@ -226,7 +226,8 @@ TEST_CASE("an optimizer's groups with one kernel launch together", "[fusion][bat
 
 TEST_CASE("on a GPU, fused kernels train the MLP + AdamW step as eager does", "[fusion][gpu]") {
   // The GPU paths CI cannot run: column kernels, the optimizer's batch in one launch, buffers
-  // reused for temporaries, kernels compiled in parallel. On the GPU machine (gpu_check.sh).
+  // reused for temporaries, kernels compiled in one NVRTC program. On the GPU machine
+  // (gpu_check.sh).
   if (!torch::cuda::is_available()) {
     WARN("no CUDA device: this test runs on the GPU machine (benchmarks/gpu_check.sh)");
     return;

@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <ctime>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "common/error.h"
@@ -47,6 +49,24 @@ BuiltKernel load_or_compile(const KernelJob& job, int arch, const KernelHeaders&
   return compile(job, arch, headers, cache, dump_dir(cache));
 }
 
+std::string program_source(const std::vector<const KernelJob*>& jobs) {
+  std::string includes, units;
+  std::set<std::string> included;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    units += "namespace hotpath_unit_" + std::to_string(i) + " {\n";
+    std::istringstream in(jobs[i]->source);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("#include", 0) == 0) {
+        if (included.insert(line).second) includes += line + "\n";
+        continue;
+      }
+      units += line + "\n";
+    }
+    units += "}  // namespace hotpath_unit_" + std::to_string(i) + "\n";
+  }
+  return includes + units;
+}
+
 KernelBuilder::KernelBuilder(std::vector<KernelJob> jobs, int arch, const KernelHeaders& headers,
                              const KernelCache& cache)
     : jobs_(std::move(jobs)),
@@ -56,32 +76,27 @@ KernelBuilder::KernelBuilder(std::vector<KernelJob> jobs, int arch, const Kernel
       dump_(dump_dir(cache)),
       built_(jobs_.size()),
       ready_(jobs_.size(), 0) {
+  std::set<std::string> names;  // of the chunk being filled: entry functions must differ
   for (std::size_t k = 0; k < jobs_.size(); ++k) {
     if (auto hit = cache_.load(jobs_[k].key)) {
       built_[k].cubin = std::move(*hit);
       built_[k].from_cache = true;
       ready_[k] = true;
-    } else {
-      misses_.push_back(k);
+      continue;
     }
+    misses_.push_back(k);
+    if (chunks_.empty() || chunks_.back().size() >= kProgramKernels ||
+        names.count(jobs_[k].name) > 0) {
+      chunks_.emplace_back();
+      names.clear();
+    }
+    chunks_.back().push_back(k);
+    names.insert(jobs_[k].name);
   }
-  threads_ =
-      std::min<std::size_t>(misses_.size(), std::max(1u, std::thread::hardware_concurrency() / 2));
-  for (std::size_t t = 1; t < threads_; ++t) pool_.emplace_back([this] { compile_some(); });
 }
 
-KernelBuilder::~KernelBuilder() {
-  for (std::thread& t : pool_) t.join();
-}
-
-void KernelBuilder::compile_some() {
-  for (;;) {
-    std::size_t k;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (next_ >= misses_.size()) return;
-      k = misses_[next_++];
-    }
+void KernelBuilder::build(const std::vector<std::size_t>& chunk) {
+  auto one = [&](std::size_t k) {
     BuiltKernel b;
     try {
       if (fault_armed(kFaultNvrtc))
@@ -91,21 +106,54 @@ void KernelBuilder::compile_some() {
     } catch (const Error& e) {
       b.error = e.what();
     }
-    if (fault_armed(kFaultLate))
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(late_fault_ms()));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      built_[k] = std::move(b);
-      ready_[k] = true;
+    ++programs_;
+    return b;
+  };
+  std::vector<BuiltKernel> out;
+  if (chunk.size() == 1) {
+    out.push_back(one(chunk[0]));
+  } else {
+    std::vector<const KernelJob*> jobs;
+    for (std::size_t k : chunk) jobs.push_back(&jobs_[k]);
+    const KernelJob program{
+        program_source(jobs),
+        jobs_[chunk[0]].name + "_and_" + std::to_string(chunk.size() - 1) + "_more", ""};
+    std::string cubin;
+    double cpu_ms = 0;
+    try {
+      if (fault_armed(kFaultNvrtc))
+        HOTPATH_FAIL("NVRTC failed to compile ", program.name, " (injected: HOTPATH_FAULTS=nvrtc)");
+      const double c0 = thread_cpu_ms();
+      make_dirs(dump_);
+      cubin = nvrtc_compile(program.source, program.name, arch_, headers_, dump_).cubin;
+      cpu_ms = thread_cpu_ms() - c0;
+    } catch (const Error&) {
+      cubin.clear();  // the kernels one by one: each failure with its own log
     }
-    cv_.notify_all();
+    ++programs_;
+    for (std::size_t k : chunk) {
+      if (cubin.empty()) {
+        out.push_back(one(k));
+        continue;
+      }
+      BuiltKernel b;
+      b.cubin = cubin;
+      b.cpu_ms = cpu_ms / static_cast<double>(chunk.size());
+      b.program_kernels = chunk.size();
+      cache_.store(jobs_[k].key, b.cubin);
+      out.push_back(std::move(b));
+    }
+  }
+  if (fault_armed(kFaultLate))
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(late_fault_ms()));
+  for (std::size_t i = 0; i < chunk.size(); ++i) {
+    built_[chunk[i]] = std::move(out[i]);
+    ready_[chunk[i]] = true;
   }
 }
 
 const BuiltKernel& KernelBuilder::wait(std::size_t k) {
-  compile_some();  // what no thread has taken yet, here: one thread alone never waits in vain
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return ready_[k]; });
+  while (!ready_[k] && next_chunk_ < chunks_.size()) build(chunks_[next_chunk_++]);
   return built_[k];
 }
 

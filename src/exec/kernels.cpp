@@ -1,14 +1,16 @@
 // The executor's kernels: NVRTC's first compile, the interpreter kernel per device (on the side
-// worker), and a built plan's kernels through compile/ (cache, else NVRTC in parallel), loaded as
-// modules on the compile worker.
+// worker), and a built plan's kernels through compile/ (cache, else NVRTC, several kernels to a
+// program), loaded on the compile worker (one image per program).
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "codegen/interpreter.h"
 #include "codegen/kernel.h"
 #include "common/error.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "compile/kernel_builder.h"
 #include "compile/nvrtc.h"
@@ -131,6 +133,17 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   }
   KernelBuilder builder(std::move(jobs), plan->arch, runtime_headers(), cache);
   std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
+  // Kernels compiled in one NVRTC program share its cubin: loaded once (by content: a cache hit
+  // reads the same cubin under each of their keys).
+  std::multimap<std::uint64_t, std::pair<std::string, std::shared_ptr<const CudaImage>>> images;
+  auto image_of = [&](const std::string& cubin) {
+    const std::uint64_t h = hash_combine(hash_string(cubin), cubin.size());
+    for (auto [it, end] = images.equal_range(h); it != end; ++it)
+      if (it->second.first == cubin) return it->second.second;
+    auto image = std::make_shared<const CudaImage>(cubin, plan->device_index);
+    images.emplace(h, std::make_pair(cubin, image));
+    return image;
+  };
   auto failed = [](PlanGroup& g, const Error& e) {
     g.error = e.what();
     log_warn(concat("hotpath: group ", g.name, " stays ",
@@ -149,25 +162,24 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
       continue;
     }
     const auto g0 = std::chrono::steady_clock::now();
+    const BuiltKernel* built = nullptr;
     if (const auto same = done.find(g.cache_key); same != done.end()) {
-      g.cubin = same->second->cubin;
       g.error = same->second->error;
       g.module = same->second->module;
       g.from_cache = true;
       ++plan->from_cache;
     } else {
-      const BuiltKernel& b = builder.wait(job_of.at(g.cache_key));
-      g.from_cache = b.from_cache;
-      plan->from_cache += b.from_cache ? 1 : 0;
-      cpu_ms += b.cpu_ms;
-      g.cubin = b.cubin;
-      if (!b.error.empty()) failed(g, Error(b.error));
+      built = &builder.wait(job_of.at(g.cache_key));
+      g.from_cache = built->from_cache;
+      plan->from_cache += built->from_cache ? 1 : 0;
+      cpu_ms += built->cpu_ms;
+      if (!built->error.empty()) failed(g, Error(built->error));
     }
     // Loaded here too: cuModuleLoadData on the training thread would be a stall.
-    if (g.error.empty() && g.module == nullptr) {
+    if (g.error.empty() && g.module == nullptr && built != nullptr) {
       try {
-        g.module = std::make_shared<CudaModule>(g.cubin, g.spec.name, plan->device_index,
-                                                g.spec.multi_name);
+        g.module =
+            std::make_shared<CudaModule>(image_of(built->cubin), g.spec.name, g.spec.multi_name);
       } catch (const Error& e) {
         failed(g, e);
       }
@@ -180,11 +192,10 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   plan->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!kernels) return;
-  // NVRTC's CPU time next to wall time: compiles in parallel show more CPU than wall time; a
-  // worker that waits for a core, less.
+  // NVRTC's CPU time next to wall time: a worker that waits for a core shows less CPU than wall.
   log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
                   " kernel(s) ready in ", static_cast<long long>(plan->compile_ms + 0.5), " ms (",
-                  builder.compiled(), " compiled on ", builder.threads(), " thread(s), ",
+                  builder.compiled(), " compiled in ", builder.programs(), " NVRTC program(s), ",
                   static_cast<long long>(cpu_ms + 0.5), " ms CPU; ", plan->from_cache,
                   " from the cache)"));
 }

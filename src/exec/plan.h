@@ -66,7 +66,6 @@ struct PlanGroup {
   // nobody reads them before they acquire a state other than kCompiling. Until then the
   // interpreter runs the group (KernelSpec::program), or its ops run eagerly if it cannot.
   std::shared_ptr<std::atomic<int>> state = std::make_shared<std::atomic<int>>(kCompiling);
-  std::string cubin;
   double compile_ms = 0;
   bool from_cache = false;
   std::string error;                   // why the kernel is not used (compile or load failure)
