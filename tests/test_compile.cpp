@@ -204,7 +204,7 @@ TEST_CASE("a plan's kernels build in one NVRTC program, a broken one alone, cach
         name + "(float* x) { x[threadIdx.x] = f(x[threadIdx.x]); }\n";
     return KernelJob{source, name, kernel_cache_key(source, 90)};
   };
-  SECTION("together: one program, one cubin with every kernel, stored under each key") {
+  SECTION("together: one program, one cubin with every kernel, stored once") {
     const std::vector<KernelJob> jobs = {job("k_double", "return v * 2.0f;"),
                                          job("k_half", "return v * 0.5f;"),
                                          job("k_sqrt", "return sqrtf(v);")};
@@ -221,13 +221,33 @@ TEST_CASE("a plan's kernels build in one NVRTC program, a broken one alone, cach
       CHECK(b.programs() == 1);
       CHECK(b.wait(0).cubin.size() > 100);
     }
-    KernelBuilder again(jobs, 90, runtime_headers(), cache);
-    CHECK(again.compiled() == 0);
-    CHECK(again.programs() == 0);
-    for (std::size_t k = 0; k < jobs.size(); ++k) CHECK(again.wait(k).from_cache);
-    const BuiltKernel one = load_or_compile(jobs[1], 90, runtime_headers(), cache);
-    CHECK(one.from_cache);
-    CHECK(one.cubin == again.wait(1).cubin);
+    // Each kernel's entry names the program's, which holds the cubin.
+    const auto program = KernelCache::referenced(cache.load_entry(jobs[0].key).value());
+    REQUIRE(program.has_value());
+    for (const KernelJob& j : jobs)
+      CHECK(KernelCache::referenced(cache.load_entry(j.key).value()) == program);
+    CHECK_FALSE(KernelCache::referenced(cache.load_entry(*program).value()).has_value());
+    std::string image;
+    CHECK(cache.load(jobs[2].key, &image) == cache.load_entry(*program));
+    CHECK(image == *program);
+    {
+      KernelBuilder again(jobs, 90, runtime_headers(), cache);
+      CHECK(again.compiled() == 0);
+      CHECK(again.programs() == 0);
+      for (std::size_t k = 0; k < jobs.size(); ++k) {
+        CHECK(again.wait(k).from_cache);
+        CHECK(again.wait(k).image == *program);  // one image to load for the three
+      }
+      const BuiltKernel one = load_or_compile(jobs[1], 90, runtime_headers(), cache);
+      CHECK(one.from_cache);
+      CHECK(one.cubin == again.wait(1).cubin);
+    }
+    // The program's cubin damaged: its kernels are misses and compile again.
+    std::ofstream(cache.path(*program), std::ios::binary | std::ios::trunc) << "XYZ";
+    KernelBuilder third(jobs, 90, runtime_headers(), cache);
+    CHECK(third.compiled() == 3);
+    CHECK(third.wait(0).error.empty());
+    CHECK(cache.load(jobs[0].key).has_value());
   }
   SECTION("a broken kernel fails alone; the others build anyway") {
     const std::vector<KernelJob> jobs = {job("k_double", "return v * 2.0f;"),

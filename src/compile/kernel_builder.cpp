@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <ctime>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -31,6 +33,7 @@ BuiltKernel compile(const KernelJob& job, int arch, const KernelHeaders& headers
   const double c0 = thread_cpu_ms();
   make_dirs(dump);
   b.cubin = nvrtc_compile(job.source, job.name, arch, headers, dump).cubin;
+  b.image = job.key;
   cache.store(job.key, b.cubin);
   b.cpu_ms = thread_cpu_ms() - c0;
   return b;
@@ -40,10 +43,11 @@ BuiltKernel compile(const KernelJob& job, int arch, const KernelHeaders& headers
 
 BuiltKernel load_or_compile(const KernelJob& job, int arch, const KernelHeaders& headers,
                             const KernelCache& cache) {
-  if (auto hit = cache.load(job.key)) {
-    BuiltKernel b;
+  BuiltKernel b;
+  if (auto hit = cache.load(job.key, &b.image)) {
     b.cubin = std::move(*hit);
     b.from_cache = true;
+    b.program_kernels = 0;
     return b;
   }
   return compile(job, arch, headers, cache, dump_dir(cache));
@@ -77,10 +81,27 @@ KernelBuilder::KernelBuilder(std::vector<KernelJob> jobs, int arch, const Kernel
       built_(jobs_.size()),
       ready_(jobs_.size(), 0) {
   std::set<std::string> names;  // of the chunk being filled: entry functions must differ
+  std::map<std::string, std::optional<std::string>> programs;  // read once for all their kernels
   for (std::size_t k = 0; k < jobs_.size(); ++k) {
-    if (auto hit = cache_.load(jobs_[k].key)) {
-      built_[k].cubin = std::move(*hit);
-      built_[k].from_cache = true;
+    BuiltKernel& b = built_[k];
+    std::optional<std::string> hit = cache_.load_entry(jobs_[k].key);
+    b.image = jobs_[k].key;
+    if (hit) {
+      if (const auto program = KernelCache::referenced(*hit)) {
+        auto it = programs.find(*program);
+        if (it == programs.end()) {
+          std::optional<std::string> cubin = cache_.load_entry(*program);
+          if (cubin && KernelCache::referenced(*cubin)) cubin.reset();
+          it = programs.emplace(*program, std::move(cubin)).first;
+        }
+        hit = it->second;
+        b.image = *program;
+      }
+    }
+    if (hit) {
+      b.cubin = std::move(*hit);
+      b.from_cache = true;
+      b.program_kernels = 0;
       ready_[k] = true;
       continue;
     }
@@ -118,6 +139,7 @@ void KernelBuilder::build(const std::vector<std::size_t>& chunk) {
     const KernelJob program{
         program_source(jobs),
         jobs_[chunk[0]].name + "_and_" + std::to_string(chunk.size() - 1) + "_more", ""};
+    const std::string key = kernel_cache_key(program.source, arch_);
     std::string cubin;
     double cpu_ms = 0;
     try {
@@ -127,6 +149,7 @@ void KernelBuilder::build(const std::vector<std::size_t>& chunk) {
       make_dirs(dump_);
       cubin = nvrtc_compile(program.source, program.name, arch_, headers_, dump_).cubin;
       cpu_ms = thread_cpu_ms() - c0;
+      cache_.store(key, cubin);
     } catch (const Error&) {
       cubin.clear();  // the kernels one by one: each failure with its own log
     }
@@ -140,7 +163,8 @@ void KernelBuilder::build(const std::vector<std::size_t>& chunk) {
       b.cubin = cubin;
       b.cpu_ms = cpu_ms / static_cast<double>(chunk.size());
       b.program_kernels = chunk.size();
-      cache_.store(jobs_[k].key, b.cubin);
+      b.image = key;
+      cache_.store_reference(jobs_[k].key, key);
       out.push_back(std::move(b));
     }
   }

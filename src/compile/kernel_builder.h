@@ -26,9 +26,12 @@ struct BuiltKernel {
   std::string error;  // empty: built
   double cpu_ms = 0;  // NVRTC's CPU time (a program's, shared out among its kernels)
   bool from_cache = false;
-  // The kernels of one program share its cubin (and the cache stores it under each one's key):
-  // how many kernels the cubin holds, 1 for a kernel compiled alone.
+  // The kernels of one program share its cubin, stored once under the program's key (each
+  // kernel's own entry names it): how many kernels the cubin holds (1: compiled alone; 0: read
+  // from the cache), and the key whose entry holds the cubin (the kernel's own or its program's):
+  // kernels with one image load it once.
   std::size_t program_kernels = 1;
+  std::string image;
 };
 
 // One kernel, on this thread. Throws Error when NVRTC fails.
@@ -46,7 +49,8 @@ std::string program_source(const std::vector<const KernelJob*>& jobs);
 
 // Distinct kernels of a plan: cache hits at once; the misses in NVRTC programs of up to
 // kProgramKernels each (program_source), in the order given (the first program is ready first),
-// the cubin stored under each kernel's key. Where a program fails, its kernels compile one by
+// the cubin stored once under the program's key and referred to by each kernel's. Where a
+// program fails, its kernels compile one by
 // one: a failure is one kernel's, with its own log. Why together: most of a small kernel's
 // compile is the program's fixed cost (an H200 host: 13 ms for an empty kernel, the MLP step's
 // five kernels 76 ms one by one and 18 ms in one program), and NVRTC compiles one program at a

@@ -16,6 +16,7 @@
 namespace hotpath::detail {
 namespace {
 constexpr char kMagic[8] = {'H', 'P', 'C', 'U', 'B', 'I', 'N', '1'};
+constexpr const char* kReference = "hotpath-program ";  // a cubin starts with ELF's magic
 
 std::uint64_t checksum(const std::string& s) { return hash_string(s); }
 }  // namespace
@@ -56,7 +57,31 @@ const std::vector<std::string>& prebuilt_kernel_dirs() {
 
 std::string KernelCache::path(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }
 
-std::optional<std::string> KernelCache::load(const std::string& key) const {
+std::optional<std::string> KernelCache::load(const std::string& key, std::string* image) const {
+  auto entry = load_entry(key);
+  if (!entry) return std::nullopt;
+  const auto program = referenced(*entry);
+  if (!program) {
+    if (image != nullptr) *image = key;
+    return entry;
+  }
+  auto cubin = load_entry(*program);
+  if (!cubin || referenced(*cubin)) return std::nullopt;  // one level: a program's is a cubin
+  if (image != nullptr) *image = *program;
+  return cubin;
+}
+
+std::optional<std::string> KernelCache::referenced(const std::string& entry) {
+  const std::size_t n = std::strlen(kReference);
+  if (entry.size() <= n || entry.compare(0, n, kReference) != 0) return std::nullopt;
+  return entry.substr(n);
+}
+
+void KernelCache::store_reference(const std::string& key, const std::string& program_key) const {
+  store(key, kReference + program_key);
+}
+
+std::optional<std::string> KernelCache::load_entry(const std::string& key) const {
   if (!dir_.empty()) {
     if (auto own = read_entry(path(key))) return own;
   }

@@ -10,7 +10,6 @@
 #include "codegen/interpreter.h"
 #include "codegen/kernel.h"
 #include "common/error.h"
-#include "common/hash.h"
 #include "common/log.h"
 #include "compile/kernel_builder.h"
 #include "compile/nvrtc.h"
@@ -133,15 +132,11 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   }
   KernelBuilder builder(std::move(jobs), plan->arch, runtime_headers(), cache);
   std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
-  // Kernels compiled in one NVRTC program share its cubin: loaded once (by content: a cache hit
-  // reads the same cubin under each of their keys).
-  std::multimap<std::uint64_t, std::pair<std::string, std::shared_ptr<const CudaImage>>> images;
-  auto image_of = [&](const std::string& cubin) {
-    const std::uint64_t h = hash_combine(hash_string(cubin), cubin.size());
-    for (auto [it, end] = images.equal_range(h); it != end; ++it)
-      if (it->second.first == cubin) return it->second.second;
-    auto image = std::make_shared<const CudaImage>(cubin, plan->device_index);
-    images.emplace(h, std::make_pair(cubin, image));
+  // Kernels compiled in one NVRTC program share its cubin: loaded once (BuiltKernel::image).
+  std::map<std::string, std::shared_ptr<const CudaImage>> images;
+  auto image_of = [&](const BuiltKernel& b) {
+    std::shared_ptr<const CudaImage>& image = images[b.image];
+    if (!image) image = std::make_shared<const CudaImage>(b.cubin, plan->device_index);
     return image;
   };
   auto failed = [](PlanGroup& g, const Error& e) {
@@ -178,8 +173,7 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
     // Loaded here too: cuModuleLoadData on the training thread would be a stall.
     if (g.error.empty() && g.module == nullptr && built != nullptr) {
       try {
-        g.module =
-            std::make_shared<CudaModule>(image_of(built->cubin), g.spec.name, g.spec.multi_name);
+        g.module = std::make_shared<CudaModule>(image_of(*built), g.spec.name, g.spec.multi_name);
       } catch (const Error& e) {
         failed(g, e);
       }
