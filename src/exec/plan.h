@@ -47,6 +47,10 @@ struct PlanOp {
 // Whether the interpreter stands in for a plan's groups while their kernels compile
 // (Plan::requested_stand_in): on trial (every other iteration), on, or off.
 enum class StandIn { kTrial, kOn, kOff };
+// A trial's first iterations all run the stand-in: they pay for the switch from eager, and the
+// governor leaves as many out of its judgement (Governor::kSwitchIterations); a plan whose
+// kernels come from the cache has them loaded by then and is never tried.
+constexpr std::int64_t kStandInOnTurns = 4;
 
 // A group's own kernel, as the compile worker publishes it (PlanGroup::state).
 enum KernelState : int { kCompiling = 0, kLoaded = 1, kFailed = 2 };
@@ -125,10 +129,11 @@ struct Plan {
   std::int64_t epoch = 0;  // configuration of the groups' activity in force
   bool reverted = false;
   // Whether the interpreter stands in for kernels still compiling in the armed iteration (else
-  // their groups run eagerly meanwhile). On trial at first: every other iteration runs those
-  // groups eagerly, so that the governor judges the stand-in against eager timed beside it (a
-  // compile running on the other cores slows both alike); it turns the stand-in off where it is
-  // slower on that evidence, and keeps it on where it is not. Why, if off.
+  // their groups run eagerly meanwhile). On trial at first: after kStandInOnTurns iterations on it
+  // (kernels from the cache are loaded by then), every other iteration runs those groups eagerly,
+  // so that the governor judges the stand-in against eager timed beside it; it turns the
+  // stand-in off where it is slower on that evidence, and keeps it on where it is not. Why, if
+  // off.
   bool stand_in = true;
   StandIn requested_stand_in = StandIn::kTrial;  // under the executor's lock; at iteration starts
   std::int64_t stand_in_turns = 0;               // iterations armed while on trial
@@ -136,7 +141,9 @@ struct Plan {
   // At an iteration start: whether the interpreter stands in during it.
   void take_stand_in_turn() {
     stand_in = requested_stand_in == StandIn::kOn ||
-               (requested_stand_in == StandIn::kTrial && stand_in_turns++ % 2 == 0);
+               (requested_stand_in == StandIn::kTrial &&
+                (stand_in_turns < kStandInOnTurns || (stand_in_turns - kStandInOnTurns) % 2 == 0));
+    if (requested_stand_in == StandIn::kTrial) ++stand_in_turns;
   }
   bool counted = false;  // in the executor's count of plans that may run (set before ready)
   std::string reason;
