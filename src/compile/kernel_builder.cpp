@@ -79,7 +79,8 @@ KernelBuilder::KernelBuilder(std::vector<KernelJob> jobs, int arch, const Kernel
       cache_(cache),
       dump_(dump_dir(cache)),
       built_(jobs_.size()),
-      ready_(jobs_.size(), 0) {
+      ready_(jobs_.size(), 0),
+      chunk_of_(jobs_.size(), 0) {
   std::set<std::string> names;  // of the chunk being filled: entry functions must differ
   std::map<std::string, std::optional<std::string>> programs;  // read once for all their kernels
   for (std::size_t k = 0; k < jobs_.size(); ++k) {
@@ -112,11 +113,36 @@ KernelBuilder::KernelBuilder(std::vector<KernelJob> jobs, int arch, const Kernel
       names.clear();
     }
     chunks_.back().push_back(k);
+    chunk_of_[k] = chunks_.size() - 1;
     names.insert(jobs_[k].name);
   }
+  threads_ =
+      std::min<std::size_t>(chunks_.size(), std::max(1u, std::thread::hardware_concurrency() / 2));
+  for (std::size_t t = 1; t < threads_; ++t) pool_.emplace_back([this] { build_some(); });
+}
+
+KernelBuilder::~KernelBuilder() {
+  for (std::thread& t : pool_) t.join();
+}
+
+std::size_t KernelBuilder::programs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return programs_;
+}
+
+bool KernelBuilder::take(std::size_t& chunk) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (next_chunk_ >= chunks_.size()) return false;
+  chunk = next_chunk_++;
+  return true;
+}
+
+void KernelBuilder::build_some() {
+  for (std::size_t c = 0; take(c);) build(chunks_[c]);
 }
 
 void KernelBuilder::build(const std::vector<std::size_t>& chunk) {
+  std::size_t programs = 0;
   auto one = [&](std::size_t k) {
     BuiltKernel b;
     try {
@@ -127,7 +153,7 @@ void KernelBuilder::build(const std::vector<std::size_t>& chunk) {
     } catch (const Error& e) {
       b.error = e.what();
     }
-    ++programs_;
+    ++programs;
     return b;
   };
   std::vector<BuiltKernel> out;
@@ -153,7 +179,7 @@ void KernelBuilder::build(const std::vector<std::size_t>& chunk) {
     } catch (const Error&) {
       cubin.clear();  // the kernels one by one: each failure with its own log
     }
-    ++programs_;
+    ++programs;
     for (std::size_t k : chunk) {
       if (cubin.empty()) {
         out.push_back(one(k));
@@ -170,14 +196,31 @@ void KernelBuilder::build(const std::vector<std::size_t>& chunk) {
   }
   if (fault_armed(kFaultLate))
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(late_fault_ms()));
-  for (std::size_t i = 0; i < chunk.size(); ++i) {
-    built_[chunk[i]] = std::move(out[i]);
-    ready_[chunk[i]] = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      built_[chunk[i]] = std::move(out[i]);
+      ready_[chunk[i]] = true;
+    }
+    programs_ += programs;
   }
+  cv_.notify_all();
 }
 
 const BuiltKernel& KernelBuilder::wait(std::size_t k) {
-  while (!ready_[k] && next_chunk_ < chunks_.size()) build(chunks_[next_chunk_++]);
+  // Programs no thread has taken, here, while k's is among them: one thread alone never waits in
+  // vain, and k is not held back for programs after its own.
+  for (;;) {
+    std::size_t c = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ready_[k] || next_chunk_ > chunk_of_[k]) break;
+      c = next_chunk_++;
+    }
+    build(chunks_[c]);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ready_[k] != 0; });
   return built_[k];
 }
 

@@ -3,8 +3,11 @@
 // (KernelBuilder: the cache misses compiled together, several to an NVRTC program).
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -48,28 +51,35 @@ constexpr std::size_t kProgramKernels = 8;
 std::string program_source(const std::vector<const KernelJob*>& jobs);
 
 // Distinct kernels of a plan: cache hits at once; the misses in NVRTC programs of up to
-// kProgramKernels each (program_source), in the order given (the first program is ready first),
-// the cubin stored once under the program's key and referred to by each kernel's. Where a
-// program fails, its kernels compile one by
-// one: a failure is one kernel's, with its own log. Why together: most of a small kernel's
+// kProgramKernels each (program_source), in the order given, the cubin stored once under the
+// program's key and referred to by each kernel's. Where a program fails, its kernels compile one
+// by one: a failure is one kernel's, with its own log. Why together: most of a small kernel's
 // compile is the program's fixed cost (an H200 host: 13 ms for an empty kernel, the MLP step's
-// five kernels 76 ms one by one and 18 ms in one program), and NVRTC compiles one program at a
-// time whatever the threads (five threads took as long as one). One thread: wait(k) builds the
-// programs up to kernel k's on the calling thread. Its first compile in the process must have
-// run (see nvrtc_start). The injected fault "nvrtc" (common/faults.h) fails every compile, "late"
-// holds each program's kernels back.
+// five kernels 76 ms one by one and 18 ms in one program; five threads compiling them one each
+// took as long as one thread). Programs compile in parallel on up to half the cores' threads
+// (large kernels do overlap: the 12-layer LM's 82 took 2-2.8 s of wall time on 8 threads for
+// 12-20 s of CPU); wait(k) lends the calling thread to the programs no thread has taken yet,
+// until kernel k's is taken, then blocks until it is built or has failed. NVRTC's first compile
+// in the process must have run (see nvrtc_start). The injected fault "nvrtc" (common/faults.h)
+// fails every compile, "late" holds each program's kernels back. The destructor joins the
+// threads.
 class KernelBuilder {
  public:
   KernelBuilder(std::vector<KernelJob> jobs, int arch, const KernelHeaders& headers,
                 const KernelCache& cache);
+  ~KernelBuilder();
   KernelBuilder(const KernelBuilder&) = delete;
   KernelBuilder& operator=(const KernelBuilder&) = delete;
 
   const BuiltKernel& wait(std::size_t k);
   std::size_t compiled() const { return misses_.size(); }  // not found in the cache
-  std::size_t programs() const { return programs_; }       // NVRTC programs compiled so far
+  std::size_t programs() const;                            // NVRTC programs compiled so far
+  std::size_t threads() const { return threads_; }
 
  private:
+  // Takes the next program no thread has taken (false: none left).
+  bool take(std::size_t& chunk);
+  void build_some();
   void build(const std::vector<std::size_t>& chunk);
 
   std::vector<KernelJob> jobs_;
@@ -78,11 +88,16 @@ class KernelBuilder {
   KernelCache cache_;
   std::string dump_;  // where NVRTC's failures leave their source
   std::vector<BuiltKernel> built_;
-  std::vector<char> ready_;                       // per job
+  std::vector<char> ready_;                       // per job, under mu_
   std::vector<std::size_t> misses_;               // jobs, in order
   std::vector<std::vector<std::size_t>> chunks_;  // the misses, by program
-  std::size_t next_chunk_ = 0;
-  std::size_t programs_ = 0;
+  std::vector<std::size_t> chunk_of_;             // per job: its program (misses only)
+  std::size_t next_chunk_ = 0;                    // under mu_
+  std::size_t programs_ = 0;                      // under mu_
+  std::size_t threads_ = 0;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> pool_;
 };
 
 }  // namespace hotpath::detail
