@@ -143,13 +143,13 @@ void KernelBuilder::build_some() {
 
 void KernelBuilder::build(const std::vector<std::size_t>& chunk) {
   std::size_t programs = 0;
-  auto one = [&](std::size_t k) {
+  // One NVRTC program (a kernel alone, or several), its cubin stored under job.key.
+  auto attempt = [&](const KernelJob& job) {
     BuiltKernel b;
     try {
       if (fault_armed(kFaultNvrtc))
-        HOTPATH_FAIL("NVRTC failed to compile ", jobs_[k].name,
-                     " (injected: HOTPATH_FAULTS=nvrtc)");
-      b = compile(jobs_[k], arch_, headers_, cache_, dump_);
+        HOTPATH_FAIL("NVRTC failed to compile ", job.name, " (injected: HOTPATH_FAULTS=nvrtc)");
+      b = compile(job, arch_, headers_, cache_, dump_);
     } catch (const Error& e) {
       b.error = e.what();
     }
@@ -158,39 +158,23 @@ void KernelBuilder::build(const std::vector<std::size_t>& chunk) {
   };
   std::vector<BuiltKernel> out;
   if (chunk.size() == 1) {
-    out.push_back(one(chunk[0]));
+    out.push_back(attempt(jobs_[chunk[0]]));
   } else {
     std::vector<const KernelJob*> jobs;
     for (std::size_t k : chunk) jobs.push_back(&jobs_[k]);
-    const KernelJob program{
-        program_source(jobs),
-        jobs_[chunk[0]].name + "_and_" + std::to_string(chunk.size() - 1) + "_more", ""};
-    const std::string key = kernel_cache_key(program.source, arch_);
-    std::string cubin;
-    double cpu_ms = 0;
-    try {
-      if (fault_armed(kFaultNvrtc))
-        HOTPATH_FAIL("NVRTC failed to compile ", program.name, " (injected: HOTPATH_FAULTS=nvrtc)");
-      const double c0 = thread_cpu_ms();
-      make_dirs(dump_);
-      cubin = nvrtc_compile(program.source, program.name, arch_, headers_, dump_).cubin;
-      cpu_ms = thread_cpu_ms() - c0;
-      cache_.store(key, cubin);
-    } catch (const Error&) {
-      cubin.clear();  // the kernels one by one: each failure with its own log
-    }
-    ++programs;
+    const std::string source = program_source(jobs);
+    const BuiltKernel program = attempt(KernelJob{
+        source, jobs_[chunk[0]].name + "_and_" + std::to_string(chunk.size() - 1) + "_more",
+        kernel_cache_key(source, arch_)});
     for (std::size_t k : chunk) {
-      if (cubin.empty()) {
-        out.push_back(one(k));
+      if (!program.error.empty()) {  // the kernels one by one: each failure with its own log
+        out.push_back(attempt(jobs_[k]));
         continue;
       }
-      BuiltKernel b;
-      b.cubin = cubin;
-      b.cpu_ms = cpu_ms / static_cast<double>(chunk.size());
+      BuiltKernel b = program;
+      b.cpu_ms = program.cpu_ms / static_cast<double>(chunk.size());
       b.program_kernels = chunk.size();
-      b.image = key;
-      cache_.store_reference(jobs_[k].key, key);
+      cache_.store_reference(jobs_[k].key, program.image);
       out.push_back(std::move(b));
     }
   }
