@@ -58,7 +58,10 @@ struct FakePlans : PlanControl {
     ++no_stand_in_calls;
     why = reason;
   }
-  void keep_stand_in(std::uint64_t) override { ++keep_stand_in_calls; }
+  void keep_stand_in(std::uint64_t, const std::string& reason) override {
+    ++keep_stand_in_calls;
+    why = reason;
+  }
 };
 
 // Feeds iterations to the governor that take `ms` each: of signature 7 (ten ops each) unless
@@ -155,6 +158,7 @@ TEST_CASE("the stand-in is judged against its groups run eagerly beside it",
     trial(plans, feed, 4 + 10, 12.0, 16.0);
     CHECK(plans.no_stand_in_calls == 0);
     CHECK(plans.keep_stand_in_calls == 1);
+    CHECK(plans.why.find("12.000 ms against 16.000 ms") != std::string::npos);  // for stats()
     trial(plans, feed, 10, 12.0, 16.0);
     CHECK(plans.keep_stand_in_calls == 1);
   }
@@ -205,6 +209,29 @@ TEST_CASE("on trial, the stand-in runs in every other iteration after its first 
   CHECK(turns(3) == std::vector<bool>{true, true, true});
   plan.requested_stand_in = StandIn::kOff;
   CHECK(turns(3) == std::vector<bool>{false, false, false});
+}
+
+TEST_CASE("stats say what stands in for kernels still compiling", "[stand-in][stats]") {
+  hotpath::Stats stats;
+  hotpath::SignatureStats sig;
+  sig.hex = "7";
+  sig.fusion.planned = true;
+  sig.fusion.ready = true;
+  sig.fusion.groups.resize(2);
+  auto text = [&] {
+    stats.signatures = {sig};
+    return hotpath::format_stats(stats);
+  };
+  CHECK(text().find("the interpreter on trial meanwhile, every other iteration eager") !=
+        std::string::npos);
+  sig.fusion.stand_in_kept = "its iterations took 12.000 ms against 16.000 ms";
+  CHECK(text().find("the interpreter runs them meanwhile: its iterations took 12.000 ms") !=
+        std::string::npos);
+  sig.fusion.stand_in_off = "its iterations took 15.000 ms against 10.000 ms";
+  CHECK(text().find("they run eagerly meanwhile") != std::string::npos);
+  CHECK(text().find("no interpreter stand-in (its iterations took 15.000 ms") != std::string::npos);
+  sig.fusion.compiled = true;  // its kernels in: the stand-in no longer matters while compiling
+  CHECK(text().find("meanwhile") == std::string::npos);
 }
 
 TEST_CASE("iterations that left the plan are judged as the plan's", "[governor][divergence]") {

@@ -154,9 +154,12 @@ struct FusionStats {
   std::string reason;
   // The plan came from a verdict of an earlier run ("known winner" / "known loser").
   std::string remembered;
-  // Why the interpreter no longer stands in for kernels still compiling (its iterations were
-  // slower than eager: those groups ran eagerly until their kernels were in); empty if it does.
+  // The interpreter standing in for kernels still compiling starts on trial (every other
+  // iteration runs those groups eagerly) and is judged against them side by side: why it was
+  // turned off (slower: those groups run eagerly until their kernels are in), or why it stands in
+  // every iteration (not slower); both empty while on trial, or where it was never needed.
   std::string stand_in_off;
+  std::string stand_in_kept;
   std::vector<GroupStats> groups;
 };
 

@@ -178,8 +178,12 @@ std::string format_stats(const Stats& s) {
     } else if (f.planned) {
       os << "  " << f.groups.size() << " fused group(s), " << f.fused_ops << " ops";
       if (!f.groups.empty() && !f.compiled) {
-        os << (f.stand_in_off.empty() ? ", compiling (the interpreter runs them meanwhile)"
-                                      : ", compiling (they run eagerly meanwhile)");
+        if (!f.stand_in_off.empty())
+          os << ", compiling (they run eagerly meanwhile)";
+        else if (!f.stand_in_kept.empty())
+          os << ", compiling (the interpreter runs them meanwhile: " << f.stand_in_kept << ")";
+        else
+          os << ", compiling (the interpreter on trial meanwhile, every other iteration eager)";
       } else if (!f.groups.empty()) {
         os << ", compiled in " << static_cast<long long>(f.compile_ms + 0.5) << " ms";
         if (f.kernels_from_cache > 0) os << " (" << f.kernels_from_cache << " from cache)";

@@ -66,8 +66,8 @@ class Executor {
   // run eagerly until their own kernels are in (`reason`: why, for stats()).
   void no_stand_in(std::uint64_t signature, const std::string& reason);
   // The interpreter stands in for them in every iteration from the next start on (its trial
-  // ends).
-  void keep_stand_in(std::uint64_t signature);
+  // ends; `reason`: the evidence, for stats()).
+  void keep_stand_in(std::uint64_t signature, const std::string& reason);
   // The training thread waited `ms` for compiles: charged to every plan not ready yet.
   std::vector<std::uint64_t> pending_plans() const;
   // A group of a live plan whose own kernel failed (or is still compiling) that the interpreter

@@ -137,7 +137,7 @@ struct Plan {
   bool stand_in = true;
   StandIn requested_stand_in = StandIn::kTrial;  // under the executor's lock; at iteration starts
   std::int64_t stand_in_turns = 0;               // iterations armed while on trial
-  std::string stand_in_off;
+  std::string stand_in_off, stand_in_kept;       // FusionStats'
   // At an iteration start: whether the interpreter stands in during it.
   void take_stand_in_turn() {
     stand_in = requested_stand_in == StandIn::kOn ||

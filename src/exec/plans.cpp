@@ -115,6 +115,7 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.reason = p.reason;
     sig.fusion.remembered = p.remembered;
     sig.fusion.stand_in_off = p.stand_in_off;
+    sig.fusion.stand_in_kept = p.stand_in_kept;
     for (const PlanGroup& g : p.groups) {
       GroupStats gs;
       gs.name = g.name;
@@ -180,11 +181,12 @@ void Executor::no_stand_in(std::uint64_t signature, const std::string& reason) {
   it->second->stand_in_off = reason;
 }
 
-void Executor::keep_stand_in(std::uint64_t signature) {
+void Executor::keep_stand_in(std::uint64_t signature, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = plans_.find(signature);
   if (it == plans_.end() || it->second->requested_stand_in == StandIn::kOff) return;
   it->second->requested_stand_in = StandIn::kOn;
+  it->second->stand_in_kept = reason;
 }
 
 void Executor::uncount_if_reverted(Plan& plan) {

@@ -369,7 +369,7 @@ void Governor::judge_stand_in(std::uint64_t signature, Sig& s) {
       ms_text(median_of(s.stand_in_eager)), " with its groups eager in the iterations between (",
       interval_text(iv), ", ", s.stand_in.size(), " and ", s.stand_in_eager.size(), " iterations)");
   if (!slower) {
-    plans_.keep_stand_in(signature);
+    plans_.keep_stand_in(signature, what);
     log_info(concat("hotpath: signature ", short_hex(signature),
                     ": the interpreter stands in for kernels still compiling (", what, ")"));
     return;

@@ -47,9 +47,9 @@ class PlanControl {
   virtual void revert(std::uint64_t signature, const std::string& reason) = 0;
   // The interpreter's stand-in for groups still compiling starts on trial (every other
   // iteration runs them eagerly). Off: they run eagerly from the next iteration start on. Kept:
-  // the interpreter runs them in every iteration from then on.
+  // the interpreter runs them in every iteration from then on. `reason`: the evidence.
   virtual void no_stand_in(std::uint64_t signature, const std::string& reason) = 0;
-  virtual void keep_stand_in(std::uint64_t signature) = 0;
+  virtual void keep_stand_in(std::uint64_t signature, const std::string& reason) = 0;
 };
 
 }  // namespace hotpath::detail

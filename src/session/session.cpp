@@ -95,7 +95,9 @@ void Session::no_stand_in(std::uint64_t signature, const std::string& reason) {
   executor.no_stand_in(signature, reason);
 }
 
-void Session::keep_stand_in(std::uint64_t signature) { executor.keep_stand_in(signature); }
+void Session::keep_stand_in(std::uint64_t signature, const std::string& reason) {
+  executor.keep_stand_in(signature, reason);
+}
 
 void Session::due(std::string why) {
   std::lock_guard<std::mutex> lock(aside_mu);
