@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <ctime>
-#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -81,24 +80,11 @@ KernelBuilder::KernelBuilder(std::vector<KernelJob> jobs, int arch, const Kernel
       built_(jobs_.size()),
       ready_(jobs_.size(), 0),
       chunk_of_(jobs_.size(), 0) {
-  std::set<std::string> names;  // of the chunk being filled: entry functions must differ
-  std::map<std::string, std::optional<std::string>> programs;  // read once for all their kernels
+  std::set<std::string> names;          // of the chunk being filled: entry functions must differ
+  KernelCache::ProgramCubins programs;  // read once for all their kernels
   for (std::size_t k = 0; k < jobs_.size(); ++k) {
     BuiltKernel& b = built_[k];
-    std::optional<std::string> hit = cache_.load_entry(jobs_[k].key);
-    b.image = jobs_[k].key;
-    if (hit) {
-      if (const auto program = KernelCache::referenced(*hit)) {
-        auto it = programs.find(*program);
-        if (it == programs.end()) {
-          std::optional<std::string> cubin = cache_.load_entry(*program);
-          if (cubin && KernelCache::referenced(*cubin)) cubin.reset();
-          it = programs.emplace(*program, std::move(cubin)).first;
-        }
-        hit = it->second;
-        b.image = *program;
-      }
-    }
+    std::optional<std::string> hit = cache_.load(jobs_[k].key, &b.image, &programs);
     if (hit) {
       b.cubin = std::move(*hit);
       b.from_cache = true;

@@ -57,7 +57,8 @@ const std::vector<std::string>& prebuilt_kernel_dirs() {
 
 std::string KernelCache::path(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }
 
-std::optional<std::string> KernelCache::load(const std::string& key, std::string* image) const {
+std::optional<std::string> KernelCache::load(const std::string& key, std::string* image,
+                                             ProgramCubins* programs) const {
   auto entry = load_entry(key);
   if (!entry) return std::nullopt;
   const auto program = referenced(*entry);
@@ -65,9 +66,20 @@ std::optional<std::string> KernelCache::load(const std::string& key, std::string
     if (image != nullptr) *image = key;
     return entry;
   }
-  auto cubin = load_entry(*program);
-  if (!cubin || referenced(*cubin)) return std::nullopt;  // one level: a program's is a cubin
-  if (image != nullptr) *image = *program;
+  auto read = [&] {
+    auto cubin = load_entry(*program);
+    if (cubin && referenced(*cubin)) cubin.reset();  // one level: a program's is a cubin
+    return cubin;
+  };
+  std::optional<std::string> cubin;
+  if (programs == nullptr) {
+    cubin = read();
+  } else {
+    auto it = programs->find(*program);
+    if (it == programs->end()) it = programs->emplace(*program, read()).first;
+    cubin = it->second;
+  }
+  if (cubin && image != nullptr) *image = *program;
   return cubin;
 }
 

@@ -5,6 +5,7 @@
 // an entry that names the program's key, where the cubin they share is stored once.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,8 +19,11 @@ class KernelCache {
 
   // From `dir`, else from the kernels compiled when hotpath was built (prebuilt_kernel_dirs()).
   // A kernel's cubin, following a reference to its program's (`image`, if given: the key whose
-  // entry holds the cubin, the kernel's own or its program's).
-  std::optional<std::string> load(const std::string& key, std::string* image = nullptr) const;
+  // entry holds the cubin, the kernel's own or its program's). `programs`, if given: the program
+  // cubins read so far (or found missing), so that a plan's kernels read theirs once.
+  using ProgramCubins = std::map<std::string, std::optional<std::string>>;
+  std::optional<std::string> load(const std::string& key, std::string* image = nullptr,
+                                  ProgramCubins* programs = nullptr) const;
   // The entry as stored: a cubin, or a reference (referenced() says which).
   std::optional<std::string> load_entry(const std::string& key) const;
   // Best effort: a failed write only costs a recompile next run (it is logged).

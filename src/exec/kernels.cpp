@@ -189,9 +189,9 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   // NVRTC's CPU time next to wall time: a worker that waits for a core shows less CPU than wall.
   log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
                   " kernel(s) ready in ", static_cast<long long>(plan->compile_ms + 0.5), " ms (",
-                  builder.compiled(), " compiled in ", builder.programs(), " NVRTC program(s) on ", builder.threads(), " thread(s), ",
-                  static_cast<long long>(cpu_ms + 0.5), " ms CPU; ", plan->from_cache,
-                  " from the cache)"));
+                  builder.compiled(), " compiled in ", builder.programs(), " NVRTC program(s) on ",
+                  builder.threads(), " thread(s), ", static_cast<long long>(cpu_ms + 0.5),
+                  " ms CPU; ", plan->from_cache, " from the cache)"));
 }
 
 }  // namespace hotpath::detail

@@ -361,8 +361,8 @@ void Governor::judge_stand_in(std::uint64_t signature, Sig& s) {
   const RatioInterval iv = ratio_of_medians(s.stand_in, s.stand_in_eager, signature);
   const double margin = 1 + config_.revert_margin;
   const bool slower = iv.low > margin;
-  const bool full = std::max(s.stand_in.size(), s.stand_in_eager.size()) >= kStandInMaxSamples;
-  if (!slower && iv.high > margin && !full) return;  // not yet evidence either way
+  const bool full = s.stand_in.size() >= kStandInMaxSamples;  // as many a side (once per pair)
+  if (!slower && iv.high > margin && !full) return;           // not yet evidence either way
   s.stand_in_judged = true;
   const std::string what = concat(
       "its iterations took ", ms_text(median_of(s.stand_in)), " against ",
