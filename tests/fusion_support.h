@@ -200,7 +200,7 @@ inline void check_program(const hotpath::detail::Graph& g, const hotpath::detail
   // One instruction per node, in order, each after the casts of its operands that eager casts.
   std::size_t node = 0;
   for (int k = 0; k < p.code; ++k) {
-    CHECK(p.instr[k].dst < hp::kProgramRegs);
+    CHECK(p.instr[k].dst < p.regs);
     REQUIRE(node < grp.nodes.size());
     const auto& n = g.node(grp.nodes[node]);
     CAPTURE(k, n.short_name());
@@ -223,6 +223,11 @@ inline void check_program(const hotpath::detail::Graph& g, const hotpath::detail
     ++loads;
   }
   CHECK(loads == p.loads);
+  // Registers of the interpreter's file, reused once read for the last time.
+  CHECK(p.regs >= 1);
+  CHECK(p.regs <= hp::kProgramFile);
+  for (int k = 0; k < p.loads; ++k) CHECK(p.load_reg[k] < p.regs);
+  for (int k = 0; k < p.stores; ++k) CHECK(p.store_reg[k] < p.regs);
   CHECK(p.stores == stores);
   for (int k = 0; k < p.stores; ++k) CHECK(spec.args[p.store_slot[k]].written);
   CHECK(p.numel == spec.numel);

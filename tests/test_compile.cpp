@@ -1,7 +1,9 @@
 // From source to kernel without a GPU: NVRTC compiles every generated kernel and the interpreter,
 // the kernel cache and the kernel builder, the interpreter's programs.
 #include <future>
+#include <random>
 
+#include "codegen/interpreter.h"
 #include "compile/worker.h"
 #include "fusion_support.h"
 
@@ -91,6 +93,9 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
       // nobody but hotpath may hold written.
       CHECK(spec.program.loads == 4);
       CHECK(spec.program.stores == 5);
+      // Its values in a few registers of the interpreter's file (one each: 4 + code).
+      CHECK(spec.program.regs <= 6);
+      CHECK(spec.program.code + spec.program.loads > 12);
     }
     CHECK(optimizer_groups == 4);
   }
@@ -160,6 +165,120 @@ TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
          (at = spec.source.find("hp::round_to<hp::bfloat16>(x", at)) != std::string::npos; ++at)
       ++casts;
     CHECK(casts == 2);
+  }
+}
+
+namespace {
+
+// What a program computes, by symbolic execution: per store, the expression of the value it
+// stores, e.g. "f3(L0,f5(L1))" (form 3 of load 0 and of form 5 of load 1); and per instruction,
+// the expressions it reads. Two programs that differ only in their registers give the same.
+std::vector<std::string> program_meaning(const hp::Program& p) {
+  std::vector<std::string> reg(256, "?"), out;
+  for (int k = 0; k < p.loads; ++k) reg[p.load_reg[k]] = "L" + std::to_string(p.load_slot[k]);
+  for (int k = 0; k < p.code; ++k) {
+    const hp::ProgramInstr& in = p.instr[k];
+    const auto n = hotpath::detail::op_forms()[static_cast<std::size_t>(in.op)].op->tensors.size();
+    const unsigned char operands[] = {in.a, in.b, in.c};
+    std::string e = "f" + std::to_string(in.op) + "(";
+    for (std::size_t i = 0; i < n; ++i) e += (i ? "," : "") + reg[operands[i]];
+    e += ")";
+    out.push_back("instr " + std::to_string(k) + " " + e);
+    reg[in.dst] = e;
+  }
+  for (int k = 0; k < p.stores; ++k)
+    out.push_back("store " + std::to_string(p.store_slot[k]) + " " + reg[p.store_reg[k]]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the interpreter's registers are reused once their values are read for the last time",
+          "[fusion][interpreter]") {
+  using hotpath::detail::allocate_registers;
+  using hotpath::detail::op_forms;
+  // A form of each operand count.
+  std::map<std::size_t, short> form;
+  for (std::size_t i = 0; i < op_forms().size(); ++i)
+    form.emplace(op_forms()[i].op->tensors.size(), static_cast<short>(i));
+  REQUIRE(form.count(1));
+  REQUIRE(form.count(2));
+  REQUIRE(form.count(3));
+  SECTION("a chain needs two registers, whatever its length") {
+    hp::Program p{};
+    p.loads = 1;
+    p.load_slot[0] = 0;
+    p.load_reg[0] = 0;
+    p.code = 40;
+    for (int k = 0; k < p.code; ++k) {
+      p.instr[k].op = form[1];
+      p.instr[k].a = static_cast<unsigned char>(k);
+      p.instr[k].dst = static_cast<unsigned char>(k + 1);
+    }
+    p.stores = 1;
+    p.store_slot[0] = 1;
+    p.store_reg[0] = 40;
+    const auto before = program_meaning(p);
+    CHECK(allocate_registers(p) == 1);  // each instruction writes the register it reads
+    CHECK(p.regs == 1);
+    CHECK(program_meaning(p) == before);
+  }
+  SECTION("random programs mean what they meant, in fewer registers") {
+    std::mt19937 rng(7);
+    int fewer = 0;
+    for (int trial = 0; trial < 2000; ++trial) {
+      hp::Program p{};
+      std::uniform_int_distribution<int> loads(1, 6), code(1, 40), arity(1, 3);
+      p.loads = loads(rng);
+      p.code = code(rng);
+      int values = 0;
+      // Values are numbered as the builder numbers them: loads interleaved with results.
+      std::vector<int> defined;
+      for (int k = 0; k < p.loads; ++k) {
+        p.load_slot[k] = static_cast<unsigned char>(k);
+        p.load_reg[k] = static_cast<unsigned char>(values);
+        defined.push_back(values++);
+      }
+      for (int k = 0; k < p.code; ++k) {
+        hp::ProgramInstr& in = p.instr[k];
+        const int n = arity(rng);
+        in.op = form[static_cast<std::size_t>(n)];
+        unsigned char* operands[] = {&in.a, &in.b, &in.c};
+        std::uniform_int_distribution<std::size_t> pick(0, defined.size() - 1);
+        for (int i = 0; i < n; ++i) *operands[i] = static_cast<unsigned char>(defined[pick(rng)]);
+        in.dst = static_cast<unsigned char>(values);
+        defined.push_back(values++);
+      }
+      std::uniform_int_distribution<int> stores(1, 5);
+      p.stores = std::min<int>(stores(rng), static_cast<int>(defined.size()));
+      std::vector<int> order = defined;
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int k = 0; k < p.stores; ++k) {
+        p.store_slot[k] = static_cast<unsigned char>(10 + k);
+        p.store_reg[k] = static_cast<unsigned char>(order[static_cast<std::size_t>(k)]);
+      }
+      const auto before = program_meaning(p);
+      const int regs = allocate_registers(p);
+      INFO("trial " << trial);
+      CHECK(program_meaning(p) == before);
+      CHECK(regs <= values);
+      CHECK(regs >= std::min(p.loads, 1));
+      fewer += regs < values ? 1 : 0;
+    }
+    CHECK(fewer > 1500);
+  }
+  SECTION("a program that reads a value before it is written is refused") {
+    hp::Program p{};
+    p.loads = 1;
+    p.load_reg[0] = 0;
+    p.code = 1;
+    p.instr[0].op = form[2];
+    p.instr[0].a = 0;
+    p.instr[0].b = 5;  // never written
+    p.instr[0].dst = 1;
+    p.stores = 1;
+    p.store_reg[0] = 1;
+    CHECK_THROWS_WITH(allocate_registers(p), Catch::Contains("reads value 5 before it is written"));
   }
 }
 

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/program.cuh"
+
 namespace hotpath::detail {
 
 constexpr const char* kInterpreterFunction = "hotpath_interpreter";
-constexpr int kInterpreterBlock = 256;
+constexpr int kInterpreterBlock = 128;
 constexpr int kInterpreterElements = 4;  // per thread and tile (kE in the source)
 
 // The interpreter's CUDA C++ source (includes "hotpath_runtime.cuh" and "program.cuh").
@@ -21,5 +23,17 @@ const std::string& interpreter_source();
 // a tile of kInterpreterBlock x kInterpreterElements elements per block, grid-stride beyond 16
 // blocks per SM, at least one block.
 std::int64_t interpreter_blocks(std::int64_t numel, int sm_count);
+
+// Gives a program's values (numbered one per load, cast and instruction by the builder) registers
+// of the interpreter's register file, reusing a register once its value has been read for the
+// last time (an instruction may write a register it reads). Sets and returns Program::regs;
+// throws hotpath::Error on a program that reads a value before it is written.
+int allocate_registers(hp::Program& p);
+
+// The dynamic shared memory (bytes) the interpreter's launch for `p` needs: its register file.
+unsigned interpreter_shared_bytes(const hp::Program& p);
+// ... at most (the register file of kProgramFile registers), set on the kernel when it loads.
+constexpr unsigned kInterpreterMaxShared =
+    hp::kProgramFile * kInterpreterElements * kInterpreterBlock * sizeof(float);
 
 }  // namespace hotpath::detail

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/interpreter.h"
 #include "codegen/kernel.h"
 #include "common/error.h"
 #include "common/hash.h"
@@ -245,6 +246,8 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
     prog.code = static_cast<int>(code.size());
     for (std::size_t k = 0; k < code.size(); ++k) prog.instr[k] = code[k];
     prog.numel = spec.numel;
+    if (spec.interpretable() && allocate_registers(prog) > hp::kProgramFile)
+      why_not("more live values than the interpreter has registers");
   }
   spec.vec_bytes = spec.vec > 1 ? 16 : 0;
 

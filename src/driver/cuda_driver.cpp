@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -28,6 +29,7 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*cuFuncLoad)(CUfunction) = nullptr;  // optional (CUDA 12.4+ drivers)
+  CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int) = nullptr;
 
   CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
   CUresult (*cuEventDestroy)(CUevent) = nullptr;
@@ -73,6 +75,7 @@ const Driver& driver() {
         bind(lib, "cuModuleUnload", d.cuModuleUnload) &&
         bind(lib, "cuModuleGetFunction", d.cuModuleGetFunction) &&
         bind(lib, "cuLaunchKernel", d.cuLaunchKernel) &&
+        bind(lib, "cuFuncSetAttribute", d.cuFuncSetAttribute) &&
         bind(lib, "cuEventCreate", d.cuEventCreate) &&
         bind(lib, "cuEventDestroy_v2", d.cuEventDestroy) &&
         bind(lib, "cuEventRecord", d.cuEventRecord) && bind(lib, "cuEventQuery", d.cuEventQuery) &&
@@ -171,14 +174,23 @@ CudaModule::CudaModule(const std::string& cubin, const std::string& function, in
                        const std::string& multi_function)
     : CudaModule(std::make_shared<const CudaImage>(cubin, device), function, multi_function) {}
 
-void CudaModule::launch(unsigned grid, unsigned block, void* stream, void** params,
-                        bool multi) const {
+void CudaModule::allow_shared(unsigned bytes) {
+  HOTPATH_CU_CHECK(checked_driver().cuFuncSetAttribute(
+      static_cast<CUfunction>(function_), CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+      static_cast<int>(bytes)));
+  max_shared_ = bytes;
+}
+
+void CudaModule::launch(unsigned grid, unsigned block, void* stream, void** params, bool multi,
+                        unsigned shared) const {
   const Driver& d = checked_driver();
   HOTPATH_CHECK(!multi || multi_ != nullptr, "kernel ", name_, " has no multi entry");
+  HOTPATH_CHECK(shared <= std::max(max_shared_, 48u << 10), "kernel ", name_, " launched with ",
+                shared, " bytes of shared memory; ", max_shared_, " allowed");
   HOTPATH_CHECK(!fault_armed(kFaultLaunch), "launch of ", name_,
                 " failed (injected: HOTPATH_FAULTS=launch)");
   HOTPATH_CU_CHECK(d.cuLaunchKernel(static_cast<CUfunction>(multi ? multi_ : function_), grid, 1, 1,
-                                    block, 1, 1, 0, static_cast<CUstream>(stream), params,
+                                    block, 1, 1, shared, static_cast<CUstream>(stream), params,
                                     nullptr));
 }
 

@@ -41,9 +41,13 @@ class CudaModule {
   CudaModule(const CudaModule&) = delete;
   CudaModule& operator=(const CudaModule&) = delete;
 
+  // Lets launches of `function` use up to `bytes` of dynamic shared memory (beyond the 48 KiB
+  // every device allows without asking). Throws where the device has less.
+  void allow_shared(unsigned bytes);
   // Launches on `stream` (a CUstream / cudaStream_t). `params` as cuLaunchKernel takes them.
-  // `multi`: the multi entry (KernelSpec::multi_name).
-  void launch(unsigned grid, unsigned block, void* stream, void** params, bool multi = false) const;
+  // `multi`: the multi entry (KernelSpec::multi_name); `shared`: dynamic shared memory, bytes.
+  void launch(unsigned grid, unsigned block, void* stream, void** params, bool multi = false,
+              unsigned shared = 0) const;
   bool has_multi() const { return multi_ != nullptr; }
   const std::string& name() const { return name_; }
   const std::shared_ptr<const CudaImage>& image() const { return image_; }
@@ -52,6 +56,7 @@ class CudaModule {
   std::shared_ptr<const CudaImage> image_;
   void* function_ = nullptr;  // CUfunction
   void* multi_ = nullptr;     // CUfunction of the multi entry, if any
+  unsigned max_shared_ = 0;   // allow_shared's
   std::string name_;
 };
 

@@ -73,9 +73,10 @@ void load_interpreter(int device, const KernelCache& cache) {
         load_or_compile(KernelJob{source, kInterpreterFunction, kernel_cache_key(source, arch)},
                         arch, runtime_headers(), cache);
     auto module = std::make_shared<CudaModule>(built.cubin, kInterpreterFunction, device);
-    // One launch with nothing to do, here on the worker: the driver grows the context's local
-    // memory for the interpreter's registers at a kernel's first launch (milliseconds), which
-    // would otherwise stall the first fused iteration.
+    module->allow_shared(kInterpreterMaxShared);  // its register file
+    // One launch with nothing to do, here on the worker: a kernel's first launch costs the driver
+    // milliseconds (it grew the context's local memory when the interpreter kept its registers
+    // there), which would otherwise stall the first fused iteration.
     hp::Program empty{};
     void* params[] = {&empty};
     module->launch(1, kInterpreterBlock, nullptr, params);

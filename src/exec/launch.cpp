@@ -204,7 +204,7 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
       }
       void* interpreter_params[] = {&program};
       interpreter->launch(static_cast<unsigned>(l.blocks), kInterpreterBlock, current_stream(),
-                          interpreter_params);
+                          interpreter_params, false, interpreter_shared_bytes(program));
     }
   } catch (const Error& e) {
     g.eager_only = true;
