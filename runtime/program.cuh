@@ -11,7 +11,7 @@ constexpr int kProgramIo = 24;     // loads, and stores
 constexpr int kProgramCode = 64;   // instructions
 constexpr int kProgramRegs = kProgramIo + kProgramCode;  // values, before registers are reused
 // Registers of the interpreter's register file (in shared memory) a program may use at once.
-constexpr int kProgramFile = 48;
+constexpr int kProgramFile = 24;
 
 // Storage types of tensor slots, and the rounding of an instruction's result.
 enum ProgramType : unsigned char { kF32 = 0, kF16 = 1, kBF16 = 2, kBool = 3 };

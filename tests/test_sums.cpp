@@ -96,7 +96,7 @@ TEST_CASE("codegen says how many blocks a kernel launches with", "[fusion][codeg
   KernelSpec fixed = rows;  // a workspace laid out for its grid: never clamped
   fixed.fixed_blocks = 5000;
   CHECK(launch_blocks(fixed, 132) == 5000);
-  CHECK(interpreter_blocks(1 << 20, 132) == 2048);  // a tile of 128 x 4 elements a block
+  CHECK(interpreter_blocks(1 << 20, 132) == 1024);  // a tile of 128 x 8 elements a block
   CHECK(interpreter_blocks(3, 132) == 1);
   CHECK(interpreter_blocks(1LL << 34, 8) == 128);
 }

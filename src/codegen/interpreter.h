@@ -14,7 +14,7 @@ namespace hotpath::detail {
 
 constexpr const char* kInterpreterFunction = "hotpath_interpreter";
 constexpr int kInterpreterBlock = 128;
-constexpr int kInterpreterElements = 4;  // per thread and tile (kE in the source)
+constexpr int kInterpreterElements = 8;  // per thread and tile (kE in the source)
 
 // The interpreter's CUDA C++ source (includes "hotpath_runtime.cuh" and "program.cuh").
 const std::string& interpreter_source();
