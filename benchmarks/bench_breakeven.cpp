@@ -16,11 +16,21 @@
 // step's host time. It tells which steps waited for a plan, ran
 // on the interpreter or paid for a switch. Each step's end is written to stderr too, with the
 // time of day, between hotpath's own log lines (HOTPATH_LOG_LEVEL=info HOTPATH_LOG_TIME=1).
+//
+// --op-times FILE writes every op of the timed steps, from ATen's RecordFunction callbacks (the
+// op's whole call, hotpath's hook in it): step, thread (0 the training thread, then in order of
+// their first op: autograd's), nesting depth, name, start (us from the step's start) and
+// duration (us), as CSV. It tells whether a slow step is
+// slow all over (the host shared with something) or in a few ops. The callbacks cost every op
+// some time, eager or not: compare such runs with each other only.
+#include <ATen/record_function.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <ctime>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "bench_support.h"
 
@@ -78,11 +88,85 @@ std::string now_text() {
   return buf;
 }
 
+// --op-times: the ops of the training thread, as RecordFunction reports them.
+class OpTimes {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Op {
+    int step, thread, depth;
+    std::string name;
+    double start_us, dur_us;
+  };
+  OpTimes() {
+    threads_.push_back(std::this_thread::get_id());
+    instance_ = this;
+    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&OpTimes::enter, &OpTimes::leave)
+                                        .scopes({at::RecordScope::FUNCTION}));
+  }
+  ~OpTimes() {
+    at::removeCallback(handle_);
+    instance_ = nullptr;
+  }
+  OpTimes(const OpTimes&) = delete;
+  OpTimes& operator=(const OpTimes&) = delete;
+  void begin_step(int step) {
+    step_start_ = Clock::now().time_since_epoch().count();
+    step_ = step;
+  }
+  void write(const std::string& path) const {
+    std::ofstream f(path);
+    f << "step,thread,depth,name,start_us,dur_us\n";
+    for (const Op& o : ops_)
+      f << o.step << "," << o.thread << "," << o.depth << "," << o.name << "," << o.start_us << ","
+        << o.dur_us << "\n";
+  }
+
+ private:
+  struct Context : at::ObserverContext {
+    Clock::time_point start;
+    int depth = 0;
+  };
+  static std::unique_ptr<at::ObserverContext> enter(const at::RecordFunction&) {
+    OpTimes* self = instance_;
+    if (self == nullptr || self->step_ < 0) return nullptr;
+    auto c = std::make_unique<Context>();
+    c->depth = depth_++;
+    c->start = Clock::now();
+    return c;
+  }
+  static void leave(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+    OpTimes* self = instance_;
+    if (self == nullptr || ctx == nullptr) return;
+    const auto end = Clock::now();
+    const auto* c = static_cast<Context*>(ctx);
+    --depth_;
+    auto us = [](Clock::duration d) {
+      return std::chrono::duration<double, std::micro>(d).count();
+    };
+    std::lock_guard<std::mutex> lock(self->mu_);
+    const auto id = std::this_thread::get_id();
+    auto it = std::find(self->threads_.begin(), self->threads_.end(), id);
+    if (it == self->threads_.end()) it = self->threads_.insert(self->threads_.end(), id);
+    self->ops_.push_back(
+        Op{self->step_, static_cast<int>(it - self->threads_.begin()), c->depth, fn.name(),
+           us(c->start - Clock::time_point(Clock::duration(self->step_start_.load()))),
+           us(end - c->start)});
+  }
+  static inline OpTimes* instance_ = nullptr;
+  static inline thread_local int depth_ = 0;
+  std::mutex mu_;
+  std::vector<std::thread::id> threads_;
+  at::CallbackHandle handle_{};
+  std::atomic<int> step_{-1};
+  std::atomic<Clock::rep> step_start_{0};  // read by autograd's threads too
+  std::vector<Op> ops_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"the first steps of a fresh process, plain eager or with hotpath, timed one by one"};
-  std::string mode = "hotpath", cache, label, json_path;
+  std::string mode = "hotpath", cache, label, json_path, op_times_path;
   int steps = 60, threshold = 10, settle = 400;
   bool trace = false;
   app.add_option("--mode", mode, "eager (hotpath never enabled) or hotpath")
@@ -97,6 +181,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100000));
   app.add_flag("--trace", trace, "record what hotpath did in each step (see the file's comment)");
   app.add_option("--json", json_path, "write the steps' times here")->required();
+  app.add_option("--op-times", op_times_path,
+                 "write each op of the timed steps here (CSV; see the file's comment)");
   CLI11_PARSE(app, argc, argv);
   if (!torch::cuda::is_available()) {
     std::fprintf(stderr, "bench_breakeven: needs a CUDA device\n");
@@ -113,6 +199,8 @@ int main(int argc, char** argv) {
     c.log_level = hotpath::LogLevel::Warn;
     hotpath::enable_hot_path_detection(c);
   }
+  std::unique_ptr<OpTimes> op_times;
+  if (!op_times_path.empty()) op_times = std::make_unique<OpTimes>();
   nlohmann::json states = nlohmann::json::array();
   std::vector<double> host;
   // The steps (1-based, of this process) in which the signature turned hot and first ran fused:
@@ -120,7 +208,12 @@ int main(int argc, char** argv) {
   // the loop's period (a few steps in, on an unmarked loop).
   int hot_step = -1, fused_step = -1;
   const std::vector<double> ms = bench::time_iterations(
-      steps, [&](int) { m.step(); }, trace ? &host : nullptr,
+      steps,
+      [&](int i) {
+        if (op_times) op_times->begin_step(i + 1);
+        m.step();
+      },
+      trace ? &host : nullptr,
       [&](int i) {
         if (hot && (trace || fused_step < 0)) {
           const nlohmann::json st = step_state();
@@ -132,6 +225,10 @@ int main(int argc, char** argv) {
         if (trace)
           std::fprintf(stderr, "%s bench_breakeven: step %d done\n", now_text().c_str(), i + 1);
       });
+  if (op_times) {
+    op_times->write(op_times_path);
+    op_times.reset();  // the steps after the timed ones are not recorded
+  }
   nlohmann::json out{{"mode", mode}, {"label", label.empty() ? mode : label}, {"steps_ms", ms}};
   if (hot) {
     out["hot_step"] = hot_step;

@@ -43,10 +43,27 @@ void Recorder::notify_hot() {
   }
   // Hot first: a plan built now can be in place for the iteration events that follow.
   if (listener) {
-    for (auto& t : traces) listener(std::move(t));
+    for (auto& t : traces) {
+      const std::string hex = short_hex(t.signature);
+      const auto t0 = std::chrono::steady_clock::now();
+      listener(std::move(t));
+      log_debug(concat(
+          "hotpath: signature ", hex, ": handed to the executor in ",
+          ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                      .count()),
+          " on the loop's thread"));
+    }
   }
   if (iteration_listener) {
-    for (const auto& e : closed) iteration_listener(e);
+    for (const auto& e : closed) {
+      const auto t0 = std::chrono::steady_clock::now();
+      iteration_listener(e);
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (ms > 0.05)
+        log_debug(concat("hotpath: signature ", short_hex(e.signature), " iteration ", e.count,
+                         ": the governor took ", ms_text(ms), " on the loop's thread"));
+    }
   }
 }
 
