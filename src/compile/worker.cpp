@@ -26,18 +26,26 @@ void* CompileWorker::entry(void* self) {
   return nullptr;
 }
 
+void CompileWorker::start_locked() {
+  if (started_) return;
+  // NVRTC recurses deeply on long expressions; the default thread stack is not always enough.
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, std::size_t{256} << 20);
+  const int rc = pthread_create(&thread_, &attr, &CompileWorker::entry, this);
+  pthread_attr_destroy(&attr);
+  HOTPATH_CHECK(rc == 0, "cannot start the compile thread (pthread_create: ", rc, ")");
+  started_ = true;
+}
+
+void CompileWorker::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  start_locked();
+}
+
 void CompileWorker::submit(std::function<void()> job) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!started_) {
-    // NVRTC recurses deeply on long expressions; the default thread stack is not always enough.
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, std::size_t{256} << 20);
-    const int rc = pthread_create(&thread_, &attr, &CompileWorker::entry, this);
-    pthread_attr_destroy(&attr);
-    HOTPATH_CHECK(rc == 0, "cannot start the compile thread (pthread_create: ", rc, ")");
-    started_ = true;
-  }
+  start_locked();
   jobs_.push_back(std::move(job));
   cv_.notify_one();
 }

@@ -45,6 +45,9 @@ void Executor::start_nvrtc(const KernelCache& cache) {
     // The interpreter kernel (from the cache, or compiled) and the driver's first module load,
     // in the background while the loop is profiled: the first hot signature runs on it at once.
     request_interpreter(0, cache);
+    // The plans' worker too, now that NVRTC has run here: its thread is not started at the
+    // loop's first hot step.
+    CompileWorker::instance().start();
   });
 }
 
