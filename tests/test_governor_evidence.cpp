@@ -86,6 +86,66 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
   }
 }
 
+TEST_CASE("the ratio's bootstrap agrees with one that reorders each resample",
+          "[governor][interval]") {
+  // The interval reads each resample's median from counts over the sorted samples; a plain
+  // bootstrap (a resampled copy, sorted) of many resamples must give the same bounds, up to the
+  // resampling's own noise, for odd and even counts, ties, and rounds pooled. (Below nine samples
+  // a side the resampled ratios take few values and a bound sits on a jump between two of them.)
+  std::mt19937 rng(23);
+  auto reference = [&](const std::vector<std::pair<std::vector<double>, std::vector<double>>>& rs) {
+    auto median = [](std::vector<double> v) {
+      const std::size_t n = v.size();
+      std::sort(v.begin(), v.end());
+      return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    };
+    std::vector<double> ratios;
+    for (int i = 0; i < 20000; ++i) {
+      double logs = 0;
+      for (const auto& [num, den] : rs) {
+        auto resample = [&](const std::vector<double>& v) {
+          std::vector<double> c(v.size());
+          std::uniform_int_distribution<std::size_t> pick(0, v.size() - 1);
+          for (double& x : c) x = v[pick(rng)];
+          return median(c);
+        };
+        logs += std::log(resample(num) / resample(den));
+      }
+      ratios.push_back(std::exp(logs / static_cast<double>(rs.size())));
+    }
+    std::sort(ratios.begin(), ratios.end());
+    return std::make_pair(ratios[500], ratios[19499]);  // 2.5% and 97.5%
+  };
+  auto draw = [&](double centre, int n, bool ties) {
+    std::vector<double> v;
+    for (int i = 0; i < n; ++i) {
+      double x = centre * (1 + 0.15 * std::normal_distribution<>()(rng));
+      if (ties) x = std::round(x * 20) / 20;  // 0.05 ms steps: many equal samples
+      v.push_back(x);
+    }
+    return v;
+  };
+  for (const auto& [n_num, n_den, ties] : std::vector<std::tuple<int, int, bool>>{
+           {9, 10, false}, {10, 9, false}, {20, 10, false}, {11, 14, true}, {20, 20, true}}) {
+    CAPTURE(n_num, n_den, ties);
+    const auto num = draw(0.5, n_num, ties), den = draw(0.6, n_den, ties);
+    const auto iv = hotpath::detail::ratio_of_medians(num, den, 9, 4000);
+    const auto [low, high] = reference({{num, den}});
+    CHECK(iv.low == Approx(low).epsilon(0.02));
+    CHECK(iv.high == Approx(high).epsilon(0.02));
+  }
+  std::vector<hotpath::detail::RatioRound> rounds;
+  std::vector<std::pair<std::vector<double>, std::vector<double>>> pairs;
+  for (int k = 0; k < 3; ++k) {
+    rounds.push_back({draw(0.5, 20, false), draw(0.6, 9, false)});
+    pairs.emplace_back(rounds.back().num, rounds.back().den);
+  }
+  const auto pooled = hotpath::detail::pooled_ratio(rounds, 4, 4000);
+  const auto [low, high] = reference(pairs);
+  CHECK(pooled.low == Approx(low).epsilon(0.02));
+  CHECK(pooled.high == Approx(high).epsilon(0.02));
+}
+
 TEST_CASE("a ratio's interval covers the truth and narrows with samples", "[governor][interval]") {
   std::mt19937 rng(11);
   auto draw = [&](double centre, int n) {

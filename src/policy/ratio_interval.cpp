@@ -42,7 +42,10 @@ RatioInterval pooled_ratio(const std::vector<RatioRound>& all, std::uint64_t see
   r.low = r.high = r.ratio;
   if (!spread) return r;
   // splitmix64, and a multiply-shift into [0, n): the governor runs this on the training thread
-  // once a window, so it must cost little (a round of 20 and 10 samples: ~0.25 ms).
+  // (once a window, once an iteration pair while the stand-in is on trial), so it must cost
+  // little. A resample's median is read from counts over the sorted samples (which sorted sample
+  // each draw picked), not by reordering a copy: a round of 20 and 10 samples took ~0.25 ms with
+  // nth_element, 0.15-0.36 ms per judgement of the stand-in on the GPU host.
   std::uint64_t state = seed;
   auto next = [&state] {
     std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
@@ -50,20 +53,41 @@ RatioInterval pooled_ratio(const std::vector<RatioRound>& all, std::uint64_t see
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
   };
-  std::vector<double> scratch;
-  auto resampled_median = [&](const std::vector<double>& v) {
-    scratch.resize(v.size());
-    const auto n = static_cast<unsigned __int128>(v.size());
-    for (double& x : scratch) x = v[static_cast<std::size_t>((next() * n) >> 64)];
-    return median_in_place(scratch);
+  struct Sorted {
+    std::vector<double> num, den;
+  };
+  std::vector<Sorted> sorted;
+  for (const RatioRound* x : rounds) {
+    Sorted z{x->num, x->den};
+    std::sort(z.num.begin(), z.num.end());
+    std::sort(z.den.begin(), z.den.end());
+    sorted.push_back(std::move(z));
+  }
+  std::vector<int> counts;
+  auto resampled_median = [&](const std::vector<double>& v) {  // v sorted
+    const std::size_t n = v.size();
+    counts.assign(n, 0);
+    const auto m = static_cast<unsigned __int128>(n);
+    for (std::size_t k = 0; k < n; ++k) ++counts[static_cast<std::size_t>((next() * m) >> 64)];
+    // The order statistics at (n - 1) / 2 and n / 2 (one for odd n).
+    const std::size_t lo = (n - 1) / 2, hi = n / 2;
+    double at_lo = 0;
+    std::size_t seen = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t before = seen;
+      seen += static_cast<std::size_t>(counts[i]);
+      if (before <= lo && lo < seen) at_lo = v[i];
+      if (hi < seen) return 0.5 * (at_lo + v[i]);
+    }
+    return at_lo;  // not reached: the counts sum to n
   };
   std::vector<double> ratios;
   ratios.reserve(static_cast<std::size_t>(resamples));
   for (int i = 0; i < resamples; ++i) {
     double logs = 0;
     bool ok = true;
-    for (const RatioRound* x : rounds) {
-      const double n = resampled_median(x->num), d = resampled_median(x->den);
+    for (const Sorted& x : sorted) {
+      const double n = resampled_median(x.num), d = resampled_median(x.den);
       if (n <= 0 || d <= 0) {
         ok = false;
         break;
