@@ -328,7 +328,7 @@ TEST_CASE("kernels that compile late: the stand-in's trial alternates it with ea
           "[gpu][faults][stand-in]") {
   if (!have_gpu()) return;
   // Every compiled kernel is published 400 ms late: the interpreter stands in on trial, every
-  // other iteration running its groups eagerly, until the governor judges it (or the kernels
+  // fourth iteration running its groups eagerly, until the governor judges it (or the kernels
   // come). Either way the parameters are eager's.
   hotpath_test::EnvVar faults("HOTPATH_FAULTS", "late:400");
   hotpath::Stats s;

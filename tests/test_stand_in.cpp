@@ -28,7 +28,7 @@ struct FakePlans : PlanControl {
   // ... else, of the groups still compiling: some on the interpreter, some eagerly
   bool stand_in = false, waited = false;
   int no_stand_in_calls = 0, keep_stand_in_calls = 0, reverts = 0;
-  int turn = 0;  // the stand-in trial's iterations so far (see trial)
+  hotpath::detail::Plan trial_plan;  // takes the stand-in trial's turns (see trial)
   std::string why;
   // Iterations (by their first op) that started on signature 7's plan (10 ops) and left it.
   std::set<std::int64_t> left;
@@ -120,12 +120,13 @@ hotpath::SignatureReport report_of(hotpath::detail::Governor& gov, std::int64_t 
 
 }  // namespace
 
-// The stand-in's trial as the executor runs it: iterations alternate between the interpreter
-// (a fused iteration) and its groups run eagerly while they wait (nothing launched: not fused),
-// `on_ms` and `off_ms` long; the first of them (plans.turn 0) with the interpreter on.
+// The stand-in's trial as the executor runs it: the interpreter (a fused iteration), and in every
+// fourth iteration after the first four its groups run eagerly while they wait (nothing
+// launched: not fused), `on_ms` and `off_ms` long.
 void trial(FakePlans& plans, Feed& feed, int n, double on_ms, double off_ms) {
   for (int i = 0; i < n; ++i) {
-    const bool on = (plans.turn++ % 2) == 0;
+    plans.trial_plan.take_stand_in_turn();  // the executor's turns
+    const bool on = plans.trial_plan.stand_in;
     plans.fused = on;
     plans.stand_in = on;
     plans.waited = !on;
@@ -141,8 +142,8 @@ TEST_CASE("the stand-in is judged against its groups run eagerly beside it",
   gov.set_clock([&] { return feed.now; });
   feed.run(6, 10.0);  // eager under the hook, before the plan: no part of the judgement
   SECTION("slower than its groups eager: they wait eagerly") {
-    // The first four iterations pay for the switch and are left out; then five a side.
-    trial(plans, feed, 4 + 9, 15.0, 10.0);
+    // The first four iterations pay for the switch and are left out; then five eager turns.
+    trial(plans, feed, 4 + 19, 15.0, 10.0);
     CHECK(plans.no_stand_in_calls == 0);  // four eager iterations beside it: not evidence yet
     trial(plans, feed, 1, 15.0, 10.0);    // the fifth
     CHECK(plans.no_stand_in_calls == 1);
@@ -155,7 +156,9 @@ TEST_CASE("the stand-in is judged against its groups run eagerly beside it",
     // The compile running on the other cores slows every iteration: the stand-in's 12 ms is
     // slower than the 10 ms eager took before the plan, and faster than eager beside it. (An
     // earlier governor compared it with the 10 ms and turned it off.)
-    trial(plans, feed, 4 + 10, 12.0, 16.0);
+    trial(plans, feed, 4 + 19, 12.0, 16.0);
+    CHECK(plans.keep_stand_in_calls == 0);  // four eager turns
+    trial(plans, feed, 1, 12.0, 16.0);
     CHECK(plans.no_stand_in_calls == 0);
     CHECK(plans.keep_stand_in_calls == 1);
     CHECK(plans.why.find("12.000 ms against 16.000 ms") != std::string::npos);  // for stats()
@@ -171,16 +174,17 @@ TEST_CASE("the stand-in is judged against its groups run eagerly beside it",
     };
     // Both sides alike, with a busy host's spread: the interval straddles the margin.
     const double cycle[] = {10.0, 10.5, 14.0, 9.8, 12.0, 10.2, 13.0};
-    for (int i = 0; i < 4; ++i) side(i % 2 == 0, 10.0);
-    for (int k = 0; k < 19; ++k) {
-      side(true, cycle[k % 7]);
+    for (int i = 0; i < 4; ++i) side(true, 10.0);
+    int k = 0;
+    for (int eager = 0; eager < 9; ++eager) {
+      for (int on = 0; on < 3; ++on) side(true, cycle[k++ % 7]);
       side(false, cycle[(k + 3) % 7]);
     }
     CHECK(plans.no_stand_in_calls == 0);
     CHECK(plans.keep_stand_in_calls == 0);  // undecided: the trial goes on
-    side(true, cycle[5]);
+    for (int on = 0; on < 3; ++on) side(true, cycle[k++ % 7]);
     side(false, cycle[1]);
-    CHECK(plans.keep_stand_in_calls == 1);  // twenty a side and no loss shown
+    CHECK(plans.keep_stand_in_calls == 1);  // ten eager turns and no loss shown
     CHECK(plans.no_stand_in_calls == 0);
   }
   SECTION("iterations with every kernel in are not the stand-in's") {
@@ -191,7 +195,7 @@ TEST_CASE("the stand-in is judged against its groups run eagerly beside it",
   }
 }
 
-TEST_CASE("on trial, the stand-in runs in every other iteration after its first four",
+TEST_CASE("on trial, the stand-in runs in three of every four iterations after its first four",
           "[stand-in]") {
   using hotpath::detail::StandIn;
   hotpath::detail::Plan plan;
@@ -204,7 +208,8 @@ TEST_CASE("on trial, the stand-in runs in every other iteration after its first 
     return got;
   };
   CHECK(plan.requested_stand_in == StandIn::kTrial);  // every plan starts on trial
-  CHECK(turns(9) == std::vector<bool>{true, true, true, true, true, false, true, false, true});
+  CHECK(turns(13) == std::vector<bool>{true, true, true, true, true, true, true, false, true, true,
+                                       true, false, true});
   plan.requested_stand_in = StandIn::kOn;
   CHECK(turns(3) == std::vector<bool>{true, true, true});
   plan.requested_stand_in = StandIn::kOff;
@@ -222,7 +227,7 @@ TEST_CASE("stats say what stands in for kernels still compiling", "[stand-in][st
     stats.signatures = {sig};
     return hotpath::format_stats(stats);
   };
-  CHECK(text().find("the interpreter on trial meanwhile, every other iteration eager") !=
+  CHECK(text().find("the interpreter on trial meanwhile, every fourth iteration eager") !=
         std::string::npos);
   sig.fusion.stand_in_kept = "its iterations took 12.000 ms against 16.000 ms";
   CHECK(text().find("the interpreter runs them meanwhile: its iterations took 12.000 ms") !=

@@ -183,7 +183,7 @@ std::string format_stats(const Stats& s) {
         else if (!f.stand_in_kept.empty())
           os << ", compiling (the interpreter runs them meanwhile: " << f.stand_in_kept << ")";
         else
-          os << ", compiling (the interpreter on trial meanwhile, every other iteration eager)";
+          os << ", compiling (the interpreter on trial meanwhile, every fourth iteration eager)";
       } else if (!f.groups.empty()) {
         os << ", compiled in " << static_cast<long long>(f.compile_ms + 0.5) << " ms";
         if (f.kernels_from_cache > 0) os << " (" << f.kernels_from_cache << " from cache)";

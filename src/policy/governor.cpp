@@ -20,10 +20,11 @@ constexpr std::size_t kMinEager = 1;        // baseline samples needed before ju
 constexpr std::size_t kTrustedEager = 5;    // ... to prefer them over a remembered baseline
 constexpr std::size_t kEventPool = 128;     // CUDA events kept for reuse
 constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tried group by group
-// Stand-in iterations (and as many eager ones beside them) before the stand-in is judged, and at
-// most: still undecided then, no loss has shown and it is kept.
+// Eager iterations of the stand-in's trial (one of every kStandInCycle, the stand-in's the rest)
+// before the stand-in is judged, and at most: still undecided then, no loss has shown and it is
+// kept.
 constexpr std::size_t kStandInSamples = 5;
-constexpr std::size_t kStandInMaxSamples = 20;
+constexpr std::size_t kStandInMaxSamples = 10;
 constexpr std::size_t kLedgerCap = 1024;  // break-even iterations kept for the first block
 
 // Each pooled round's own interval.
@@ -261,8 +262,9 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
       --s.stand_in_switch;
     } else {
       (p.stand_in ? s.stand_in : s.stand_in_eager).push_back(ms);
-      // Once per pair (the bootstrap runs on the training thread).
-      if (s.stand_in.size() >= kStandInSamples && s.stand_in.size() == s.stand_in_eager.size())
+      // Once per eager turn (the bootstrap runs on the training thread).
+      if (!p.stand_in && s.stand_in_eager.size() >= kStandInSamples &&
+          s.stand_in.size() >= kStandInSamples)
         judge_stand_in(p.it.signature, s);
     }
   }
@@ -361,8 +363,8 @@ void Governor::judge_stand_in(std::uint64_t signature, Sig& s) {
   const RatioInterval iv = ratio_of_medians(s.stand_in, s.stand_in_eager, signature);
   const double margin = 1 + config_.revert_margin;
   const bool slower = iv.low > margin;
-  const bool full = s.stand_in.size() >= kStandInMaxSamples;  // as many a side (once per pair)
-  if (!slower && iv.high > margin && !full) return;           // not yet evidence either way
+  const bool full = s.stand_in_eager.size() >= kStandInMaxSamples;
+  if (!slower && iv.high > margin && !full) return;  // not yet evidence either way
   s.stand_in_judged = true;
   const std::string what = concat(
       "its iterations took ", ms_text(median_of(s.stand_in)), " against ",

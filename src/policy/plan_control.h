@@ -45,7 +45,7 @@ class PlanControl {
                                   const std::string& reason) = 0;
   // The signature runs eagerly from the next iteration start on.
   virtual void revert(std::uint64_t signature, const std::string& reason) = 0;
-  // The interpreter's stand-in for groups still compiling starts on trial (every other
+  // The interpreter's stand-in for groups still compiling starts on trial (every fourth
   // iteration runs them eagerly). Off: they run eagerly from the next iteration start on. Kept:
   // the interpreter runs them in every iteration from then on. `reason`: the evidence.
   virtual void no_stand_in(std::uint64_t signature, const std::string& reason) = 0;
