@@ -216,6 +216,42 @@ TEST_CASE("on trial, the stand-in runs in three of every four iterations after i
   CHECK(turns(3) == std::vector<bool>{false, false, false});
 }
 
+TEST_CASE("an iteration in which nothing of the plan can run is not armed", "[stand-in]") {
+  using hotpath::detail::kCompiling;
+  using hotpath::detail::kFailed;
+  using hotpath::detail::kLoaded;
+  using hotpath::detail::Plan;
+  using hotpath::detail::PlanGroup;
+  Plan plan;
+  plan.groups.resize(2);
+  for (PlanGroup& g : plan.groups) g.gpu = true;
+  plan.groups[1].spec.not_interpretable = "a sum over rows";
+  // Both compiling, no interpreter loaded: the iteration would only wait.
+  CHECK(plan.only_waits());
+  // The interpreter (only whether there is one matters here; it is never launched) stands in
+  // for the first group: it runs.
+  int unused = 0;
+  plan.interpreter = std::shared_ptr<hotpath::detail::CudaModule>(
+      std::shared_ptr<void>(), reinterpret_cast<hotpath::detail::CudaModule*>(&unused));
+  plan.stand_in = true;
+  CHECK_FALSE(plan.only_waits());
+  plan.stand_in = false;  // the trial's eager turn, or the stand-in off
+  CHECK(plan.only_waits());
+  plan.groups[1].state->store(kLoaded);  // a kernel in: it runs
+  CHECK_FALSE(plan.only_waits());
+  plan.groups[1].state->store(kFailed);  // failed, no interpreter form: eager for good, not waiting
+  CHECK(plan.only_waits());              // the first group still waits
+  plan.groups[0].state->store(kFailed);  // failed: the interpreter runs it whatever the turn
+  CHECK_FALSE(plan.only_waits());
+  plan.groups[0].state->store(kCompiling);
+  plan.groups[0].active = false;  // turned off by the governor: nothing waits
+  CHECK_FALSE(plan.only_waits());
+  plan.groups[0].active = true;
+  plan.groups[1].gpu = false;  // a CPU group runs ATen's ops as its fused run
+  plan.groups[1].state->store(kCompiling);
+  CHECK_FALSE(plan.only_waits());
+}
+
 TEST_CASE("stats say what stands in for kernels still compiling", "[stand-in][stats]") {
   hotpath::Stats stats;
   hotpath::SignatureStats sig;

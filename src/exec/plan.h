@@ -145,6 +145,22 @@ struct Plan {
   std::int64_t stand_in_turns = 0;               // iterations armed while on trial
   std::string stand_in_off, stand_in_kept;       // FusionStats'
   // At an iteration start: whether the interpreter stands in during it.
+  // At an iteration start, after take_stand_in_turn: whether no group can run in it and some
+  // wait for kernels still compiling (the stand-in off, or the trial's eager turn). Such an
+  // iteration is not armed (Executor::try_arm).
+  bool only_waits() const {
+    bool waits = false;
+    for (const PlanGroup& g : groups) {
+      if (!g.active || g.eager_only) continue;
+      if (!g.gpu) return false;  // a CPU group's ATen ops are its fused run
+      const int state = g.state->load(std::memory_order_acquire);
+      if (state == kLoaded) return false;
+      if (g.spec.interpretable() && interpreter != nullptr && (stand_in || state == kFailed))
+        return false;
+      waits = waits || state == kCompiling;
+    }
+    return waits;
+  }
   void take_stand_in_turn() {
     stand_in = requested_stand_in == StandIn::kOn ||
                (requested_stand_in == StandIn::kTrial &&
