@@ -85,21 +85,7 @@ bool Executor::try_arm() {
   if (!plan.interpreter && plan.device_index >= 0 && !plan.compiled.load(std::memory_order_acquire))
     plan.interpreter = loaded_interpreter(plan.device_index);
   if (plan.only_waits()) {
-    // Nothing of the plan can run in this iteration (its kernels compiling, the stand-in off or
-    // in the trial's eager turn): it runs eagerly without the plan, as the iterations before the
-    // plan did. Armed, it would defer each group's ops only to run them eagerly at the group's
-    // end (an H200's MLP step: 1.0-1.4 ms so, 0.65 ms plain). The governor still sees it as the
-    // plan's iteration that waited (the stand-in's trial counts it on the eager side).
-    for (PlanGroup& g : plan.groups) {
-      if (g.active && !g.eager_only) ++g.eager_runs;
-    }
-    completed_[completed_next_++ % std::size(completed_)] =
-        Completed{plan.signature,     pos.next_op,
-                  plan.epoch,
-                  /*fused=*/false,    /*final_tiers=*/false,
-                  /*diverged=*/false, 0,
-                  /*stood_in=*/false,
-                  /*waited=*/true};
+    waited_unarmed(plan, pos.next_op);
     return false;
   }
   armed_ = it->second;

@@ -150,6 +150,9 @@ class Executor {
   // the plans; until then, and where it cannot be had, nullptr.
   static void request_interpreter(int device, const KernelCache& cache);
   static std::shared_ptr<CudaModule> loaded_interpreter(int device);
+  // An iteration of `plan` starting at op `first` in which nothing of it can run
+  // (Plan::only_waits): not armed, recorded as the plan's iteration that waited.
+  void waited_unarmed(Plan& plan, std::int64_t first);
   bool try_arm();
   void disarm();
   void uncount_if_reverted(Plan& plan);

@@ -143,6 +143,24 @@ void Executor::fill_stats(Stats& s) const {
   }
 }
 
+void Executor::waited_unarmed(Plan& plan, std::int64_t first) {
+  // Nothing of the plan can run in this iteration (its kernels compiling, the stand-in off or in
+  // the trial's eager turn): it runs eagerly without the plan, as the iterations before the plan
+  // did. Armed, it would defer each group's ops only to run them eagerly at the group's end (an
+  // H200's MLP step: 1.0-1.4 ms so, 0.65 ms plain). The governor still sees it as the plan's
+  // iteration that waited (the stand-in's trial counts it on the eager side).
+  for (PlanGroup& g : plan.groups) {
+    if (g.active && !g.eager_only) ++g.eager_runs;
+  }
+  completed_[completed_next_++ % std::size(completed_)] =
+      Completed{plan.signature,     first,
+                plan.epoch,
+                /*fused=*/false,    /*final_tiers=*/false,
+                /*diverged=*/false, 0,
+                /*stood_in=*/false,
+                /*waited=*/true};
+}
+
 Executor::RunInfo Executor::ran(std::uint64_t signature, std::int64_t first) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Completed& c : completed_) {
