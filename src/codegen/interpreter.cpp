@@ -80,11 +80,12 @@ int form_operands(short op) {
 }  // namespace
 
 int allocate_registers(hp::Program& p) {
-  // Values are numbered as the program builder made them (one per load, cast and instruction,
-  // below kProgramRegs); each gets a register for the span from its definition to its last read.
-  // Times: 0 the loads, k + 1 instruction k, code + 1 the stores.
+  // Values are numbered as the program builder made them (one per load, cast and instruction);
+  // each gets a register for the span from its definition to its last read. Times: 0 the loads,
+  // k + 1 instruction k, code + 1 the stores.
+  constexpr std::size_t kValues = 256;  // what an unsigned char names
   const int end = p.code + 1;
-  std::vector<int> last(hp::kProgramRegs, -1);
+  std::vector<int> last(kValues, -1);
   auto read = [&](int value, int t) { last[static_cast<std::size_t>(value)] = t; };
   for (int k = 0; k < p.code; ++k) {
     const hp::ProgramInstr& in = p.instr[k];
@@ -93,7 +94,7 @@ int allocate_registers(hp::Program& p) {
     for (int i = 0; i < n && i < 3; ++i) read(operands[i], k + 1);
   }
   for (int k = 0; k < p.stores; ++k) read(p.store_reg[k], end);
-  std::vector<int> phys(hp::kProgramRegs, -1);  // value -> register
+  std::vector<int> phys(kValues, -1);  // value -> register
   std::vector<bool> busy;
   auto take = [&](int value) {
     std::size_t r = 0;

@@ -145,6 +145,13 @@ struct Plan {
   std::int64_t stand_in_turns = 0;               // iterations armed while on trial
   std::string stand_in_off, stand_in_kept;       // FusionStats'
   // At an iteration start: whether the interpreter stands in during it.
+  void take_stand_in_turn() {
+    stand_in = requested_stand_in == StandIn::kOn ||
+               (requested_stand_in == StandIn::kTrial &&
+                (stand_in_turns < kStandInOnTurns ||
+                 (stand_in_turns - kStandInOnTurns) % kStandInCycle != kStandInCycle - 1));
+    if (requested_stand_in == StandIn::kTrial) ++stand_in_turns;
+  }
   // At an iteration start, after take_stand_in_turn: whether no group can run in it and some
   // wait for kernels still compiling (the stand-in off, or the trial's eager turn). Such an
   // iteration is not armed (Executor::try_arm).
@@ -160,13 +167,6 @@ struct Plan {
       waits = waits || state == kCompiling;
     }
     return waits;
-  }
-  void take_stand_in_turn() {
-    stand_in = requested_stand_in == StandIn::kOn ||
-               (requested_stand_in == StandIn::kTrial &&
-                (stand_in_turns < kStandInOnTurns ||
-                 (stand_in_turns - kStandInOnTurns) % kStandInCycle != kStandInCycle - 1));
-    if (requested_stand_in == StandIn::kTrial) ++stand_in_turns;
   }
   bool counted = false;  // in the executor's count of plans that may run (set before ready)
   std::string reason;
