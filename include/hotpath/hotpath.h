@@ -154,7 +154,7 @@ struct FusionStats {
   std::string reason;
   // The plan came from a verdict of an earlier run ("known winner" / "known loser").
   std::string remembered;
-  // The interpreter standing in for kernels still compiling starts on trial (every other
+  // The interpreter standing in for kernels still compiling starts on trial (every fourth
   // iteration runs those groups eagerly) and is judged against them side by side: why it was
   // turned off (slower: those groups run eagerly until their kernels are in), or why it stands in
   // every iteration (not slower); both empty while on trial, or where it was never needed.

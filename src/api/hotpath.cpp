@@ -115,8 +115,7 @@ void wait_for_compilation() {
   // fits it compiles for seconds, and a loop whose kernels are all in must not wait for it.
   if (tls_state.session && tls_state.session->executor.waits_on_interpreter())
     detail::CompileWorker::side().drain();
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms = detail::ms_since(t0);
   if (tls_state.session) tls_state.session->executor.add_stall(pending, ms);
 }
 

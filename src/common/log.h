@@ -3,6 +3,7 @@
 // unit cannot see both. Callers format their message themselves.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -28,6 +29,11 @@ inline std::string ms_text(double ms) {
   else
     std::snprintf(buf, sizeof buf, "%.3f ms", ms);
   return buf;
+}
+
+// Milliseconds from `t0` to now (steady clock).
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Samples in milliseconds for a debug line: "0.812 0.790 ..." (three decimals, in order).

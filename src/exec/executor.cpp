@@ -84,7 +84,8 @@ bool Executor::try_arm() {
   // An interpreter loaded after the plan was built stands in from now on.
   if (!plan.interpreter && plan.device_index >= 0 && !plan.compiled.load(std::memory_order_acquire))
     plan.interpreter = loaded_interpreter(plan.device_index);
-  if (plan.only_waits()) {
+  // (Once every kernel is loaded or failed nothing waits: not looked at in the steady state.)
+  if (!plan.compiled.load(std::memory_order_acquire) && plan.only_waits()) {
     waited_unarmed(plan, pos.next_op);
     return false;
   }

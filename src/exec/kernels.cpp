@@ -83,11 +83,9 @@ void load_interpreter(int device, const KernelCache& cache) {
     hp::Program empty{};
     void* params[] = {&empty};
     module->launch(1, kInterpreterBlock, nullptr, params);
-    log_info(concat(
-        "hotpath: interpreter kernel for device ", device, " ready in ",
-        ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count()),
-        built.from_cache ? " (prebuilt or cached: nothing compiled)" : ""));
+    log_info(concat("hotpath: interpreter kernel for device ", device, " ready in ",
+                    ms_text(ms_since(t0)),
+                    built.from_cache ? " (prebuilt or cached: nothing compiled)" : ""));
     Interpreters& state = interpreters();
     std::lock_guard<std::mutex> lock(state.mu);
     state.loaded[device] = std::move(module);
@@ -187,8 +185,7 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
     done.emplace(g.cache_key, &g);
     g.state->store(g.error.empty() ? kLoaded : kFailed, std::memory_order_release);
   }
-  plan->compile_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  plan->compile_ms = ms_since(t0);
   if (!kernels) return;
   // NVRTC's CPU time next to wall time: a worker that waits for a core shows less CPU than wall.
   log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),

@@ -266,12 +266,10 @@ void build_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>
                     " ops); it runs eagerly"));
     return;
   }
-  log_info(concat(
-      "hotpath: signature ", plan->hex, ": ", plan->groups.size(), " fused group(s) cover ",
-      fused_ops, " of ", trace.ops.size(), " ops (plan built in ",
-      ms_text(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()),
-      ")", plan->device_index >= 0 ? "; compiling in the background" : ""));
+  log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
+                  " fused group(s) cover ", fused_ops, " of ", trace.ops.size(),
+                  " ops (plan built in ", ms_text(ms_since(t0)), ")",
+                  plan->device_index >= 0 ? "; compiling in the background" : ""));
 }
 
 std::vector<int> compile_order(const Plan& plan) {

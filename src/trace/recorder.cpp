@@ -42,24 +42,25 @@ void Recorder::notify_hot() {
     iteration_listener = iteration_listener_;
   }
   // Hot first: a plan built now can be in place for the iteration events that follow.
+  // At debug level: what handing them over costs the loop's thread.
+  const bool timed = log_enabled(LogLevel::Debug);
   if (listener) {
     for (auto& t : traces) {
-      const std::string hex = short_hex(t.signature);
+      const std::uint64_t signature = t.signature;
       const auto t0 = std::chrono::steady_clock::now();
       listener(std::move(t));
-      log_debug(concat(
-          "hotpath: signature ", hex, ": handed to the executor in ",
-          ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                      .count()),
-          " on the loop's thread"));
+      if (timed)
+        log_debug(concat("hotpath: signature ", short_hex(signature),
+                         ": handed to the executor in ", ms_text(ms_since(t0)),
+                         " on the loop's thread"));
     }
   }
   if (iteration_listener) {
     for (const auto& e : closed) {
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 =
+          timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       iteration_listener(e);
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const double ms = timed ? ms_since(t0) : 0;
       if (ms > 0.05)
         log_debug(concat("hotpath: signature ", short_hex(e.signature), " iteration ", e.count,
                          ": the governor took ", ms_text(ms), " on the loop's thread"));
@@ -309,11 +310,9 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t c
     }
     const auto t0 = std::chrono::steady_clock::now();
     hot_traces_.push_back(make_trace(signature, first, core_end));
-    log_debug(concat(
-        "hotpath: signature ", s.hex, ": trace of ", core_end - first, " ops copied in ",
-        ms_text(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count()),
-        " (", values_.size(), " values tracked)"));
+    log_debug(concat("hotpath: signature ", s.hex, ": trace of ", core_end - first,
+                     " ops copied in ", ms_text(ms_since(t0)), " (", values_.size(),
+                     " values tracked)"));
   }
   closed_.push_back(IterationEvent{signature, first, end, core_end, s.count, s.hot, next_});
 }
