@@ -3,7 +3,7 @@
 # benchmarks; results under $OUT (or ./gpu_out). Run through the device tool as:
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
-#   ctest diff verify fuzz faults programs example overhead fusion breakdown
+#   ctest diff verify fuzz faults programs example replay overhead fusion breakdown
 # and, when asked for, verdicts, figure, breakeven, suite, compare, lm and ddp (see below).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
@@ -14,11 +14,11 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/figure.txt "$RES"/breakeven.txt "$RES"/ddp.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/figure.txt "$RES"/breakeven.txt "$RES"/ddp.txt "$RES"/replay.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
 # What has been written so far goes back even if the call is cut short: the archive is made
 # again after every program.
 save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
-PARTS=${HOTPATH_GPU_PARTS:-ctest diff verify fuzz faults programs example overhead fusion breakdown}
+PARTS=${HOTPATH_GPU_PARTS:-ctest diff verify fuzz faults programs example replay overhead fusion breakdown}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 BUILD=${BUILD_DIR:-/tmp/hotpath-build}
 {
@@ -258,6 +258,18 @@ if want example; then
   cat "$OUT/mlp_training.txt"
   run mlp_training_second "$BUILD"/examples/mlp_training --iterations 1000
   sed -n '/hotpath report/,$p' "$OUT/mlp_training_second.txt"
+  unset HOTPATH_CACHE_DIR
+fi
+# CUDA graph replay (issue "Launch-bound loops"): its tests on whole loops, then the MLP example
+# and the 12-layer LM with replay off and on, each cross-checked against plain eager in its process.
+if want replay; then
+  run replay_tests "$BUILD"/tests/test_replay -s
+  grep -E "FAILED|failed|passed|test cases|assertions" "$OUT/replay_tests.txt" | tail -12
+  export HOTPATH_CACHE_DIR=/tmp/hotpath-replay-cache
+  for r in 0 1; do
+    HOTPATH_REPLAY=$r run "replay_mlp_$r" "$BUILD"/examples/mlp_training --iterations ${HOTPATH_REPLAY_ITERS:-600}
+    echo "HOTPATH_REPLAY=$r"; grep -E "replay|cross-check|VERDICT|steady" "$OUT/replay_mlp_$r.txt" | tail -8
+  done | tee "$OUT/replay.txt"
   unset HOTPATH_CACHE_DIR
 fi
 if want overhead; then

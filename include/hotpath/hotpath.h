@@ -58,12 +58,19 @@ struct Config {
   // twice as long each time it still finds nothing, up to 64 s) so that the loop runs at eager's
   // speed; stats() says when and why. HOTPATH_STAND_ASIDE (0/1).
   bool stand_aside = true;
+  // Replay a plan's iterations as CUDA graphs once it has run unchanged for a while (its fused
+  // kernels and the eager kernels between them, one graph per stretch between ops the host waits
+  // on): each op is then only guarded and handed its output, and the host's cost per op falls.
+  // An iteration whose inputs move, or whose eager ops' scalars change, leaves replay for the
+  // plan as it would leave a plan. HOTPATH_REPLAY (0/1).
+  bool replay = true;
 };
 
 // Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD, HOTPATH_LOG_LEVEL
 // (trace|debug|info|warn|error|off), HOTPATH_FUSE (0/1), HOTPATH_FUSE_CPU (0/1) and
 // HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1), HOTPATH_REVERT_WINDOW, HOTPATH_REVERT_MARGIN,
-// HOTPATH_REMEMBER (0/1), HOTPATH_COMPILE_KERNELS (0/1) and HOTPATH_STAND_ASIDE (0/1) on top of
+// HOTPATH_REMEMBER (0/1), HOTPATH_COMPILE_KERNELS (0/1), HOTPATH_STAND_ASIDE (0/1) and
+// HOTPATH_REPLAY (0/1) on top of
 // `base`. Throws hotpath::Error
 // on a value it cannot use, naming the variable and the value.
 Config config_from_env(Config base = Config{});
@@ -160,6 +167,15 @@ struct FusionStats {
   // every iteration (not slower); both empty while on trial, or where it was never needed.
   std::string stand_in_off;
   std::string stand_in_kept;
+  // CUDA graph replay (Config::replay): iterations replayed, the graphs of the capture in use
+  // (one per stretch between ops the host waits on), the device memory their pool reserved,
+  // values the program still held where a replay would overwrite them (copied out first), and
+  // why replay is off for this signature, if it is ("" while it waits to capture or replays).
+  std::int64_t replayed_iterations = 0;
+  int replay_graphs = 0;
+  std::int64_t replay_pool_bytes = 0;
+  std::int64_t replay_rescued = 0;
+  std::string replay_off;
   std::vector<GroupStats> groups;
 };
 

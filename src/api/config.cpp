@@ -64,6 +64,7 @@ Config config_from_env(Config base) {
   if (const char* v = env("HOTPATH_COMPILE_KERNELS")) {
     base.compile_kernels = parse_flag("HOTPATH_COMPILE_KERNELS", v);
   }
+  if (const char* v = env("HOTPATH_REPLAY")) base.replay = parse_flag("HOTPATH_REPLAY", v);
   if (const char* v = env("HOTPATH_LOG_TIME")) base.log_time = parse_flag("HOTPATH_LOG_TIME", v);
   if (const char* v = env("HOTPATH_LOG_LEVEL")) {
     const std::string s = v;

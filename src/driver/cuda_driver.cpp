@@ -36,6 +36,12 @@ struct Driver {
   CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
   CUresult (*cuEventQuery)(CUevent) = nullptr;
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent) = nullptr;
+  // CUDA graphs (replay): optional, replay is off without them.
+  CUresult (*cuStreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,
+                                     const CUgraphNode**, const CUgraphEdgeData**,
+                                     size_t*) = nullptr;
+  CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode,
+                                             const CUDA_KERNEL_NODE_PARAMS*) = nullptr;
 };
 
 template <typename F>
@@ -81,6 +87,8 @@ const Driver& driver() {
         bind(lib, "cuEventRecord", d.cuEventRecord) && bind(lib, "cuEventQuery", d.cuEventQuery) &&
         bind(lib, "cuEventElapsedTime_v2", d.cuEventElapsedTime);
     bind(lib, "cuFuncLoad", d.cuFuncLoad);
+    bind(lib, "cuStreamGetCaptureInfo_v3", d.cuStreamGetCaptureInfo);
+    bind(lib, "cuGraphExecKernelNodeSetParams_v2", d.cuGraphExecKernelNodeSetParams);
     if (!all) {
       d.error = "libcuda.so.1 lacks a Driver API entry point hotpath needs";
       return d;
@@ -192,6 +200,39 @@ void CudaModule::launch(unsigned grid, unsigned block, void* stream, void** para
   HOTPATH_CU_CHECK(d.cuLaunchKernel(static_cast<CUfunction>(multi ? multi_ : function_), grid, 1, 1,
                                     block, 1, 1, shared, static_cast<CUstream>(stream), params,
                                     nullptr));
+}
+
+bool graph_updates_available() {
+  const Driver& d = driver();
+  return d.ok && d.cuStreamGetCaptureInfo != nullptr && d.cuGraphExecKernelNodeSetParams != nullptr;
+}
+
+void* last_captured_node(void* stream) {
+  const Driver& d = checked_driver();
+  HOTPATH_CHECK(graph_updates_available(), "the CUDA driver lacks cuStreamGetCaptureInfo_v3");
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUgraphNode* deps = nullptr;
+  size_t n = 0;
+  HOTPATH_CU_CHECK(d.cuStreamGetCaptureInfo(static_cast<CUstream>(stream), &status, nullptr,
+                                            nullptr, &deps, nullptr, &n));
+  HOTPATH_CHECK(status == CU_STREAM_CAPTURE_STATUS_ACTIVE && n == 1,
+                "the stream is not capturing one launch after another (", n, " dependencies)");
+  return deps[0];
+}
+
+void set_kernel_node_params(void* exec, void* node, const CudaModule& kernel, unsigned grid,
+                            unsigned block, unsigned shared, void** params) {
+  const Driver& d = checked_driver();
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = static_cast<CUfunction>(kernel.function());
+  p.gridDimX = grid;
+  p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = block;
+  p.blockDimY = p.blockDimZ = 1;
+  p.sharedMemBytes = shared;
+  p.kernelParams = params;
+  HOTPATH_CU_CHECK(d.cuGraphExecKernelNodeSetParams(static_cast<CUgraphExec>(exec),
+                                                    static_cast<CUgraphNode>(node), &p));
 }
 
 CudaEvent::CudaEvent(int device) {

@@ -51,6 +51,7 @@ class CudaModule {
   bool has_multi() const { return multi_ != nullptr; }
   const std::string& name() const { return name_; }
   const std::shared_ptr<const CudaImage>& image() const { return image_; }
+  void* function() const { return function_; }  // CUfunction
 
  private:
   std::shared_ptr<const CudaImage> image_;
@@ -59,6 +60,14 @@ class CudaModule {
   unsigned max_shared_ = 0;   // allow_shared's
   std::string name_;
 };
+
+// CUDA graphs (exec/replay.h). Whether the driver has what replay needs; the kernel node the last
+// launch on a capturing `stream` made (a CUgraphNode); new parameters for such a node of an
+// instantiated graph `exec` (a CUgraphExec), `kernel`'s own entry, as cuLaunchKernel takes them.
+bool graph_updates_available();
+void* last_captured_node(void* stream);
+void set_kernel_node_params(void* exec, void* node, const CudaModule& kernel, unsigned grid,
+                            unsigned block, unsigned shared, void** params);
 
 // A timing event (RAII). Recording and querying never synchronise with the device.
 class CudaEvent {

@@ -22,6 +22,7 @@
 #include "compile/worker.h"
 #include "dispatch/hook_key.h"
 #include "exec/planner.h"
+#include "exec/replay.h"
 #include "fusion/partition.h"
 #include "ir/graph.h"
 #include "trace/signature.h"
@@ -30,22 +31,6 @@ namespace hotpath::detail {
 namespace {
 
 constexpr std::int64_t kDivergenceLogs = 5;
-
-// Gives placeholder `p` the data of `r` (the eager result of the op p stood for). Its storage is
-// replaced only when nothing else shares it: autograd saves an op's output (softmax, sigmoid,
-// ...) as a second tensor on the same storage, which must see the data.
-void adopt(const at::Tensor& p, const at::Tensor& r) {
-  c10::TensorImpl* impl = p.unsafeGetTensorImpl();
-  if (p.storage().use_count() == 1 && impl->allow_tensor_metadata_change() &&
-      p.sizes() == r.sizes() && p.strides() == r.strides() && p.dtype() == r.dtype() &&
-      p.device() == r.device()) {
-    impl->set_storage_keep_dtype(r.storage());
-    impl->set_storage_offset(r.storage_offset());
-    return;
-  }
-  at::AutoDispatchBelowADInplaceOrView below;
-  p.copy_(r);
-}
 
 // References to `t` that `args` hold, in a list (a stack's inputs) too.
 int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
@@ -60,6 +45,22 @@ int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
 }
 
 }  // namespace
+
+// Gives placeholder `p` the data of `r` (the eager result of the op p stood for). Its storage is
+// replaced only when nothing else shares it: autograd saves an op's output (softmax, sigmoid,
+// ...) as a second tensor on the same storage, which must see the data.
+void adopt_result(const at::Tensor& p, const at::Tensor& r) {
+  c10::TensorImpl* impl = p.unsafeGetTensorImpl();
+  if (p.storage().use_count() == 1 && impl->allow_tensor_metadata_change() &&
+      p.sizes() == r.sizes() && p.strides() == r.strides() && p.dtype() == r.dtype() &&
+      p.device() == r.device()) {
+    impl->set_storage_keep_dtype(r.storage());
+    impl->set_storage_offset(r.storage_offset());
+    return;
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  p.copy_(r);
+}
 
 void Executor::apply_requests(Plan& plan) {
   plan.take_stand_in_turn();
@@ -98,6 +99,8 @@ bool Executor::try_arm() {
   iter_start_ = pos.next_op;
   iteration_ = pos.iterations + 1;
   outside_.clear();
+  mode_ = Mode::kPlan;
+  if (config_.replay) arm_replay(plan);
   return true;
 }
 
@@ -179,6 +182,7 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
   const at::Tensor& self = stack[stack.size() - nargs].toTensor();
   int ours = 0;
   for (const Deferred& d : deferred_) ours += count_refs(self, d.args);
+  if (mode_ == Mode::kReplay) ours += armed_->replay->references(self);
   for (std::size_t k = stack.size() - nargs; k < stack.size(); ++k) {
     if (stack[k].isTensor() &&
         stack[k].toTensor().unsafeGetTensorImpl() == self.unsafeGetTensorImpl())
@@ -191,9 +195,11 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
 }
 
 void Executor::diverge(const std::string& why) {
+  if (mode_ != Mode::kPlan) leave_replay(why);
   materialize_all();
   restore_unwritten(true);  // the op that left the plan may read a value a kernel skipped
   ++armed_->divergences;
+  armed_->steady = 0;
   completed_[completed_next_++ % std::size(completed_)] =
       Completed{armed_->signature, iter_start_,
                 armed_->epoch,
@@ -211,7 +217,7 @@ void Executor::diverge(const std::string& why) {
 }
 
 bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
-                         torch::jit::Stack* stack, OpRecord& rec) {
+                         torch::jit::Stack* stack, OpRecord& rec, const TensorPtrs& inputs) {
   if (ready_plans_->load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(mu_);
   if (!armed_ && !try_arm()) {
@@ -240,10 +246,18 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
     }
   }
   ++cursor_;
+  if (mode_ == Mode::kReplay) return replay_step(p, index, *as, keys, stack, rec, inputs);
   bool handled = false;
   const PlanGroup* group =
       p.group >= 0 ? &armed_->groups[static_cast<std::size_t>(p.group)] : nullptr;
-  if (group != nullptr && group->active && !group->eager_only) {
+  const bool fused = group != nullptr && group->active && !group->eager_only;
+  if (mode_ == Mode::kCapture &&
+      armed_->replay->capture_op(index, p, rec, inputs, *as) != Replay::Kind::kLive && !fused &&
+      !armed_->replay->failed()) {
+    capture_eager(*as, keys, stack, index);  // runs it, then captures it
+    handled = true;
+  }
+  if (fused) {
     try {
       defer(*as, keys, stack, p, static_cast<int>(index));
     } catch (const c10::OutOfMemoryError& e) {
@@ -321,6 +335,8 @@ void Executor::run_group(int group) {
     if (armed_->first_fused_iteration < 0) armed_->first_fused_iteration = iteration_;
   }
   const bool launched = g.gpu && launch(g, members);
+  if (!launched && mode_ == Mode::kCapture)
+    armed_->replay->fail(concat("group ", g.name, " ran eagerly in the captured iteration"));
   if (!launched) {
     materialize(members);
     ++g.eager_runs;
@@ -416,7 +432,7 @@ void Executor::materialize(const std::vector<Deferred*>& members) {
     d->op.redispatchBoxed(d->keys, &s);
     if (d->out_alias >= 0) continue;
     for (std::size_t k = 0; k < d->made.size(); ++k) {
-      if (const at::Tensor out = d->output(k); out.defined()) adopt(out, s.at(k).toTensor());
+      if (const at::Tensor out = d->output(k); out.defined()) adopt_result(out, s.at(k).toTensor());
     }
   }
 }
@@ -436,7 +452,10 @@ void Executor::materialize_all() {
 
 void Executor::complete_iteration() {
   materialize_all();  // empty unless a group's kernel could not run
+  if (mode_ == Mode::kCapture) armed_->replay->end_capture();
+  if (mode_ == Mode::kReplay) armed_->replay->end_replay();
   ++armed_->fused_iterations;
+  ++armed_->steady;
   completed_[completed_next_++ % std::size(completed_)] =
       Completed{armed_->signature,  iter_start_, armed_->epoch, launched_ || !waited_,
                 tiers_final_,
@@ -461,6 +480,11 @@ void Executor::on_boundary() {
 
 void Executor::flush(bool keep_plan) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (armed_ && mode_ == Mode::kReplay && cursor_ != 0) {
+    diverge("a pause in a replayed iteration");  // the graphs cannot run part of it
+    return;
+  }
+  if (armed_ && mode_ == Mode::kCapture) leave_replay("a pause in the captured iteration");
   materialize_all();
   restore_unwritten(true);
   if (!keep_plan) disarm();
@@ -496,100 +520,11 @@ void Executor::run_eager(const std::vector<const Deferred*>& members,
   }
 }
 
-void Executor::speculate(const at::Tensor& t, const PlanGroup& g, std::size_t arg,
-                         const std::vector<Deferred*>& members) {
-  Unwritten u{WeakTensor(t.getIntrusivePtr())};
-  u.group = g.name;
-  u.plan = armed_;
-  u.epoch = iteration_;
-  std::map<const c10::TensorImpl*, int> slot_of;  // tensors the cone makes
-  for (int m : g.cone[arg]) {
-    const Deferred& d = *members[static_cast<std::size_t>(m)];
-    ConeOp c{d.op, d.keys, std::vector<c10::IValue>(d.args.begin(), d.args.end()), {}, {}};
-    for (std::size_t k = 0; k < c.args.size(); ++k) {
-      if (!c.args[k].isTensor() || !c.args[k].toTensor().defined()) continue;
-      const at::Tensor& in = c.args[k].toTensor();
-      const auto it = slot_of.find(in.unsafeGetTensorImpl());
-      if (it != slot_of.end()) {
-        c.made.emplace_back(k, it->second);
-        c.args[k] = c10::IValue();
-      } else {
-        u.versions.emplace_back(in, in._version());
-      }
-    }
-    if (d.out_alias < 0) {
-      for (std::size_t k = 0; k < d.made.size(); ++k) {
-        c.out_slots.push_back(u.slots++);
-        if (const at::Tensor out = d.output(k); out.defined())
-          slot_of[out.unsafeGetTensorImpl()] = c.out_slots.back();
-      }
-    }
-    u.cone.push_back(std::move(c));
-  }
-  const auto it = slot_of.find(t.unsafeGetTensorImpl());
-  HOTPATH_CHECK(it != slot_of.end(), "the members of group ", g.name,
-                " that compute a skipped value do not make it");
-  u.target_slot = it->second;
-  unwritten_.push_back(std::move(u));
-}
-
-void Executor::restore_read(const torch::jit::Stack& stack, std::size_t nargs) {
-  for (std::size_t k = stack.size() - nargs; k < stack.size(); ++k) {
-    const c10::IValue& a = stack[k];
-    auto reads = [&](const at::Tensor& t) {
-      if (!t.defined()) return false;
-      for (const Unwritten& u : unwritten_) {
-        if (!u.target.expired() &&
-            at::Tensor(u.target.lock()).unsafeGetTensorImpl() == t.unsafeGetTensorImpl())
-          return true;
-      }
-      return false;
-    };
-    bool hit = a.isTensor() && reads(a.toTensor());
-    if (!hit && a.isTensorList())
-      for (const at::Tensor& t : a.toTensorList().vec()) hit = hit || reads(t);
-    if (hit) {
-      restore_unwritten(true);
-      return;
-    }
-  }
-}
-
-void Executor::restore_unwritten(bool all) {
-  for (auto it = unwritten_.begin(); it != unwritten_.end();) {
-    if (!all && it->epoch >= iteration_) {
-      ++it;
-      continue;
-    }
-    at::Tensor target(it->target.lock());
-    if (target.defined()) {
-      for (const auto& [in, version] : it->versions) {
-        HOTPATH_CHECK(in._version() == version, "a value of fused group ", it->group,
-                      " that the recorded iterations never kept is needed after all, and its "
-                      "inputs have changed since; it cannot be restored. Disable fusion for this "
-                      "loop (HOTPATH_FUSE=0) and report the loop.");
-      }
-      c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
-      at::AutoDispatchBelowADInplaceOrView below;
-      std::vector<at::Tensor> slots(static_cast<std::size_t>(it->slots));
-      for (const ConeOp& c : it->cone) {
-        torch::jit::Stack s(c.args.begin(), c.args.end());
-        for (const auto& [k, slot] : c.made) s[k] = slots[static_cast<std::size_t>(slot)];
-        c.op.redispatchBoxed(c.keys, &s);
-        for (std::size_t k = 0; k < c.out_slots.size(); ++k)
-          slots[static_cast<std::size_t>(c.out_slots[k])] = s.at(k).toTensor();
-      }
-      adopt(target, slots[static_cast<std::size_t>(it->target_slot)]);
-      ++it->plan->restored;
-      log_debug(concat("hotpath: restored a skipped value of group ", it->group));
-    }
-    it = unwritten_.erase(it);
-  }
-}
-
 void Executor::disarm() {
   if (!armed_) return;
   const std::shared_ptr<Plan> plan = std::move(armed_);  // leaves armed_ empty
+  mode_ = Mode::kPlan;
+  if (plan->reverted && plan->replay) drop_replay(*plan, "");
   uncount_if_reverted(*plan);
 }
 

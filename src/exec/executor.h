@@ -22,6 +22,7 @@
 #include <optional>
 
 #include "compile/kernel_cache.h"
+#include "dispatch/op_call.h"
 #include "exec/plan.h"
 #include "hotpath/hotpath.h"
 #include "trace/recorder.h"
@@ -31,6 +32,9 @@ namespace hotpath::detail {
 // The largest error (see Executor::verify) a fused output of `dtype` may have against
 // eager on the same inputs: 1e-5 for fp32, 1e-2 for fp16/bf16.
 double verify_tolerance(c10::ScalarType dtype);
+
+// Gives `placeholder` (a deferred op's output) the data of `result` (the op's eager result).
+void adopt_result(const at::Tensor& placeholder, const at::Tensor& result);
 
 class Executor {
  public:
@@ -77,8 +81,9 @@ class Executor {
   // Before the op runs. Returns true when the plan ran the op (its outputs are on the stack).
   // When it runs the recorded twin of the op instead (see in_place_twin), `rec` is marked so
   // that the iteration is recorded as the plan's (OpRecord::planned_key).
+  // `inputs`: the op's input tensors, in rec.inputs order.
   bool intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
-                 OpRecord& rec);
+                 OpRecord& rec, const TensorPtrs& inputs);
   // An explicit iteration boundary (step(), Iteration scope) is about to be recorded.
   void on_boundary();
   // Materialises anything pending (and computes skipped values still held) and disarms
@@ -210,6 +215,26 @@ class Executor {
   void materialize(const std::vector<Deferred*>& members);
   void materialize_all();
   void complete_iteration();
+  // CUDA graph replay (replay_run.cpp over exec/replay.h). At an iteration start: whether the
+  // armed plan's iteration replays, is captured, or runs the plan as always (mode_).
+  void arm_replay(Plan& plan);
+  bool replay_eligible(const Plan& plan) const;
+  // An op of a replayed iteration (guarded): true when its outputs are on the stack.
+  bool replay_step(const PlanOp& p, std::size_t index, const c10::OperatorHandle& op,
+                   c10::DispatchKeySet keys, torch::jit::Stack* stack, const OpRecord& rec,
+                   const TensorPtrs& inputs);
+  // An op of the captured iteration that the plan runs eagerly: run here, then captured.
+  void capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                     torch::jit::Stack* stack, std::size_t index);
+  // A group of the captured iteration, launched on its kernel: captured too.
+  void capture_group(const PlanGroup& g, const std::vector<Deferred*>& members,
+                     const LaunchArgs& l);
+  // The armed iteration leaves the plan: what a replay left pending runs eagerly; a capture stops.
+  void leave_replay(const std::string& why);
+  // Lets a plan's capture go (what the program holds of it is copied out first); `why`, if not
+  // empty, is why replay is off for good (stats()).
+  void drop_replay(Plan& plan, const std::string& why);
+
   // NVRTC (or the cache) and module loads for a plan that build_plan (exec/planner.h) made:
   // touches nothing but the plan (it runs on the compile worker).
   static void compile(Plan& plan, const KernelCache& cache, bool kernels);
@@ -229,6 +254,8 @@ class Executor {
   std::vector<Deferred> deferred_;
   std::vector<Unwritten> unwritten_;
   std::int64_t divergence_logs_ = 0;
+  enum class Mode { kPlan, kCapture, kReplay };
+  Mode mode_ = Mode::kPlan;  // of the armed iteration
   bool launched_ = false;    // the armed iteration has launched a kernel
   bool waited_ = false;      // ... a group ran eagerly, waiting for its kernel (no interpreter)
   bool stood_in_ = false;    // ... the interpreter ran a group whose kernel is still compiling

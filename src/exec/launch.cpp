@@ -14,6 +14,7 @@
 #include "common/faults.h"
 #include "common/log.h"
 #include "exec/executor.h"
+#include "exec/replay.h"
 
 namespace hotpath::detail {
 
@@ -32,7 +33,9 @@ void Executor::run_batch(int batch) {
   // their order is then the GPU's, no group touching a storage another one writes (views of one
   // tensor are different values in the plan). Else they launch one by one, in order.
   const CudaModule* kernel = pending.empty() ? nullptr : group(pending.front()).module.get();
-  bool together = pending.size() >= 2 && kernel != nullptr && kernel->has_multi();
+  // (A captured iteration launches them one by one: a graph node per group, each updated alone.)
+  bool together =
+      pending.size() >= 2 && kernel != nullptr && kernel->has_multi() && mode_ != Mode::kCapture;
   for (int gi : pending) {
     together = together && group(gi).state->load(std::memory_order_acquire) == kLoaded &&
                group(gi).module.get() == kernel;
@@ -212,6 +215,12 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
     return false;
   }
   finish(g, members, l, kernel == nullptr);
+  if (mode_ == Mode::kCapture) {
+    if (kernel != nullptr)
+      capture_group(g, members, l);
+    else
+      armed_->replay->fail(concat("group ", g.name, " ran on the interpreter"));
+  }
   return true;
 }
 

@@ -19,6 +19,8 @@
 
 namespace hotpath::detail {
 
+class Replay;  // exec/replay.h
+
 // The buffers a plan keeps for its temporaries, at most (PlanOp::slotted): enough for the small
 // ones, whose allocation through the dispatcher costs more host time than their kernels; large
 // ones come from the caching allocator like eager's (the LM at T1024 held 3.7x eager's peak when
@@ -168,6 +170,16 @@ struct Plan {
     }
     return waits;
   }
+  // CUDA graph replay (exec/replay.h, Config::replay), under the executor's lock: the capture
+  // (or the one being made), iterations in a row that ran the plan whole (a capture waits for
+  // kReplayAfter), captures tried, replayed iterations that left the plan, and why replay is
+  // off, if it is.
+  std::shared_ptr<Replay> replay;
+  std::int64_t steady = 0;
+  int replay_attempts = 0;
+  int replay_divergences = 0;
+  std::string replay_off;
+  std::int64_t replayed = 0, replay_rescued = 0, replay_pool_bytes = 0;  // of earlier captures
   bool counted = false;  // in the executor's count of plans that may run (set before ready)
   std::string reason;
   std::string remembered;  // "known winner ..." / "known loser ..." from an earlier run

@@ -7,6 +7,7 @@
 #include "compile/worker.h"
 #include "exec/executor.h"
 #include "exec/planner.h"
+#include "exec/replay.h"
 #include "trace/signature.h"
 
 namespace hotpath::detail {
@@ -87,6 +88,7 @@ void Executor::release_buffers() {
   for (auto& [signature, plan] : plans_) {
     for (PlanOp& op : plan->ops) op.slots.assign(op.slots.size(), nullptr);
     for (PlanGroup& g : plan->groups) g.workspace = at::Tensor();
+    drop_replay(*plan, "");
   }
 }
 
@@ -116,6 +118,11 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.remembered = p.remembered;
     sig.fusion.stand_in_off = p.stand_in_off;
     sig.fusion.stand_in_kept = p.stand_in_kept;
+    sig.fusion.replayed_iterations = p.replayed + (p.replay ? p.replay->replayed() : 0);
+    sig.fusion.replay_rescued = p.replay_rescued + (p.replay ? p.replay->rescued() : 0);
+    sig.fusion.replay_graphs = p.replay ? p.replay->graphs() : 0;
+    sig.fusion.replay_pool_bytes = p.replay ? p.replay->pool_bytes() : p.replay_pool_bytes;
+    sig.fusion.replay_off = p.replay_off;
     for (const PlanGroup& g : p.groups) {
       GroupStats gs;
       gs.name = g.name;

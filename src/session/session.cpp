@@ -44,7 +44,7 @@ void Session::on_op(OpCall& call) {
   }
 
   // A hot plan may run the op itself (deferred into a fused group); otherwise it runs eagerly.
-  if (!executor.intercept(call.op, call.below, call.stack, rec)) call.run_eager();
+  if (!executor.intercept(call.op, call.below, call.stack, rec, call.inputs())) call.run_eager();
   const TensorPtrs& outputs = call.finish();
   recorder.commit(call.owned_record(), outputs);
 }

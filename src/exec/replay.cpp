@@ -1,0 +1,265 @@
+#include "exec/replay.h"
+
+#include <ATen/cuda/CUDAGraph.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "dispatch/hook_key.h"
+#include "driver/cuda_driver.h"
+#include "exec/plan.h"
+
+namespace hotpath::detail {
+namespace {
+
+bool same_value(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isDouble() && b.isDouble()) {
+    const double x = a.toDouble(), y = b.toDouble();
+    return std::memcmp(&x, &y, sizeof x) == 0;
+  }
+  if (a.isInt() && b.isInt()) return a.toInt() == b.toInt();
+  if (a.isBool() && b.isBool()) return a.toBool() == b.toBool();
+  if (a.isNone() && b.isNone()) return true;
+  if (a.isScalar() || b.isScalar() || a.isNone() || b.isNone()) return false;
+  return a == b;
+}
+
+std::string value_text(const c10::IValue& v) {
+  if (v.isDouble()) return std::to_string(v.toDouble());
+  if (v.isInt()) return std::to_string(v.toInt());
+  if (v.isBool()) return v.toBool() ? "true" : "false";
+  return v.tagKind();
+}
+
+}  // namespace
+
+// The tensors among an op's returns, in order (a list's in order).
+std::vector<at::Tensor> returned_tensors(const torch::jit::Stack& stack, std::size_t nret) {
+  std::vector<at::Tensor> out;
+  for (const c10::IValue& r : torch::jit::last(stack, nret)) {
+    if (r.isTensor()) {
+      out.push_back(r.toTensor());
+    } else if (r.isList()) {
+      for (const c10::IValue& e : r.toListRef())
+        if (e.isTensor()) out.push_back(e.toTensor());
+    }
+  }
+  return out;
+}
+
+const void* data_address(const at::TensorBase& t) {
+  return t.defined() && t.has_storage() ? t.const_data_ptr() : nullptr;
+}
+
+Replay::Replay(int device, std::int64_t epoch, std::size_t ops)
+    : device_(device),
+      epoch_(epoch),
+      side_(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device))),
+      ops_(ops) {}
+
+Replay::~Replay() {
+  try {
+    release();
+  } catch (const std::exception& e) {
+    log_warn(concat("hotpath: letting go of a plan's CUDA graphs failed: ", e.what()));
+  }
+}
+
+void Replay::release() {
+  iteration_ = std::numeric_limits<std::int64_t>::max();  // everything handed out is due
+  rescue(std::numeric_limits<int>::max());
+  records_.clear();
+  shadows_.clear();
+  segments_.clear();
+}
+
+// ---- Replay
+
+at::Tensor Replay::placeholder(std::size_t index, std::size_t k) const {
+  const Out& o = ops_[index].outs[k];
+  const c10::Device dev(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), o.nbytes, c10::DataPtr(o.base, dev),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CUDA),
+      c10::scalarTypeToTypeMeta(o.meta.dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(o.meta.sizes, o.meta.strides, o.offset);
+  return t;
+}
+
+void Replay::begin_replay(std::int64_t iter_start) {
+  iter_start_ = iter_start;
+  ++iteration_;
+  records_.clear();
+}
+
+Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecord& rec,
+                               const TensorPtrs& inputs, const c10::OperatorHandle& op,
+                               c10::DispatchKeySet keys, torch::jit::Stack* stack,
+                               std::string& why) {
+  const OpRecipe& r = ops_[index];
+  if (r.kind == Kind::kView) return Step::kEager;
+  if (r.kind == Kind::kLive) {
+    launch_pending();
+    return Step::kEager;
+  }
+  if (inputs.size() != r.input_ptrs.size()) {
+    why = concat(inputs.size(), " tensor inputs where the captured iteration had ",
+                 r.input_ptrs.size());
+    return Step::kLeave;
+  }
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    if (data_address(*inputs[k]) != r.input_ptrs[k]) {
+      why = concat("input ", k,
+                   " is not where the captured iteration's was (a graph reads its inputs where "
+                   "they were)");
+      return Step::kLeave;
+    }
+  }
+  for (const auto& [a, v] : r.scalars) {
+    if (a >= rec.args.size() || !same_value(rec.args[a], v)) {
+      why = concat("scalar argument ", a, " is ",
+                   a < rec.args.size() ? value_text(rec.args[a]) : std::string("missing"),
+                   " where the captured iteration's was ", value_text(v));
+      return Step::kLeave;
+    }
+  }
+  if (p.out_alias < 0) {
+    for (std::size_t k = 0; k < p.outs.size(); ++k) {
+      if (p.outs[k].defined && (k >= r.outs.size() || r.outs[k].base == nullptr)) {
+        why = concat("its output ", k, " had no tensor in the captured iteration");
+        return Step::kLeave;
+      }
+    }
+  }
+  const std::size_t nargs = op.schema().arguments().size();
+  records_.push_back(Record{index, op, keys, {}});
+  Record& d = records_.back();
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nargs); it != stack->end(); ++it)
+    d.args.push_back(std::move(*it));
+  torch::jit::drop(*stack, nargs);
+  if (p.out_alias >= 0) {
+    stack->push_back(d.args[static_cast<std::size_t>(p.out_alias)]);
+    return Step::kHandled;
+  }
+  for (std::size_t k = 0; k < p.outs.size(); ++k) {
+    if (!p.outs[k].defined) {
+      stack->emplace_back(at::Tensor());
+      continue;
+    }
+    at::Tensor t = placeholder(index, k);
+    handed_.push_back(
+        Handed{t.storage().getWeakStorageImpl(), iteration_, r.outs[k].released_after});
+    stack->push_back(std::move(t));
+  }
+  return Step::kHandled;
+}
+
+void Replay::rescue(int segment) {
+  const c10::Device dev(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
+  for (auto it = handed_.begin(); it != handed_.end();) {
+    const c10::intrusive_ptr<c10::StorageImpl> s = it->storage.lock();
+    if (!s) {
+      it = handed_.erase(it);
+      continue;
+    }
+    const bool due = it->iteration < iteration_ ||
+                     (it->released_after >= 0 && it->released_after < segment) ||
+                     segment == std::numeric_limits<int>::max();
+    if (!due) {
+      ++it;
+      continue;
+    }
+    // The program holds it where a launch would overwrite it: its storage gets a copy.
+    const std::size_t n = s->nbytes();
+    if (n > 0) {
+      c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+      at::AutoDispatchBelowADInplaceOrView below;
+      const at::TensorOptions bytes = at::TensorOptions().dtype(at::kByte).device(dev);
+      at::Tensor copy = at::empty({static_cast<std::int64_t>(n)}, bytes);
+      copy.copy_(at::from_blob(s->mutable_data(), {static_cast<std::int64_t>(n)}, bytes));
+      s->set_data_ptr_noswap(copy.storage().set_data_ptr(c10::DataPtr(nullptr, dev)));
+    }
+    ++rescued_;
+    it = handed_.erase(it);
+  }
+}
+
+void Replay::launch_pending() {
+  if (records_.empty()) return;
+  const int seg = ops_[records_.front().index].segment;
+  rescue(seg);
+  Segment& s = segments_[static_cast<std::size_t>(seg)];
+  auto record = [&](std::size_t index) -> const Record& {
+    const auto it = std::lower_bound(records_.begin(), records_.end(), index,
+                                     [](const Record& r, std::size_t i) { return r.index < i; });
+    HOTPATH_CHECK(it != records_.end() && it->index == index, "op ", index,
+                  " of a replayed segment was not deferred");
+    return *it;
+  };
+  for (Node& n : s.nodes) {
+    bool changed = false;
+    for (const auto& [param, index, argument] : n.scalars) {
+      const float v = static_cast<float>(record(index).args.at(argument).toScalar().toDouble());
+      if (std::memcmp(&n.words[param], &v, sizeof v) != 0) {
+        std::memcpy(&n.words[param], &v, sizeof v);
+        changed = true;
+      }
+    }
+    if (!changed) continue;
+    std::vector<void*> params(n.words.size());
+    for (std::size_t j = 0; j < params.size(); ++j) params[j] = &n.words[j];
+    set_kernel_node_params(s.graph->raw_cuda_graph_exec(), n.node, *n.kernel, n.blocks, n.block, 0,
+                           params.data());
+  }
+  s.graph->replay();
+  records_.clear();
+}
+
+int Replay::references(const at::Tensor& t) const {
+  int n = 0;
+  for (const Record& d : records_) {
+    for (const c10::IValue& a : d.args) {
+      if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
+      if (a.isTensorList())
+        for (const c10::IValue& e : a.toListRef())
+          if (e.isTensor() && e.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
+    }
+  }
+  return n;
+}
+
+void Replay::end_replay() {
+  launch_pending();
+  ++replayed_;
+}
+
+void Replay::leave() {
+  if (records_.empty()) return;
+  rescue(ops_[records_.front().index].segment);
+  c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+  at::AutoDispatchBelowADInplaceOrView below;
+  for (Record& d : records_) {
+    torch::jit::Stack s(d.args.begin(), d.args.end());
+    d.op.redispatchBoxed(d.keys, &s);
+    const OpRecipe& r = ops_[d.index];
+    const std::vector<at::Tensor> outs = returned_tensors(s, d.op.schema().returns().size());
+    for (std::size_t k = 0; k < outs.size() && k < r.outs.size(); ++k) {
+      if (r.outs[k].base != nullptr && outs[k].defined()) placeholder(d.index, k).copy_(outs[k]);
+    }
+  }
+  records_.clear();
+}
+
+}  // namespace hotpath::detail

@@ -1,0 +1,428 @@
+// Capturing a plan's iteration for replay (exec/replay.h): the shadow of each op on the side
+// stream, the graphs' segments, what a failed capture leaves behind.
+#include <ATen/cuda/CUDAGraph.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "dispatch/hook_key.h"
+#include "driver/cuda_driver.h"
+#include "exec/plan.h"
+#include "exec/replay.h"
+
+namespace hotpath::detail {
+namespace {
+
+// Ops the host waits on (their results decide what the host does next): they end a segment and
+// run eagerly between graphs.
+bool host_waits(std::string_view name) {
+  static constexpr std::array<std::string_view, 11> kNames = {"aten::_local_scalar_dense",
+                                                              "aten::item",
+                                                              "aten::is_nonzero",
+                                                              "aten::equal",
+                                                              "aten::nonzero",
+                                                              "aten::masked_select",
+                                                              "aten::_unique2",
+                                                              "aten::unique_dim",
+                                                              "aten::unique_consecutive",
+                                                              "aten::allclose",
+                                                              "aten::repeat_interleave"};
+  return std::find(kNames.begin(), kNames.end(), name) != kNames.end();
+}
+
+// A view: a return that aliases an argument without writing it (no kernel runs).
+bool is_view(const c10::FunctionSchema& s) {
+  for (const c10::Argument& r : s.returns()) {
+    const c10::AliasInfo* a = r.alias_info();
+    if (a != nullptr && !a->isWrite()) return true;
+  }
+  return false;
+}
+
+bool draws_random(const c10::FunctionSchema& s) {
+  for (const c10::Argument& a : s.arguments()) {
+    if (a.type()->str().find("Generator") != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool returns_list(const c10::FunctionSchema& s) {
+  for (const c10::Argument& r : s.returns()) {
+    if (r.type()->kind() == c10::TypeKind::ListType) return true;
+  }
+  return false;
+}
+
+// Replaces every tensor argument (in the order OpRecord::inputs has them: arguments in order, a
+// list's tensors in order) by f(k, tensor).
+template <class F>
+void map_inputs(torch::jit::Stack& args, F&& f) {
+  std::size_t k = 0;
+  for (c10::IValue& a : args) {
+    if (a.isTensor()) {
+      a = f(k++, a.toTensor());
+      continue;
+    }
+    if (!a.isList()) continue;
+    const c10::List<c10::IValue> list = a.toList();
+    if (std::none_of(list.begin(), list.end(), [](const c10::IValue& e) { return e.isTensor(); }))
+      continue;
+    c10::impl::GenericList out(list.elementType());
+    out.reserve(list.size());
+    for (const c10::IValue& e : list)
+      out.push_back(e.isTensor() ? c10::IValue(f(k++, e.toTensor())) : c10::IValue(e));
+    a = c10::IValue(std::move(out));
+  }
+}
+
+}  // namespace
+
+// ---- Capture
+
+void Replay::begin_capture(std::int64_t iter_start) {
+  iter_start_ = iter_start;
+  inputs_.assign(ops_.size(), {});
+  pool_ = at::cuda::graph_pool_handle();
+  const auto& stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_));
+  reserved_before_ = stats.reserved_bytes[0].current;
+}
+
+void Replay::open_segment() {
+  if (open_) return;
+  Segment s;
+  s.graph = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);
+  {
+    c10::cuda::CUDAStreamGuard guard(side_);
+    // Relaxed: the iteration's own ops run meanwhile on this thread, and may allocate.
+    s.graph->capture_begin(pool_, cudaStreamCaptureModeRelaxed);
+  }
+  segments_.push_back(std::move(s));
+  open_ = true;
+}
+
+void Replay::close_segment() {
+  if (!open_) return;
+  open_ = false;
+  Segment& s = segments_.back();
+  {
+    c10::cuda::CUDAStreamGuard guard(side_);
+    s.graph->capture_end();
+  }
+  s.graph->instantiate();
+  // Values nobody holds any more: the pool may give their memory to the next segments' values.
+  const int seg = static_cast<int>(segments_.size()) - 1;
+  for (auto it = shadows_.begin(); it != shadows_.end();) {
+    if (!it->second.real.expired()) {
+      ++it;
+      continue;
+    }
+    if (it->second.out >= 0)
+      ops_[it->second.op].outs[static_cast<std::size_t>(it->second.out)].released_after = seg;
+    it = shadows_.erase(it);
+  }
+}
+
+Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpRecord& rec,
+                                const TensorPtrs& inputs, const c10::OperatorHandle& op) {
+  OpRecipe& r = ops_[index];
+  if (failed()) return r.kind;
+  try {
+    std::vector<Input>& ins = inputs_[index];
+    ins.clear();
+    bool host = host_waits(rec.name);
+    bool writes_cuda = false;
+    for (std::size_t k = 0; k < rec.inputs.size(); ++k) {
+      const TensorInput& t = rec.inputs[k];
+      Input in;
+      in.argument = t.argument;
+      if (!t.meta.defined) {
+        in.ref.producer = -2;
+      } else {
+        host = host || !t.meta.device.is_cuda();
+        writes_cuda = writes_cuda || (t.written && t.meta.device.is_cuda());
+        if (t.ref.producer >= iter_start_) {
+          in.ref = ValueRef{t.ref.producer - iter_start_, t.ref.output};
+        } else {
+          in.ref.producer = -1;
+          in.outside = at::Tensor(*inputs[k]);
+        }
+      }
+      ins.push_back(std::move(in));
+    }
+    bool makes_cuda = false;
+    for (const TensorMeta& m : p.outs) {
+      host = host || (m.defined && !m.device.is_cuda());
+      makes_cuda = makes_cuda || (m.defined && m.device.is_cuda());
+    }
+    const std::string name = full_name(rec.name, rec.overload);
+    if (host) {
+      r.kind = Kind::kLive;
+      if (makes_cuda || writes_cuda) {
+        fail(concat("op ", index, " (", name,
+                    ") runs outside the graphs (the host waits on it, or it reads the CPU) and "
+                    "writes a CUDA tensor a graph would read"));
+        return r.kind;
+      }
+      close_segment();
+      return r.kind;
+    }
+    const c10::FunctionSchema& schema = op.schema();
+    if (is_view(schema)) {
+      r.kind = Kind::kView;
+      return r.kind;
+    }
+    r.kind = Kind::kGraph;
+    if (draws_random(schema)) {
+      fail(concat("op ", index, " (", name, ") draws random numbers"));
+      return r.kind;
+    }
+    if (rec.name.substr(0, 6) == "c10d::") {
+      fail(concat("op ", index, " (", name, ") is a collective"));
+      return r.kind;
+    }
+    if (returns_list(schema)) {
+      fail(concat("op ", index, " (", name, ") returns a list of new tensors"));
+      return r.kind;
+    }
+    open_segment();
+    r.segment = static_cast<int>(segments_.size()) - 1;
+    r.input_ptrs.clear();  // once the shadows of its inputs exist (a group's: at its launch)
+    r.outs.assign(p.outs.size(), Out{});
+    r.scalars.clear();
+    for (std::size_t a = 0; a < rec.args.size() && a < 64; ++a) {
+      if ((rec.scalar_mask >> a) & 1u) r.scalars.emplace_back(a, rec.args[a]);
+    }
+  } catch (const std::exception& e) {
+    fail(concat("op ", index, " could not be captured: ", e.what()));
+  }
+  return r.kind;
+}
+
+at::Tensor Replay::shadow_at(std::size_t index, std::size_t k) const {
+  const Input& in = inputs_[index].at(k);
+  if (in.ref.producer == -2) return at::Tensor();
+  if (in.ref.producer < 0) return in.outside;
+  const auto it = shadows_.find(in.ref);
+  HOTPATH_CHECK(it != shadows_.end(), "op ", index, " reads output ", in.ref.output, " of op ",
+                in.ref.producer, ", which has no shadow");
+  return it->second.tensor;
+}
+
+at::Tensor Replay::shadow_of(std::size_t index, std::int32_t argument, int element) const {
+  // The input at `argument` (element >= 0: that element of a list argument).
+  const std::vector<Input>& ins = inputs_[index];
+  int seen = 0;
+  for (std::size_t k = 0; k < ins.size(); ++k) {
+    if (ins[k].argument != argument) continue;
+    if (seen++ == std::max(element, 0)) return shadow_at(index, k);
+  }
+  HOTPATH_FAIL("op ", index, " has no tensor at argument ", argument, " element ", element);
+}
+
+void Replay::keep_shadow(std::size_t index, int out, const at::Tensor& shadow,
+                         const at::Tensor& real, bool fresh) {
+  if (!shadow.defined()) return;
+  Shadow s;
+  s.tensor = shadow;
+  if (real.defined() && real.has_storage()) s.real = real.storage().getWeakStorageImpl();
+  s.op = index;
+  if (fresh) {
+    OpRecipe& r = ops_[index];
+    Out& o = r.outs.at(static_cast<std::size_t>(out));
+    o.base = shadow.storage().mutable_data();
+    o.nbytes = shadow.storage().nbytes();
+    o.offset = shadow.storage_offset();
+    o.meta.defined = true;
+    o.meta.dtype = shadow.scalar_type();
+    o.meta.device = shadow.device();
+    o.meta.sizes.assign(shadow.sizes().begin(), shadow.sizes().end());
+    o.meta.strides.assign(shadow.strides().begin(), shadow.strides().end());
+    o.meta.storage_offset = o.offset;
+    s.out = out;
+  }
+  shadows_[ValueRef{static_cast<std::int64_t>(index), out}] = std::move(s);
+}
+
+void Replay::capture_eager(std::size_t index, const c10::OperatorHandle& op,
+                           c10::DispatchKeySet keys, torch::jit::Stack args,
+                           const torch::jit::Stack& outputs) {
+  if (failed()) return;
+  const OpRecipe& r = ops_[index];
+  try {
+    OpRecipe& recipe = ops_[index];
+    recipe.input_ptrs.clear();
+    map_inputs(args, [&](std::size_t k, const at::Tensor&) {
+      at::Tensor t = shadow_at(index, k);
+      recipe.input_ptrs.push_back(data_address(t));
+      return t;
+    });
+    {
+      c10::cuda::CUDAStreamGuard guard(side_);
+      c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+      at::AutoDispatchBelowADInplaceOrView below;
+      op.redispatchBoxed(keys, &args);
+    }
+    const std::size_t nret = op.schema().returns().size();
+    const std::vector<at::Tensor> shadows = returned_tensors(args, nret);
+    const std::vector<at::Tensor> reals = returned_tensors(outputs, nret);
+    HOTPATH_CHECK(shadows.size() == reals.size(), "the shadow made ", shadows.size(),
+                  " tensors, the op ", reals.size());
+    for (std::size_t k = 0; k < shadows.size(); ++k) {
+      // A new tensor (not a view, not an argument written in place): handed out on its shadow's
+      // memory in a replay, so its layout must be the one the plan recorded.
+      const bool fresh = r.kind == Kind::kGraph && k < r.outs.size() && reals[k].defined() &&
+                         op.schema().returns()[k].alias_info() == nullptr;
+      if (fresh &&
+          (shadows[k].sizes() != reals[k].sizes() || shadows[k].strides() != reals[k].strides() ||
+           shadows[k].scalar_type() != reals[k].scalar_type()))
+        HOTPATH_FAIL("its shadow's output ", k, " has another layout than its own");
+      keep_shadow(index, static_cast<int>(k), shadows[k], reals[k], fresh);
+    }
+  } catch (const std::exception& e) {
+    fail(concat("op ", index, " (", full_name(op.schema().name(), op.schema().overload_name()),
+                ") could not be captured: ", e.what()));
+  }
+}
+
+void Replay::capture_launch(const Launch& l) {
+  if (failed()) return;
+  const PlanGroup& g = *l.group;
+  try {
+    HOTPATH_CHECK(g.module != nullptr, "group ", g.name, " has no kernel of its own");
+    const int seg = static_cast<int>(segments_.size()) - 1;
+    HOTPATH_CHECK(open_, "no segment is being captured");
+    c10::cuda::CUDAStreamGuard guard(side_);
+    c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+    at::AutoDispatchBelowADInplaceOrView below;
+    for (std::size_t m = 0; m < l.members.size(); ++m) {
+      const std::size_t idx = l.indices[m];
+      const PlanOp& p = *l.members[m];
+      OpRecipe& r = ops_[idx];
+      HOTPATH_CHECK(r.kind == Kind::kGraph && r.segment == seg, "group ", g.name,
+                    " has members on both sides of an op the host waits on");
+      r.scalars.clear();  // its scalars reach the kernel's node at each replay
+      r.input_ptrs.clear();
+      for (std::size_t k = 0; k < inputs_[idx].size(); ++k)
+        r.input_ptrs.push_back(data_address(shadow_at(idx, k)));
+      for (std::size_t k = 0; k < p.outs.size(); ++k) {
+        const at::Tensor real = k < l.outputs[m].size() ? l.outputs[m][k] : at::Tensor();
+        if (p.out_alias >= 0) {
+          keep_shadow(idx, static_cast<int>(k), shadow_of(idx, p.out_alias, -1), real, false);
+          continue;
+        }
+        const TensorMeta& meta = p.outs[k];
+        if (!meta.defined) continue;
+        const at::Tensor s = at::empty_strided(
+            meta.sizes, meta.strides, at::TensorOptions().dtype(meta.dtype).device(meta.device));
+        keep_shadow(idx, static_cast<int>(k), s, real, true);
+      }
+    }
+    Node n;
+    n.kernel = g.module;
+    n.blocks = l.blocks;
+    n.block = static_cast<unsigned>(g.spec.block);
+    n.workspace = l.workspace;
+    const auto& args = g.spec.args;
+    n.words.assign(args.size() + 4, 0);
+    int vector_ok = l.vector_ok;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const KernelArg& a = args[i];
+      const std::size_t idx = l.indices.at(static_cast<std::size_t>(a.member));
+      if (a.kind == KernelArg::Kind::Scalar) {
+        std::memcpy(&n.words[i], &l.scalars[i], sizeof(float));
+        n.scalars.emplace_back(i, idx, static_cast<std::size_t>(a.argument));
+        continue;
+      }
+      const at::Tensor t =
+          a.output >= 0 ? shadows_.at(ValueRef{static_cast<std::int64_t>(idx), a.output}).tensor
+                        : shadow_of(idx, a.argument, a.element);
+      void* ptr = t.defined() ? t.data_ptr() : nullptr;
+      if (ptr != nullptr && a.linear && g.spec.vec_bytes > 0 &&
+          reinterpret_cast<std::uintptr_t>(ptr) % static_cast<std::uintptr_t>(g.spec.vec_bytes) !=
+              0)
+        vector_ok = 0;
+      std::memcpy(&n.words[i], &ptr, sizeof ptr);
+    }
+    if (g.spec.index64)
+      std::memcpy(&n.words[args.size()], &l.numel64, sizeof l.numel64);
+    else
+      std::memcpy(&n.words[args.size()], &l.numel32, sizeof l.numel32);
+    std::memcpy(&n.words[args.size() + 1], &vector_ok, sizeof vector_ok);
+    float* partial = l.workspace.defined() ? l.workspace.data_ptr<float>() : nullptr;
+    unsigned* done =
+        partial != nullptr ? reinterpret_cast<unsigned*>(partial + g.spec.counters_at) : nullptr;
+    std::memcpy(&n.words[args.size() + 2], &partial, sizeof partial);
+    std::memcpy(&n.words[args.size() + 3], &done, sizeof done);
+    std::vector<void*> params(n.words.size());
+    for (std::size_t j = 0; j < params.size(); ++j) params[j] = &n.words[j];
+    n.kernel->launch(n.blocks, n.block, side_.stream(), params.data());
+    n.node = last_captured_node(side_.stream());
+    segments_.back().nodes.push_back(std::move(n));
+  } catch (const std::exception& e) {
+    fail(concat("the launch of group ", g.name, " could not be captured: ", e.what()));
+  }
+}
+
+void Replay::end_capture() {
+  if (failed()) return;
+  try {
+    close_segment();
+  } catch (const std::exception& e) {
+    fail(concat("the capture could not end: ", e.what()));
+    return;
+  }
+  shadows_.clear();
+  inputs_.clear();
+  inputs_.shrink_to_fit();
+  const auto& stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_));
+  pool_bytes_ = std::max<std::int64_t>(0, stats.reserved_bytes[0].current - reserved_before_);
+  if (segments_.empty()) {
+    fail("the iteration has no GPU work to capture");
+    return;
+  }
+  ready_ = true;
+}
+
+void Replay::fail(const std::string& why) {
+  if (failed()) return;
+  failure_ = why.empty() ? "capture failed" : why;
+  ready_ = false;
+  if (open_) {
+    open_ = false;
+    try {
+      c10::cuda::CUDAStreamGuard guard(side_);
+      segments_.back().graph->capture_end();
+    } catch (const std::exception&) {
+      // An invalidated capture: out of capture mode, and the allocator no longer routes to the
+      // pool (the graph's own reset does neither for a capture that did not end).
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(side_.stream(), &status) == cudaSuccess &&
+          status != cudaStreamCaptureStatusNone) {
+        cudaGraph_t g = nullptr;
+        if (cudaStreamEndCapture(side_.stream(), &g) == cudaSuccess && g != nullptr)
+          cudaGraphDestroy(g);
+      }
+      const auto dev = static_cast<c10::DeviceIndex>(device_);
+      c10::cuda::CUDACachingAllocator::endAllocateToPool(dev, pool_);
+      c10::cuda::CUDACachingAllocator::releasePool(dev, pool_);
+      (void)cudaGetLastError();
+    }
+  }
+  shadows_.clear();
+  inputs_.clear();
+  records_.clear();
+  segments_.clear();
+  log_info(concat("hotpath: CUDA graph replay is off for a plan: ", failure_));
+}
+
+}  // namespace hotpath::detail

@@ -1,0 +1,132 @@
+// The executor's side of CUDA graph replay (exec/replay.h holds the captures): when an armed
+// iteration is captured or replayed, and what a plan's launches and divergences mean for it.
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "dispatch/hook_key.h"
+#include "driver/cuda_driver.h"
+#include "exec/executor.h"
+#include "exec/replay.h"
+
+namespace hotpath::detail {
+
+bool Executor::replay_eligible(const Plan& plan) const {
+  // Replay runs what the plan runs in its final form: every group on its own kernel, nothing
+  // waiting for NVRTC, nothing left to the interpreter; and only a plan that has run whole for a
+  // while (a loop that leaves its plan would leave its graphs too).
+  if (config_.verify || plan.device_index < 0 || !plan.replay_off.empty()) return false;
+  if (plan.replay_attempts >= kReplayAttempts || plan.steady < kReplayAfter) return false;
+  if (!plan.compiled.load(std::memory_order_acquire) || !graph_updates_available()) return false;
+  for (const PlanGroup& g : plan.groups) {
+    if (!g.gpu) return false;
+    if (g.active && !g.eager_only && g.state->load(std::memory_order_acquire) != kLoaded)
+      return false;
+  }
+  return true;
+}
+
+void Executor::arm_replay(Plan& plan) {
+  if (plan.replay && plan.replay->failed()) {
+    drop_replay(plan, plan.replay_attempts >= kReplayAttempts ? plan.replay->failure() : "");
+  } else if (plan.replay && plan.replay->epoch() != plan.epoch) {
+    drop_replay(plan, "");  // the governor changed the groups: a new capture, later
+    plan.replay_attempts = 0;
+  }
+  if (plan.replay && plan.replay->ready()) {
+    mode_ = Mode::kReplay;
+    plan.replay->begin_replay(iter_start_);
+    return;
+  }
+  if (plan.replay || !replay_eligible(plan)) return;
+  ++plan.replay_attempts;
+  try {
+    plan.replay = std::make_shared<Replay>(plan.device_index, plan.epoch, plan.ops.size());
+    plan.replay->begin_capture(iter_start_);
+  } catch (const std::exception& e) {
+    plan.replay.reset();
+    plan.replay_off = concat("a capture could not start: ", e.what());
+    log_info(concat("hotpath: signature ", plan.hex, ": ", plan.replay_off));
+    return;
+  }
+  mode_ = Mode::kCapture;
+  tiers_final_ = false;  // the capture costs the host: not an iteration the governor judges
+  log_debug(concat("hotpath: signature ", plan.hex, ": capturing iteration ", iteration_,
+                   " as CUDA graphs"));
+}
+
+bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::OperatorHandle& op,
+                           c10::DispatchKeySet keys, torch::jit::Stack* stack, const OpRecord& rec,
+                           const TensorPtrs& inputs) {
+  std::string why;
+  const Replay::Step step = armed_->replay->replay_op(index, p, rec, inputs, op, keys, stack, why);
+  if (step == Replay::Step::kLeave) {
+    diverge(concat("op ", index, ": ", full_name(p.op_name, p.op_overload),
+                   " differs from the captured iteration's: ", why));
+    return false;
+  }
+  launched_ = true;
+  if (armed_->first_fused_iteration < 0) armed_->first_fused_iteration = iteration_;
+  if (cursor_ == armed_->ops.size()) complete_iteration();
+  return step == Replay::Step::kHandled;
+}
+
+void Executor::capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                             torch::jit::Stack* stack, std::size_t index) {
+  const std::size_t nargs = op.schema().arguments().size();
+  torch::jit::Stack args(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+    op.redispatchBoxed(keys, stack);  // the op itself, as the hook would run it
+  }
+  armed_->replay->capture_eager(index, op, keys, std::move(args), *stack);
+}
+
+void Executor::capture_group(const PlanGroup& g, const std::vector<Deferred*>& members,
+                             const LaunchArgs& l) {
+  Replay::Launch c;
+  c.group = &g;
+  c.scalars = l.scalars;
+  c.blocks = static_cast<unsigned>(l.blocks);
+  c.numel64 = l.numel64;
+  c.numel32 = l.numel32;
+  c.vector_ok = l.vector_ok;
+  c.workspace = g.workspace;
+  for (const Deferred* d : members) {
+    const PlanOp& p = armed_->ops[static_cast<std::size_t>(d->index)];
+    c.indices.push_back(static_cast<std::size_t>(d->index));
+    c.members.push_back(&p);
+    std::vector<at::Tensor> outs;
+    for (std::size_t k = 0; k < p.outs.size(); ++k) outs.push_back(d->output(k));
+    c.outputs.push_back(std::move(outs));
+  }
+  armed_->replay->capture_launch(c);
+}
+
+void Executor::leave_replay(const std::string& why) {
+  Plan& plan = *armed_;
+  const Mode mode = mode_;
+  mode_ = Mode::kPlan;
+  if (mode == Mode::kCapture) {
+    plan.replay->fail(concat("the captured iteration left the plan (", why, ")"));
+    return;
+  }
+  plan.replay->leave();
+  if (++plan.replay_divergences >= kReplayDivergences)
+    drop_replay(plan, concat(plan.replay_divergences,
+                             " replayed iterations left the plan; the last: ", why));
+}
+
+void Executor::drop_replay(Plan& plan, const std::string& why) {
+  if (!why.empty()) {
+    plan.replay_off = why;
+    log_info(concat("hotpath: signature ", plan.hex, ": CUDA graph replay is off: ", why));
+  }
+  if (!plan.replay) return;
+  plan.replayed += plan.replay->replayed();
+  plan.replay_rescued += plan.replay->rescued();
+  plan.replay_pool_bytes = plan.replay->pool_bytes();
+  plan.replay.reset();  // what the program still holds on the graphs' memory is copied out
+}
+
+}  // namespace hotpath::detail

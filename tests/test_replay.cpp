@@ -1,0 +1,205 @@
+// CUDA graph replay (Config::replay) on whole training loops: each loop runs eagerly and under
+// hotpath in one process, and what the program kept (parameters, losses) must agree. They need a
+// GPU and are skipped without one (the GPU machine runs them through benchmarks/gpu_check.sh).
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <vector>
+
+#include "hotpath/hotpath.h"
+#include "temp_dir.h"
+
+namespace {
+
+bool have_gpu() {
+  if (torch::cuda::is_available()) return true;
+  WARN("no CUDA device: this test runs on the GPU machine (benchmarks/gpu_check.sh)");
+  return false;
+}
+
+struct Run {
+  std::vector<torch::Tensor> params;  // at the end, on the CPU
+  std::vector<torch::Tensor> kept;    // what the loop kept along the way, on the CPU
+  hotpath::Stats stats;
+};
+
+// An MLP + AdamW on the GPU for `steps` steps (hotpath on or off, replay on or off); `step`
+// runs one training step and may keep tensors (it gets the step number, the model, the
+// optimizer and the list to keep them in).
+using Model = torch::nn::Sequential;
+using Opt = torch::optim::AdamW;
+using Kept = std::vector<torch::Tensor>;
+using Step = std::function<void(int, Model&, Opt&, Kept&)>;
+
+Run train(bool hot, bool replay, int steps, const Step& step) {
+  static hotpath_test::TempDir cache("hotpath-gpu-replay");
+  torch::manual_seed(11);
+  torch::nn::Sequential model(torch::nn::Linear(64, 256), torch::nn::GELU(),
+                              torch::nn::Linear(256, 64));
+  model->to(torch::kCUDA);
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  hotpath::Config c;
+  c.threshold = 3;
+  c.remember = false;
+  c.revert_window = 1000000;  // correctness, not speed: nothing is reverted on timing noise
+  c.stand_aside = false;
+  c.replay = replay;
+  c.cache_dir = cache.path();
+  c.log_level = hotpath::LogLevel::Warn;
+  hotpath::disable_hot_path_detection();
+  if (hot) hotpath::enable_hot_path_detection(c);
+  Run r;
+  std::vector<torch::Tensor> kept;
+  for (int i = 0; i < steps; ++i) {
+    step(i, model, opt, kept);
+    hotpath::step();
+    if (hot && i == 3) hotpath::wait_for_compilation();
+  }
+  if (hot) r.stats = hotpath::stats();
+  hotpath::disable_hot_path_detection();
+  for (auto& t : model->parameters()) r.params.push_back(t.detach().cpu());
+  for (auto& t : kept) r.kept.push_back(t.detach().cpu().clone());
+  return r;
+}
+
+double rel_error(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max() /
+          b.to(torch::kDouble).abs().max().clamp_min(1e-30))
+      .item<double>();
+}
+
+// Hotpath with replay against eager, and against hotpath without replay: the graphs must run what
+// the plan runs (bit for bit), and the plan agrees with eager within fused kernels' rounding.
+void check_against_eager(const Run& replayed, const Run& planned, const Run& eager) {
+  INFO(hotpath::format_stats(replayed.stats));
+  REQUIRE(replayed.params.size() == eager.params.size());
+  for (std::size_t i = 0; i < eager.params.size(); ++i) {
+    CAPTURE(i);
+    CHECK(torch::equal(replayed.params[i], planned.params[i]));
+    CHECK(rel_error(replayed.params[i], eager.params[i]) <= 1e-4);
+  }
+  REQUIRE(replayed.kept.size() == eager.kept.size());
+  for (std::size_t i = 0; i < eager.kept.size(); ++i) {
+    CAPTURE(i);
+    CHECK(torch::equal(replayed.kept[i], planned.kept[i]));
+    CHECK(rel_error(replayed.kept[i], eager.kept[i]) <= 1e-4);
+  }
+}
+
+Run check(int steps, const Step& step) {
+  const Run eager = train(false, false, steps, step);
+  const Run planned = train(true, false, steps, step);
+  const Run replayed = train(true, true, steps, step);
+  check_against_eager(replayed, planned, eager);
+  CHECK(planned.stats.last().fusion.replayed_iterations == 0);
+  return replayed;
+}
+
+}  // namespace
+
+TEST_CASE("an MLP + AdamW step replayed as a CUDA graph trains as the plan and eager do",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  const Run r = check(60, [&](int, Model& model, Opt& opt, Kept&) {
+    opt.zero_grad();
+    torch::mse_loss(model->forward(x), y).backward();
+    opt.step();  // Adam's bias corrections change every step: the kernels' nodes get them
+  });
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replay_off.empty());
+  CHECK(f.replay_graphs == 1);
+  CHECK(f.replayed_iterations >= 30);
+  CHECK(f.divergences == 0);
+}
+
+TEST_CASE("a loss the loop keeps from every step is not overwritten by the next replay",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  const Run r = check(40, [&](int, Model& model, Opt& opt, Kept& kept) {
+    opt.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    opt.step();
+    kept.push_back(loss.detach());  // on the graph's memory until the next replay copies it out
+  });
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replayed_iterations >= 20);
+  CHECK(f.replay_rescued >= f.replayed_iterations - 1);
+}
+
+TEST_CASE("an item() inside the step splits it into two graphs", "[gpu][replay]") {
+  if (!have_gpu()) return;
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  const Run r = check(40, [&](int, Model& model, Opt& opt, Kept& kept) {
+    opt.zero_grad();
+    auto loss = torch::mse_loss(model->forward(x), y);
+    const double v = loss.item<double>();  // the host waits: the forward pass's graph runs first
+    kept.push_back(torch::tensor({v}, torch::kDouble));
+    loss.backward();
+    opt.step();
+  });
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replay_off.empty());
+  CHECK(f.replay_graphs == 2);
+  CHECK(f.replayed_iterations >= 20);
+}
+
+TEST_CASE("a batch at a new address every step leaves replay, and training stays eager's",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  // Two batches alternating: each step reads the other one's memory. A graph reads its inputs
+  // where the captured step's were, so replay leaves at the first op that reads the batch; after
+  // a few such steps it is off for the plan, which runs on.
+  std::vector<torch::Tensor> xs = {torch::randn({32, 64}, torch::kCUDA),
+                                   torch::randn({32, 64}, torch::kCUDA)};
+  auto y = torch::randn({32, 64}, torch::kCUDA);
+  const Run r = check(50, [&](int i, Model& model, Opt& opt, Kept&) {
+    opt.zero_grad();
+    torch::mse_loss(model->forward(xs[static_cast<std::size_t>(i % 2)]), y).backward();
+    opt.step();
+  });
+  const auto f = r.stats.last().fusion;
+  CHECK_FALSE(f.replay_off.empty());
+  CHECK(f.replay_off.find("not where the captured iteration's was") != std::string::npos);
+  CHECK(f.fused_iterations >= 30);
+}
+
+TEST_CASE("new data each step in the same tensor replays with the new data", "[gpu][replay]") {
+  if (!have_gpu()) return;
+  // The batch is copied into one tensor before each step (outside hotpath, as a data loader's
+  // copy would be): the graph reads the new batch where it read the old one.
+  const std::vector<torch::Tensor> batches = {torch::randn({32, 64}, torch::kCUDA),
+                                              torch::randn({32, 64}, torch::kCUDA)};
+  auto x = torch::empty({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  const Run r = check(40, [&](int i, Model& model, Opt& opt, Kept&) {
+    {
+      hotpath::Pause outside;
+      x.copy_(batches[static_cast<std::size_t>(i % 3 == 0)]);
+    }
+    opt.zero_grad();
+    torch::mse_loss(model->forward(x), y).backward();
+    opt.step();
+  });
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replay_off.empty());
+  CHECK(f.replayed_iterations >= 20);
+}
+
+TEST_CASE("a step that draws random numbers is not captured, and trains as eager does",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  auto y = torch::randn({32, 64}, torch::kCUDA);
+  const Run r = check(30, [&](int, Model& model, Opt& opt, Kept&) {
+    auto x = torch::randn({32, 64}, torch::kCUDA);
+    opt.zero_grad();
+    torch::mse_loss(model->forward(x), y).backward();
+    opt.step();
+  });
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replay_off.find("random") != std::string::npos);
+  CHECK(f.replayed_iterations == 0);
+}
