@@ -75,15 +75,18 @@ double rel_error(const torch::Tensor& a, const torch::Tensor& b) {
 void check_against_eager(const Run& replayed, const Run& planned, const Run& eager) {
   INFO(hotpath::format_stats(replayed.stats));
   REQUIRE(replayed.params.size() == eager.params.size());
+  // Where replay left iterations (they finish eagerly) the rounding differs from the plan's.
+  const bool same_path =
+      replayed.stats.last().fusion.divergences == planned.stats.last().fusion.divergences;
   for (std::size_t i = 0; i < eager.params.size(); ++i) {
     CAPTURE(i);
-    CHECK(torch::equal(replayed.params[i], planned.params[i]));
+    if (same_path) CHECK(torch::equal(replayed.params[i], planned.params[i]));
     CHECK(rel_error(replayed.params[i], eager.params[i]) <= 1e-4);
   }
   REQUIRE(replayed.kept.size() == eager.kept.size());
   for (std::size_t i = 0; i < eager.kept.size(); ++i) {
     CAPTURE(i);
-    CHECK(torch::equal(replayed.kept[i], planned.kept[i]));
+    if (same_path) CHECK(torch::equal(replayed.kept[i], planned.kept[i]));
     CHECK(rel_error(replayed.kept[i], eager.kept[i]) <= 1e-4);
   }
 }
@@ -148,24 +151,45 @@ TEST_CASE("an item() inside the step splits it into two graphs", "[gpu][replay]"
   CHECK(f.replayed_iterations >= 20);
 }
 
-TEST_CASE("a batch at a new address every step leaves replay, and training stays eager's",
+TEST_CASE("a batch at a new address every step is copied in where the graph reads it",
           "[gpu][replay]") {
   if (!have_gpu()) return;
-  // Two batches alternating: each step reads the other one's memory. A graph reads its inputs
-  // where the captured step's were, so replay leaves at the first op that reads the batch; after
-  // a few such steps it is off for the plan, which runs on.
-  std::vector<torch::Tensor> xs = {torch::randn({32, 64}, torch::kCUDA),
-                                   torch::randn({32, 64}, torch::kCUDA)};
+  // Three batches in turn, each its own tensor: the iteration before the capture saw another
+  // address than the captured one, so the graph reads a static copy that each replay refreshes.
+  std::vector<torch::Tensor> xs;
+  for (int k = 0; k < 3; ++k) xs.push_back(torch::randn({32, 64}, torch::kCUDA));
   auto y = torch::randn({32, 64}, torch::kCUDA);
-  const Run r = check(50, [&](int i, Model& model, Opt& opt, Kept&) {
+  const Run r = check(50, [&](int i, Model& model, Opt& opt, Kept& kept) {
     opt.zero_grad();
-    torch::mse_loss(model->forward(xs[static_cast<std::size_t>(i % 2)]), y).backward();
+    auto loss = torch::mse_loss(model->forward(xs[static_cast<std::size_t>(i % 3)]), y);
+    loss.backward();
+    opt.step();
+    kept.push_back(loss.detach());
+  });
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replay_off.empty());
+  CHECK(f.replayed_iterations >= 30);
+  CHECK(f.divergences == 0);
+}
+
+TEST_CASE("a batch copied to the GPU inside the step is copied in where the graph reads it",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  // The data loader's way: each step's batch comes from the CPU (a copy the graphs cannot hold:
+  // it runs between them, and the graph reads a static copy of its result).
+  std::vector<torch::Tensor> cpu;
+  for (int k = 0; k < 4; ++k) cpu.push_back(torch::randn({32, 64}));
+  auto y = torch::randn({32, 64}, torch::kCUDA);
+  const Run r = check(40, [&](int i, Model& model, Opt& opt, Kept&) {
+    auto x = cpu[static_cast<std::size_t>(i % 4)].to(torch::kCUDA);
+    opt.zero_grad();
+    torch::mse_loss(model->forward(x), y).backward();
     opt.step();
   });
   const auto f = r.stats.last().fusion;
-  CHECK_FALSE(f.replay_off.empty());
-  CHECK(f.replay_off.find("not where the captured iteration's was") != std::string::npos);
-  CHECK(f.fused_iterations >= 30);
+  CHECK(f.replay_off.empty());
+  CHECK(f.replayed_iterations >= 20);
+  CHECK(f.divergences == 0);
 }
 
 TEST_CASE("new data each step in the same tensor replays with the new data", "[gpu][replay]") {

@@ -251,11 +251,13 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   const PlanGroup* group =
       p.group >= 0 ? &armed_->groups[static_cast<std::size_t>(p.group)] : nullptr;
   const bool fused = group != nullptr && group->active && !group->eager_only;
-  if (mode_ == Mode::kCapture &&
-      armed_->replay->capture_op(index, p, rec, inputs, *as) != Replay::Kind::kLive && !fused &&
-      !armed_->replay->failed()) {
-    capture_eager(*as, keys, stack, index);  // runs it, then captures it
-    handled = true;
+  if (mode_ == Mode::kObserve) armed_->replay->observe(index, rec, inputs);
+  if (mode_ == Mode::kCapture) {
+    armed_->replay->capture_op(index, p, rec, inputs, *as);
+    if (!fused) {
+      capture_eager(*as, keys, stack, index);  // runs it, then captures it
+      handled = true;
+    }
   }
   if (fused) {
     try {

@@ -254,7 +254,7 @@ class Executor {
   std::vector<Deferred> deferred_;
   std::vector<Unwritten> unwritten_;
   std::int64_t divergence_logs_ = 0;
-  enum class Mode { kPlan, kCapture, kReplay };
+  enum class Mode { kPlan, kObserve, kCapture, kReplay };
   Mode mode_ = Mode::kPlan;  // of the armed iteration
   bool launched_ = false;    // the armed iteration has launched a kernel
   bool waited_ = false;      // ... a group ran eagerly, waiting for its kernel (no interpreter)

@@ -80,8 +80,10 @@ void Replay::release() {
   iteration_ = std::numeric_limits<std::int64_t>::max();  // everything handed out is due
   rescue(std::numeric_limits<int>::max());
   records_.clear();
+  refills_.clear();
   shadows_.clear();
   segments_.clear();
+  statics_.clear();
 }
 
 // ---- Replay
@@ -102,6 +104,7 @@ void Replay::begin_replay(std::int64_t iter_start) {
   iter_start_ = iter_start;
   ++iteration_;
   records_.clear();
+  refills_.clear();
 }
 
 Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecord& rec,
@@ -119,7 +122,15 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecor
                  r.input_ptrs.size());
     return Step::kLeave;
   }
+  for (const auto& [k, st] : r.statics) {
+    if (static_filled_[static_cast<std::size_t>(st)] == iteration_) continue;
+    refills_.emplace_back(st, at::Tensor(*inputs[k]));  // a moving input: copied in at launch
+    static_filled_[static_cast<std::size_t>(st)] = iteration_;
+  }
   for (std::size_t k = 0; k < inputs.size(); ++k) {
+    if (std::any_of(r.statics.begin(), r.statics.end(),
+                    [&](const auto& e) { return e.first == k; }))
+      continue;
     if (data_address(*inputs[k]) != r.input_ptrs[k]) {
       why = concat("input ", k,
                    " is not where the captured iteration's was (a graph reads its inputs where "
@@ -223,6 +234,12 @@ void Replay::launch_pending() {
     set_kernel_node_params(s.graph->raw_cuda_graph_exec(), n.node, *n.kernel, n.blocks, n.block, 0,
                            params.data());
   }
+  if (!refills_.empty()) {
+    c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+    at::AutoDispatchBelowADInplaceOrView below;
+    for (auto& [st, value] : refills_) statics_[static_cast<std::size_t>(st)].copy_(value);
+    refills_.clear();
+  }
   s.graph->replay();
   records_.clear();
 }
@@ -246,6 +263,7 @@ void Replay::end_replay() {
 }
 
 void Replay::leave() {
+  refills_.clear();
   if (records_.empty()) return;
   rescue(ops_[records_.front().index].segment);
   c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);

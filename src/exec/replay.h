@@ -52,6 +52,11 @@ constexpr int kReplayDivergences = 3;
 std::vector<at::Tensor> returned_tensors(const torch::jit::Stack& stack, std::size_t nret);
 const void* data_address(const at::TensorBase& t);
 
+// Whether an op draws random numbers (a graph would replay the same ones: not captured): by its
+// name, and by its schema (a generator argument).
+bool draws_random(std::string_view name);
+bool draws_random(const c10::FunctionSchema& schema, std::string_view name);
+
 class Replay {
  public:
   enum class Kind : unsigned char {
@@ -69,13 +74,23 @@ class Replay {
   bool failed() const { return !failure_.empty(); }
   const std::string& failure() const { return failure_; }
 
+  // ---- Observation, the iteration before the capture: where each op's inputs from outside the
+  // iteration are. One that is elsewhere in the captured iteration moves between iterations (a
+  // batch): the graph reads a copy of it that each replay refreshes, as it does a CPU copy's.
+  void begin_observe(std::int64_t iter_start) {
+    iter_start_ = iter_start;
+    observed_.assign(ops_.size(), {});
+  }
+  bool observing() const { return !observed_.empty() && inputs_.empty() && !ready_; }
+  void observe(std::size_t index, const OpRecord& rec, const TensorPtrs& inputs);
+
   // ---- Capture: the iteration runs its plan as always; each op is captured beside it.
   void begin_capture(std::int64_t iter_start);
   // Before op `index` runs: its kind (after this, failed() if it cannot be captured).
   Kind capture_op(std::size_t index, const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs,
                   const c10::OperatorHandle& op);
-  // An op the plan ran eagerly (not in a fused group): its arguments as they were before it ran,
-  // and the stack after it (its outputs).
+  // An op the plan ran eagerly (not in a fused group; a view; an op the host waits on): its
+  // arguments as they were before it ran, and the stack after it (its outputs).
   void capture_eager(std::size_t index, const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      torch::jit::Stack args, const torch::jit::Stack& outputs);
   // A fused group the plan launched on its own kernel: the launch's scalars, grid and workspace;
@@ -131,6 +146,8 @@ class Replay {
     c10::SmallVector<const void*, 4> input_ptrs;               // per rec.inputs entry (kGraph)
     std::vector<std::pair<std::size_t, c10::IValue>> scalars;  // eager kGraph ops
     c10::SmallVector<Out, 1> outs;                             // per output (kGraph)
+    // Inputs that move between iterations: (input, the static copy the graph reads instead).
+    c10::SmallVector<std::pair<std::uint32_t, int>, 1> statics;
   };
   struct Node {
     void* node = nullptr;  // CUgraphNode
@@ -152,12 +169,16 @@ class Replay {
     c10::weak_intrusive_ptr<c10::StorageImpl> real{c10::intrusive_ptr<c10::StorageImpl>()};
     std::size_t op = 0;
     int out = -1;  // the recipe's output (fresh outputs), or -1
+    bool moving =
+        false;  // elsewhere each iteration (made by an op outside the graphs, or a view of such)
   };
   // An input of a captured op: an earlier op's value (its shadow) or a tensor from outside.
   struct Input {
     std::int32_t argument = 0;
     ValueRef ref;  // producer relative to the iteration; producer < 0: outside
     at::Tensor outside;
+    bool moving = false;   // from outside, and not where it was in the observed iteration
+    bool written = false;  // written in place (Tensor(a!))
   };
   // A replayed op's deferred call (for leave()).
   struct Record {
@@ -175,9 +196,12 @@ class Replay {
   void open_segment();
   void close_segment();
   at::Tensor shadow_at(std::size_t index, std::size_t k) const;  // its input k's shadow
-  at::Tensor shadow_of(std::size_t index, std::int32_t argument, int element) const;
+  bool moving(std::size_t index, std::size_t k) const;
+  // What a graph op reads for its input k: the shadow, or for a moving input its static copy.
+  at::Tensor graph_input(std::size_t index, std::size_t k, bool written);
+  at::Tensor shadow_of(std::size_t index, std::int32_t argument, int element);
   void keep_shadow(std::size_t index, int out, const at::Tensor& shadow, const at::Tensor& real,
-                   bool fresh);
+                   bool fresh, bool moving = false);
   // A tensor on the memory output k of op `index` had in the captured iteration.
   at::Tensor placeholder(std::size_t index, std::size_t k) const;
   void rescue(int segment);
@@ -197,7 +221,15 @@ class Replay {
   bool open_ = false;
   std::int64_t reserved_before_ = 0;
   ska::flat_hash_map<ValueRef, Shadow, ValueRefHash> shadows_;
-  std::vector<std::vector<Input>> inputs_;  // per op, its inputs (capture only)
+  std::vector<std::vector<Input>> inputs_;          // per op, its inputs (capture only)
+  std::vector<std::vector<const void*>> observed_;  // per op, its outside inputs' addresses
+  // Static copies of moving values, each refreshed once per replay before the first launch that
+  // reads it; during the capture, by the value they copy.
+  std::vector<at::Tensor> statics_;
+  ska::flat_hash_map<const c10::TensorImpl*, int> static_of_outside_;
+  ska::flat_hash_map<ValueRef, int, ValueRefHash> static_of_value_;
+  std::vector<std::int64_t> static_filled_;          // the replay that last refreshed each
+  std::vector<std::pair<int, at::Tensor>> refills_;  // pending: (static, its new value)
   // Replay.
   std::int64_t iteration_ = 0;
   std::vector<Record> records_;

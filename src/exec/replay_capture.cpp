@@ -47,12 +47,26 @@ bool is_view(const c10::FunctionSchema& s) {
   return false;
 }
 
-bool draws_random(const c10::FunctionSchema& s) {
+}  // namespace
+
+bool draws_random(std::string_view name) {
+  // ATen's random ops; some overloads take no generator (randn, rand_like).
+  static constexpr std::array<std::string_view, 9> kWords = {"rand",    "normal",  "bernoulli",
+                                                             "dropout", "uniform", "multinomial",
+                                                             "poisson", "rrelu",   "exponential"};
+  return std::any_of(kWords.begin(), kWords.end(),
+                     [&](std::string_view w) { return name.find(w) != std::string_view::npos; });
+}
+
+bool draws_random(const c10::FunctionSchema& s, std::string_view name) {
+  if (draws_random(name)) return true;
   for (const c10::Argument& a : s.arguments()) {
     if (a.type()->str().find("Generator") != std::string::npos) return true;
   }
   return false;
 }
+
+namespace {
 
 bool returns_list(const c10::FunctionSchema& s) {
   for (const c10::Argument& r : s.returns()) {
@@ -139,39 +153,33 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
     std::vector<Input>& ins = inputs_[index];
     ins.clear();
     bool host = host_waits(rec.name);
-    bool writes_cuda = false;
     for (std::size_t k = 0; k < rec.inputs.size(); ++k) {
       const TensorInput& t = rec.inputs[k];
       Input in;
       in.argument = t.argument;
+      in.written = t.written;
       if (!t.meta.defined) {
         in.ref.producer = -2;
       } else {
         host = host || !t.meta.device.is_cuda();
-        writes_cuda = writes_cuda || (t.written && t.meta.device.is_cuda());
         if (t.ref.producer >= iter_start_) {
           in.ref = ValueRef{t.ref.producer - iter_start_, t.ref.output};
         } else {
           in.ref.producer = -1;
           in.outside = at::Tensor(*inputs[k]);
+          const auto& seen =
+              observed_.size() > index ? observed_[index] : std::vector<const void*>{};
+          in.moving = k >= seen.size() || seen[k] != data_address(in.outside);
         }
       }
       ins.push_back(std::move(in));
     }
-    bool makes_cuda = false;
-    for (const TensorMeta& m : p.outs) {
-      host = host || (m.defined && !m.device.is_cuda());
-      makes_cuda = makes_cuda || (m.defined && m.device.is_cuda());
-    }
+    for (const TensorMeta& m : p.outs) host = host || (m.defined && !m.device.is_cuda());
     const std::string name = full_name(rec.name, rec.overload);
     if (host) {
+      // Between graphs, run as it is in each replay; a CUDA tensor it makes is elsewhere each
+      // time (the graphs read copies of it), one it writes in place is written where it is.
       r.kind = Kind::kLive;
-      if (makes_cuda || writes_cuda) {
-        fail(concat("op ", index, " (", name,
-                    ") runs outside the graphs (the host waits on it, or it reads the CPU) and "
-                    "writes a CUDA tensor a graph would read"));
-        return r.kind;
-      }
       close_segment();
       return r.kind;
     }
@@ -181,7 +189,7 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
       return r.kind;
     }
     r.kind = Kind::kGraph;
-    if (draws_random(schema)) {
+    if (draws_random(schema, rec.name)) {
       fail(concat("op ", index, " (", name, ") draws random numbers"));
       return r.kind;
     }
@@ -196,6 +204,7 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
     open_segment();
     r.segment = static_cast<int>(segments_.size()) - 1;
     r.input_ptrs.clear();  // once the shadows of its inputs exist (a group's: at its launch)
+    r.statics.clear();
     r.outs.assign(p.outs.size(), Out{});
     r.scalars.clear();
     for (std::size_t a = 0; a < rec.args.size() && a < 64; ++a) {
@@ -217,22 +226,61 @@ at::Tensor Replay::shadow_at(std::size_t index, std::size_t k) const {
   return it->second.tensor;
 }
 
-at::Tensor Replay::shadow_of(std::size_t index, std::int32_t argument, int element) const {
-  // The input at `argument` (element >= 0: that element of a list argument).
+at::Tensor Replay::shadow_of(std::size_t index, std::int32_t argument, int element) {
+  // The input at `argument` (element >= 0: that element of a list argument), as a graph reads it.
   const std::vector<Input>& ins = inputs_[index];
   int seen = 0;
   for (std::size_t k = 0; k < ins.size(); ++k) {
     if (ins[k].argument != argument) continue;
-    if (seen++ == std::max(element, 0)) return shadow_at(index, k);
+    if (seen++ == std::max(element, 0)) return graph_input(index, k, ins[k].written);
   }
   HOTPATH_FAIL("op ", index, " has no tensor at argument ", argument, " element ", element);
 }
 
+bool Replay::moving(std::size_t index, std::size_t k) const {
+  const Input& in = inputs_[index].at(k);
+  if (in.ref.producer == -2) return false;
+  if (in.ref.producer < 0) return in.moving;
+  const auto it = shadows_.find(in.ref);
+  return it != shadows_.end() && it->second.moving;
+}
+
+at::Tensor Replay::graph_input(std::size_t index, std::size_t k, bool written) {
+  if (!moving(index, k)) return shadow_at(index, k);
+  HOTPATH_CHECK(!written, "it writes in place a tensor that is elsewhere each iteration");
+  const Input& in = inputs_[index][k];
+  const at::Tensor value = shadow_at(index, k);  // the tensor itself, or a view of one
+  int& s = in.ref.producer < 0 ? static_of_outside_[value.unsafeGetTensorImpl()]
+                               : static_of_value_[in.ref];
+  if (s == 0) {
+    HOTPATH_CHECK(value.is_non_overlapping_and_dense(), "a tensor that is elsewhere each ",
+                  "iteration overlaps itself (a static copy could not hold it)");
+    // On the iteration's own stream, not the capture's: the copy lives as long as the capture.
+    c10::cuda::CUDAStreamGuard plain(
+        c10::cuda::getDefaultCUDAStream(static_cast<c10::DeviceIndex>(device_)));
+    statics_.push_back(at::empty_strided(value.sizes(), value.strides(), value.options()));
+    static_filled_.push_back(-1);
+    s = static_cast<int>(statics_.size());  // 1-based: 0 is "none yet"
+  }
+  ops_[index].statics.emplace_back(static_cast<std::uint32_t>(k), s - 1);
+  return statics_[static_cast<std::size_t>(s - 1)];
+}
+
+void Replay::observe(std::size_t index, const OpRecord& rec, const TensorPtrs& inputs) {
+  std::vector<const void*>& o = observed_.at(index);
+  o.assign(rec.inputs.size(), nullptr);
+  for (std::size_t k = 0; k < rec.inputs.size(); ++k) {
+    if (rec.inputs[k].meta.defined && rec.inputs[k].ref.producer < iter_start_)
+      o[k] = data_address(*inputs[k]);
+  }
+}
+
 void Replay::keep_shadow(std::size_t index, int out, const at::Tensor& shadow,
-                         const at::Tensor& real, bool fresh) {
+                         const at::Tensor& real, bool fresh, bool moving) {
   if (!shadow.defined()) return;
   Shadow s;
   s.tensor = shadow;
+  s.moving = moving;
   if (real.defined() && real.has_storage()) s.real = real.storage().getWeakStorageImpl();
   s.op = index;
   if (fresh) {
@@ -256,13 +304,25 @@ void Replay::capture_eager(std::size_t index, const c10::OperatorHandle& op,
                            c10::DispatchKeySet keys, torch::jit::Stack args,
                            const torch::jit::Stack& outputs) {
   if (failed()) return;
-  const OpRecipe& r = ops_[index];
+  OpRecipe& r = ops_[index];
   try {
-    OpRecipe& recipe = ops_[index];
-    recipe.input_ptrs.clear();
+    const std::size_t nret = op.schema().returns().size();
+    if (r.kind == Kind::kLive) {
+      // Not captured: its CUDA outputs are elsewhere in each replay (graphs read copies).
+      const std::vector<at::Tensor> reals = returned_tensors(outputs, nret);
+      for (std::size_t k = 0; k < reals.size(); ++k) {
+        if (reals[k].defined() && reals[k].is_cuda())
+          keep_shadow(index, static_cast<int>(k), reals[k], reals[k], false, true);
+      }
+      return;
+    }
+    bool moves = false;  // a view of a moving value moves with it
+    r.input_ptrs.clear();
     map_inputs(args, [&](std::size_t k, const at::Tensor&) {
-      at::Tensor t = shadow_at(index, k);
-      recipe.input_ptrs.push_back(data_address(t));
+      moves = moves || moving(index, k);
+      at::Tensor t = r.kind == Kind::kGraph ? graph_input(index, k, inputs_[index][k].written)
+                                            : shadow_at(index, k);
+      r.input_ptrs.push_back(data_address(t));
       return t;
     });
     {
@@ -271,7 +331,6 @@ void Replay::capture_eager(std::size_t index, const c10::OperatorHandle& op,
       at::AutoDispatchBelowADInplaceOrView below;
       op.redispatchBoxed(keys, &args);
     }
-    const std::size_t nret = op.schema().returns().size();
     const std::vector<at::Tensor> shadows = returned_tensors(args, nret);
     const std::vector<at::Tensor> reals = returned_tensors(outputs, nret);
     HOTPATH_CHECK(shadows.size() == reals.size(), "the shadow made ", shadows.size(),
@@ -285,7 +344,8 @@ void Replay::capture_eager(std::size_t index, const c10::OperatorHandle& op,
           (shadows[k].sizes() != reals[k].sizes() || shadows[k].strides() != reals[k].strides() ||
            shadows[k].scalar_type() != reals[k].scalar_type()))
         HOTPATH_FAIL("its shadow's output ", k, " has another layout than its own");
-      keep_shadow(index, static_cast<int>(k), shadows[k], reals[k], fresh);
+      keep_shadow(index, static_cast<int>(k), shadows[k], reals[k], fresh,
+                  r.kind == Kind::kView && moves);
     }
   } catch (const std::exception& e) {
     fail(concat("op ", index, " (", full_name(op.schema().name(), op.schema().overload_name()),
@@ -311,8 +371,9 @@ void Replay::capture_launch(const Launch& l) {
                     " has members on both sides of an op the host waits on");
       r.scalars.clear();  // its scalars reach the kernel's node at each replay
       r.input_ptrs.clear();
+      r.statics.clear();
       for (std::size_t k = 0; k < inputs_[idx].size(); ++k)
-        r.input_ptrs.push_back(data_address(shadow_at(idx, k)));
+        r.input_ptrs.push_back(data_address(graph_input(idx, k, inputs_[idx][k].written)));
       for (std::size_t k = 0; k < p.outs.size(); ++k) {
         const at::Tensor real = k < l.outputs[m].size() ? l.outputs[m][k] : at::Tensor();
         if (p.out_alias >= 0) {

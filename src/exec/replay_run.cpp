@@ -2,6 +2,8 @@
 // iteration is captured or replayed, and what a plan's launches and divergences mean for it.
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "common/log.h"
 #include "dispatch/hook_key.h"
@@ -16,7 +18,7 @@ bool Executor::replay_eligible(const Plan& plan) const {
   // waiting for NVRTC, nothing left to the interpreter; and only a plan that has run whole for a
   // while (a loop that leaves its plan would leave its graphs too).
   if (config_.verify || plan.device_index < 0 || !plan.replay_off.empty()) return false;
-  if (plan.replay_attempts >= kReplayAttempts || plan.steady < kReplayAfter) return false;
+  if (plan.steady < kReplayAfter) return false;
   if (!plan.compiled.load(std::memory_order_acquire) || !graph_updates_available()) return false;
   for (const PlanGroup& g : plan.groups) {
     if (!g.gpu) return false;
@@ -38,21 +40,38 @@ void Executor::arm_replay(Plan& plan) {
     plan.replay->begin_replay(iter_start_);
     return;
   }
-  if (plan.replay || !replay_eligible(plan)) return;
-  ++plan.replay_attempts;
-  try {
-    plan.replay = std::make_shared<Replay>(plan.device_index, plan.epoch, plan.ops.size());
-    plan.replay->begin_capture(iter_start_);
-  } catch (const std::exception& e) {
-    plan.replay.reset();
-    plan.replay_off = concat("a capture could not start: ", e.what());
-    log_info(concat("hotpath: signature ", plan.hex, ": ", plan.replay_off));
+  const bool eligible = replay_eligible(plan);
+  if (plan.replay && plan.replay->observing() && eligible) {
+    try {
+      plan.replay->begin_capture(iter_start_);
+    } catch (const std::exception& e) {
+      plan.replay->fail(concat("a capture could not start: ", e.what()));
+      return;
+    }
+    mode_ = Mode::kCapture;
+    tiers_final_ = false;  // the capture costs the host: not an iteration the governor judges
+    log_debug(concat("hotpath: signature ", plan.hex, ": capturing iteration ", iteration_,
+                     " as CUDA graphs"));
     return;
   }
-  mode_ = Mode::kCapture;
-  tiers_final_ = false;  // the capture costs the host: not an iteration the governor judges
-  log_debug(concat("hotpath: signature ", plan.hex, ": capturing iteration ", iteration_,
-                   " as CUDA graphs"));
+  if (plan.replay || !eligible || plan.replay_attempts >= kReplayAttempts) return;
+  // Random numbers drawn on the GPU: a graph would draw the same ones in every replay.
+  for (const PlanOp& op : plan.ops) {
+    const bool gpu = std::any_of(op.outs.begin(), op.outs.end(), [](const TensorMeta& m) {
+      return m.defined && m.device.is_cuda();
+    });
+    if (gpu && draws_random(op.op_name)) {
+      drop_replay(plan, concat(full_name(op.op_name, op.op_overload),
+                               " draws random numbers on the GPU (a graph would draw the same ones "
+                               "in every replay)"));
+      return;
+    }
+  }
+  // The iteration before the capture notes where its inputs from outside are.
+  ++plan.replay_attempts;
+  plan.replay = std::make_shared<Replay>(plan.device_index, plan.epoch, plan.ops.size());
+  plan.replay->begin_observe(iter_start_);
+  mode_ = Mode::kObserve;
 }
 
 bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::OperatorHandle& op,
@@ -74,10 +93,26 @@ bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::Operat
 void Executor::capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                              torch::jit::Stack* stack, std::size_t index) {
   const std::size_t nargs = op.schema().arguments().size();
-  torch::jit::Stack args(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
-  {
-    c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+  const std::size_t base = stack->size() - nargs;
+  torch::jit::Stack args(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
+  c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+  if (armed_->replay->failed()) {
+    op.redispatchBoxed(keys, stack);
+    return;
+  }
+  try {
     op.redispatchBoxed(keys, stack);  // the op itself, as the hook would run it
+  } catch (const std::exception& e) {
+    // Something a capture disturbs (a random number generator that takes part in it): the
+    // capture stops, and the op runs again as it would have without it. An error of its own
+    // comes back as it is.
+    armed_->replay->fail(concat("op ", index, " (",
+                                full_name(op.schema().name(), op.schema().overload_name()),
+                                ") failed beside the capture: ", e.what()));
+    stack->resize(base);
+    stack->insert(stack->end(), args.begin(), args.end());
+    op.redispatchBoxed(keys, stack);
+    return;
   }
   armed_->replay->capture_eager(index, op, keys, std::move(args), *stack);
 }
@@ -107,6 +142,7 @@ void Executor::leave_replay(const std::string& why) {
   Plan& plan = *armed_;
   const Mode mode = mode_;
   mode_ = Mode::kPlan;
+  if (mode == Mode::kObserve) return;  // the next iteration that runs whole is captured
   if (mode == Mode::kCapture) {
     plan.replay->fail(concat("the captured iteration left the plan (", why, ")"));
     return;

@@ -131,7 +131,7 @@ struct Result {
   double hot_loss = 0, hot_state = 0;      // hotpath's largest deviations
   double worst = 0;                        // largest deviation / tolerance over all steps
   int worst_step = -1;
-  std::int64_t fused_iterations = 0, groups = 0, divergences = 0, verify_failures = 0,
+  std::int64_t fused_iterations = 0, replayed = 0, groups = 0, divergences = 0, verify_failures = 0,
                hot_signatures = 0, iterations = 0;
   int kernels_compiled = 0;
   std::string first_failure;
@@ -244,6 +244,7 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
     r.fused_iterations += sig.fusion.fused_iterations;
     r.groups += static_cast<std::int64_t>(sig.fusion.groups.size());
     r.divergences += sig.fusion.divergences;
+    r.replayed += sig.fusion.replayed_iterations;
     for (const auto& g : sig.fusion.groups) {
       r.verify_failures += g.verify_failures;
       if (r.first_failure.empty() && !g.first_failure.empty()) r.first_failure = g.first_failure;
@@ -364,21 +365,22 @@ int main(int argc, char** argv) {
       "noise floor%s\n",
       setups.size(), o.device.str().c_str(), o.steps, o.threshold, o.factor,
       o.exact ? " (exact: bitwise equal required)" : "");
-  const char* head = "%-8s %-12s %-5s %-6s %10s %10s %10s %10s %8s %6s %6s %5s %6s  %s\n";
+  const char* head = "%-8s %-12s %-5s %-6s %10s %10s %10s %10s %8s %6s %6s %6s %5s %6s  %s\n";
   std::printf(head, "model", "variant", "dtype", "opt", "noise_loss", "hot_loss", "noise_stat",
-              "hot_state", "worst", "fused", "groups", "div", "time", "result");
+              "hot_state", "worst", "fused", "replay", "groups", "div", "time", "result");
   std::set<std::string> compiled_sources;
   std::vector<Result> results;
   int failed = 0;
   for (const Setup& s : setups) {
     Result r = run(s, o, trace.get(), compiled_sources);
     std::printf(
-        "%-8s %-12s %-5s %-6s %10.2e %10.2e %10.2e %10.2e %8.3f %6lld %6lld %5lld %5.1fs  %s\n",
+        "%-8s %-12s %-5s %-6s %10.2e %10.2e %10.2e %10.2e %8.3f %6lld %6lld %6lld %5lld %5.1fs  "
+        "%s\n",
         s.model.c_str(), hotpath_diff::variant_names()[static_cast<int>(s.variant)].c_str(),
         dtype_name(s).c_str(), s.optimizer.c_str(), r.noise_loss, r.hot_loss, r.noise_state,
         r.hot_state, r.worst, static_cast<long long>(r.fused_iterations),
-        static_cast<long long>(r.groups), static_cast<long long>(r.divergences), r.seconds,
-        r.pass ? "pass" : "FAIL");
+        static_cast<long long>(r.replayed), static_cast<long long>(r.groups),
+        static_cast<long long>(r.divergences), r.seconds, r.pass ? "pass" : "FAIL");
     if (!r.pass) {
       ++failed;
       std::printf("    worst at step %d%s%s\n", r.worst_step, r.verify_failures > 0 ? "; " : "",
@@ -395,7 +397,7 @@ int main(int argc, char** argv) {
     std::ofstream f(o.csv);
     f << "model,variant,dtype,optimizer,steps,noise_loss,hot_loss,noise_state,hot_state,worst_"
          "ratio,"
-         "worst_step,iterations,hot_signatures,fused_iterations,groups,divergences,"
+         "worst_step,iterations,hot_signatures,fused_iterations,replayed,groups,divergences,"
          "verify_failures,seconds,result\n";
     for (const auto& r : results) {
       const Setup& s = r.setup;
@@ -403,8 +405,8 @@ int main(int argc, char** argv) {
         << dtype_name(s) << "," << s.optimizer << "," << s.steps << "," << r.noise_loss << ","
         << r.hot_loss << "," << r.noise_state << "," << r.hot_state << "," << r.worst << ","
         << r.worst_step << "," << r.iterations << "," << r.hot_signatures << ","
-        << r.fused_iterations << "," << r.groups << "," << r.divergences << "," << r.verify_failures
-        << "," << r.seconds << "," << (r.pass ? "pass" : "FAIL") << "\n";
+        << r.fused_iterations << "," << r.replayed << "," << r.groups << "," << r.divergences << ","
+        << r.verify_failures << "," << r.seconds << "," << (r.pass ? "pass" : "FAIL") << "\n";
     }
   }
   std::printf("%zu run(s): %zu passed, %d failed\n", results.size(), results.size() - failed,
