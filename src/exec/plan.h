@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -176,6 +177,9 @@ struct Plan {
   // off, if it is.
   std::shared_ptr<Replay> replay;
   std::int64_t steady = 0;
+  // Inputs from outside the iteration (op, input) seen to move in a replay: the next capture
+  // reads copies of them (kReplayRelearns captures at most).
+  std::set<std::pair<std::size_t, std::size_t>> replay_moved;
   int replay_attempts = 0;
   int replay_divergences = 0;
   std::string replay_off;

@@ -132,9 +132,15 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecor
                     [&](const auto& e) { return e.first == k; }))
       continue;
     if (data_address(*inputs[k]) != r.input_ptrs[k]) {
-      why = concat("input ", k,
-                   " is not where the captured iteration's was (a graph reads its inputs where "
-                   "they were)");
+      const ValueRef ref = k < rec.inputs.size() ? rec.inputs[k].ref : ValueRef{};
+      const bool outside = ref.producer < iter_start_;
+      if (outside && !rec.inputs[k].written) moved_input_ = std::make_pair(index, k);
+      why = concat("input ", k, " (",
+                   outside ? std::string("from outside the iteration")
+                           : concat("output ", ref.output, " of op ", ref.producer - iter_start_),
+                   ") is at ", data_address(*inputs[k]), ", not at ", r.input_ptrs[k],
+                   " where the captured iteration's was (a graph reads its inputs where they "
+                   "were)");
       return Step::kLeave;
     }
   }

@@ -25,6 +25,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,7 @@ constexpr std::int64_t kReplayAfter = 10;
 // Captures tried per plan, and replayed iterations that may leave the plan, before replay is off.
 constexpr int kReplayAttempts = 2;
 constexpr int kReplayDivergences = 3;
+constexpr std::size_t kReplayRelearns = 8;
 
 // The tensors among an op's returns on `stack`, in order (a list's in order); the address a
 // tensor's data starts at (nullptr: undefined, or no storage).
@@ -121,7 +124,11 @@ class Replay {
                  const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
                  std::string& why);
   void end_replay();  // the iteration's last op: its last graph launches
-  void leave();       // the iteration leaves the plan: what is pending runs eagerly
+  // After kLeave: the input from outside the iteration (op, input) that was not where the
+  // captured iteration had it, if that was why. A capture that knows it moves reads a copy.
+  std::optional<std::pair<std::size_t, std::size_t>> moved_input() const { return moved_input_; }
+  void set_moved(std::set<std::pair<std::size_t, std::size_t>> moved) { moved_ = std::move(moved); }
+  void leave();  // the iteration leaves the plan: what is pending runs eagerly
 
   // References the deferred calls of a replayed iteration hold to `t` (Executor::in_place_twin).
   int references(const at::Tensor& t) const;
@@ -228,8 +235,10 @@ class Replay {
   std::vector<at::Tensor> statics_;
   ska::flat_hash_map<const c10::TensorImpl*, int> static_of_outside_;
   ska::flat_hash_map<ValueRef, int, ValueRefHash> static_of_value_;
-  std::vector<std::int64_t> static_filled_;          // the replay that last refreshed each
-  std::vector<std::pair<int, at::Tensor>> refills_;  // pending: (static, its new value)
+  std::vector<std::int64_t> static_filled_;              // the replay that last refreshed each
+  std::vector<std::pair<int, at::Tensor>> refills_;      // pending: (static, its new value)
+  std::set<std::pair<std::size_t, std::size_t>> moved_;  // (op, input) known to move
+  std::optional<std::pair<std::size_t, std::size_t>> moved_input_;
   // Replay.
   std::int64_t iteration_ = 0;
   std::vector<Record> records_;

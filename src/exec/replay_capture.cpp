@@ -167,9 +167,12 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
         } else {
           in.ref.producer = -1;
           in.outside = at::Tensor(*inputs[k]);
+          // Elsewhere than in the observed iteration, or seen to move in an earlier replay; one
+          // written in place is read where it is (if it moves, replay leaves the iteration).
           const auto& seen =
               observed_.size() > index ? observed_[index] : std::vector<const void*>{};
-          in.moving = k >= seen.size() || seen[k] != data_address(in.outside);
+          in.moving = !t.written && ((k < seen.size() && seen[k] != data_address(in.outside)) ||
+                                     moved_.count(std::make_pair(index, k)) > 0);
         }
       }
       ins.push_back(std::move(in));

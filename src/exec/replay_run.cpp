@@ -70,6 +70,7 @@ void Executor::arm_replay(Plan& plan) {
   // The iteration before the capture notes where its inputs from outside are.
   ++plan.replay_attempts;
   plan.replay = std::make_shared<Replay>(plan.device_index, plan.epoch, plan.ops.size());
+  plan.replay->set_moved(plan.replay_moved);
   plan.replay->begin_observe(iter_start_);
   mode_ = Mode::kObserve;
 }
@@ -148,6 +149,14 @@ void Executor::leave_replay(const std::string& why) {
     return;
   }
   plan.replay->leave();
+  if (const auto moved = plan.replay->moved_input();
+      moved && plan.replay_moved.size() < kReplayRelearns) {
+    // An input that moves: captured again, reading a copy of it (not a divergence of replay's).
+    plan.replay_moved.insert(*moved);
+    drop_replay(plan, "");
+    plan.replay_attempts = 0;
+    return;
+  }
   if (++plan.replay_divergences >= kReplayDivergences)
     drop_replay(plan, concat(plan.replay_divergences,
                              " replayed iterations left the plan; the last: ", why));
