@@ -49,6 +49,10 @@ constexpr std::int64_t kReplayAfter = 10;
 constexpr int kReplayAttempts = 2;
 constexpr int kReplayDivergences = 3;
 constexpr std::size_t kReplayRelearns = 8;
+// Inputs from outside the iteration up to this size are read through a static copy refreshed
+// each replay (unless they are parameters or state the iteration writes); larger ones only if
+// they were seen to move.
+constexpr std::size_t kStaticMaxBytes = std::size_t{64} << 20;
 
 // The tensors among an op's returns on `stack`, in order (a list's in order); the address a
 // tensor's data starts at (nullptr: undefined, or no storage).
@@ -186,6 +190,7 @@ class Replay {
     at::Tensor outside;
     bool moving = false;   // from outside, and not where it was in the observed iteration
     bool written = false;  // written in place (Tensor(a!))
+    bool saved = false;    // a value of the iteration through another tensor (ref names it)
   };
   // A replayed op's deferred call (for leave()).
   struct Record {
@@ -204,6 +209,8 @@ class Replay {
   void close_segment();
   at::Tensor shadow_at(std::size_t index, std::size_t k) const;  // its input k's shadow
   bool moving(std::size_t index, std::size_t k) const;
+  // The value of this iteration whose (real) storage `t` is on, if any.
+  std::optional<ValueRef> saved_value(const at::Tensor& t) const;
   // What a graph op reads for its input k: the shadow, or for a moving input its static copy.
   at::Tensor graph_input(std::size_t index, std::size_t k, bool written);
   at::Tensor shadow_of(std::size_t index, std::int32_t argument, int element);
@@ -230,6 +237,8 @@ class Replay {
   ska::flat_hash_map<ValueRef, Shadow, ValueRefHash> shadows_;
   std::vector<std::vector<Input>> inputs_;          // per op, its inputs (capture only)
   std::vector<std::vector<const void*>> observed_;  // per op, its outside inputs' addresses
+  std::set<const void*> written_;  // outside inputs the observed iteration wrote in place
+  ska::flat_hash_map<const c10::StorageImpl*, ValueRef> by_storage_;  // real storage -> value
   // Static copies of moving values, each refreshed once per replay before the first launch that
   // reads it; during the capture, by the value they copy.
   std::vector<at::Tensor> statics_;

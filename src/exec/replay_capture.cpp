@@ -167,12 +167,25 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
         } else {
           in.ref.producer = -1;
           in.outside = at::Tensor(*inputs[k]);
-          // Elsewhere than in the observed iteration, or seen to move in an earlier replay; one
-          // written in place is read where it is (if it moves, replay leaves the iteration).
-          const auto& seen =
-              observed_.size() > index ? observed_[index] : std::vector<const void*>{};
-          in.moving = !t.written && ((k < seen.size() && seen[k] != data_address(in.outside)) ||
-                                     moved_.count(std::make_pair(index, k)) > 0);
+          const void* at = data_address(in.outside);
+          if (const auto v = saved_value(in.outside)) {
+            // A value of this iteration seen through another tensor (autograd's saved output,
+            // unpacked in the backward pass): its shadow's memory, seen the same way.
+            in.ref = *v;
+            in.saved = true;
+          } else {
+            // A copy each replay unless it stays where it is: a parameter, state the iteration
+            // writes in place, or (too large to copy) one the observed iteration saw there too.
+            // An input seen to move in an earlier replay is copied whatever its size.
+            const auto& seen =
+                observed_.size() > index ? observed_[index] : std::vector<const void*>{};
+            const bool param = in.outside.requires_grad() && in.outside.is_leaf();
+            const bool state = written_.count(at) > 0;
+            const bool small = in.outside.nbytes() <= kStaticMaxBytes;
+            const bool elsewhere = k < seen.size() && seen[k] != at;
+            in.moving = !t.written && !param && !state &&
+                        (small || elsewhere || moved_.count(std::make_pair(index, k)) > 0);
+          }
         }
       }
       ins.push_back(std::move(in));
@@ -226,7 +239,25 @@ at::Tensor Replay::shadow_at(std::size_t index, std::size_t k) const {
   const auto it = shadows_.find(in.ref);
   HOTPATH_CHECK(it != shadows_.end(), "op ", index, " reads output ", in.ref.output, " of op ",
                 in.ref.producer, ", which has no shadow");
-  return it->second.tensor;
+  if (!in.saved) return it->second.tensor;
+  // The shadow's memory seen as the input sees its own.
+  const at::Tensor& shadow = it->second.tensor;
+  at::Tensor view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(shadow.storage()),
+                                                             shadow.key_set(), shadow.dtype());
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(in.outside.sizes(), in.outside.strides(),
+                                                    in.outside.storage_offset());
+  return view;
+}
+
+std::optional<ValueRef> Replay::saved_value(const at::Tensor& t) const {
+  if (!t.has_storage()) return std::nullopt;
+  const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  const auto it = by_storage_.find(storage);
+  if (it == by_storage_.end()) return std::nullopt;
+  // The value's own storage still (not another one made where a dead one was).
+  const auto s = shadows_.find(it->second);
+  if (s == shadows_.end() || s->second.real.lock().get() != storage) return std::nullopt;
+  return it->second;
 }
 
 at::Tensor Replay::shadow_of(std::size_t index, std::int32_t argument, int element) {
@@ -273,8 +304,9 @@ void Replay::observe(std::size_t index, const OpRecord& rec, const TensorPtrs& i
   std::vector<const void*>& o = observed_.at(index);
   o.assign(rec.inputs.size(), nullptr);
   for (std::size_t k = 0; k < rec.inputs.size(); ++k) {
-    if (rec.inputs[k].meta.defined && rec.inputs[k].ref.producer < iter_start_)
-      o[k] = data_address(*inputs[k]);
+    if (!rec.inputs[k].meta.defined || rec.inputs[k].ref.producer >= iter_start_) continue;
+    o[k] = data_address(*inputs[k]);
+    if (rec.inputs[k].written) written_.insert(o[k]);
   }
 }
 
@@ -284,7 +316,12 @@ void Replay::keep_shadow(std::size_t index, int out, const at::Tensor& shadow,
   Shadow s;
   s.tensor = shadow;
   s.moving = moving;
-  if (real.defined() && real.has_storage()) s.real = real.storage().getWeakStorageImpl();
+  if (real.defined() && real.has_storage()) {
+    s.real = real.storage().getWeakStorageImpl();
+    if (fresh)
+      by_storage_[real.storage().unsafeGetStorageImpl()] =
+          ValueRef{static_cast<std::int64_t>(index), out};
+  }
   s.op = index;
   if (fresh) {
     OpRecipe& r = ops_[index];
@@ -445,6 +482,7 @@ void Replay::end_capture() {
     return;
   }
   shadows_.clear();
+  by_storage_.clear();
   inputs_.clear();
   inputs_.shrink_to_fit();
   const auto& stats =
@@ -483,6 +521,7 @@ void Replay::fail(const std::string& why) {
     }
   }
   shadows_.clear();
+  by_storage_.clear();
   inputs_.clear();
   records_.clear();
   segments_.clear();
