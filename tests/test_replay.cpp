@@ -172,6 +172,30 @@ TEST_CASE("a batch at a new address every step is copied in where the graph read
   CHECK(f.divergences == 0);
 }
 
+TEST_CASE("a batch sliced from a larger tensor at another place each step is copied in",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  // Rows of a larger tensor with a gap after each (not dense), and a target broadcast from one
+  // row (it repeats memory): each static copy holds the span the view covers, laid out as it is.
+  auto data = torch::randn({4, 32, 65}, torch::kCUDA);
+  auto row = torch::randn({1, 64}, torch::kCUDA);
+  const Run r = check(40, [&](int i, Model& model, Opt& opt, Kept&) {
+    torch::Tensor x, y;
+    {
+      hotpath::Pause outside;
+      x = data[i % 4].slice(1, 0, 64);
+      y = row.expand({32, 64});
+    }
+    opt.zero_grad();
+    torch::mse_loss(model->forward(x), y).backward();
+    opt.step();
+  });
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replay_off.empty());
+  CHECK(f.replayed_iterations >= 20);
+  CHECK(f.divergences == 0);
+}
+
 TEST_CASE("a batch copied to the GPU inside the step is copied in where the graph reads it",
           "[gpu][replay]") {
   if (!have_gpu()) return;

@@ -58,6 +58,13 @@ std::vector<at::Tensor> returned_tensors(const torch::jit::Stack& stack, std::si
   return out;
 }
 
+std::int64_t span_bytes(const at::TensorBase& t) {
+  if (t.numel() == 0) return 0;
+  std::int64_t last = 0;
+  for (std::int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return (last + 1) * static_cast<std::int64_t>(t.element_size());
+}
+
 const void* data_address(const at::TensorBase& t) {
   return t.defined() && t.has_storage() ? t.const_data_ptr() : nullptr;
 }
@@ -243,7 +250,14 @@ void Replay::launch_pending() {
   if (!refills_.empty()) {
     c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
     at::AutoDispatchBelowADInplaceOrView below;
-    for (auto& [st, value] : refills_) statics_[static_cast<std::size_t>(st)].copy_(value);
+    const at::TensorOptions bytes = at::TensorOptions().dtype(at::kByte).device(
+        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_)));
+    for (auto& [st, value] : refills_) {
+      const std::int64_t n = span_bytes(value);
+      if (n == 0) continue;
+      at::from_blob(statics_[static_cast<std::size_t>(st)].data_ptr(), {n}, bytes)
+          .copy_(at::from_blob(value.data_ptr(), {n}, bytes));
+    }
     refills_.clear();
   }
   s.graph->replay();

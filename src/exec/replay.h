@@ -58,6 +58,8 @@ constexpr std::size_t kStaticMaxBytes = std::size_t{64} << 20;
 // tensor's data starts at (nullptr: undefined, or no storage).
 std::vector<at::Tensor> returned_tensors(const torch::jit::Stack& stack, std::size_t nret);
 const void* data_address(const at::TensorBase& t);
+// The bytes from a tensor's first element to its last, as it is laid out.
+std::int64_t span_bytes(const at::TensorBase& t);
 
 // Whether an op draws random numbers (a graph would replay the same ones: not captured): by its
 // name, and by its schema (a generator argument).

@@ -1,6 +1,7 @@
 // Capturing a plan's iteration for replay (exec/replay.h): the shadow of each op on the side
 // stream, the graphs' segments, what a failed capture leaves behind.
 #include <ATen/cuda/CUDAGraph.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -287,12 +288,17 @@ at::Tensor Replay::graph_input(std::size_t index, std::size_t k, bool written) {
   int& s = in.ref.producer < 0 ? static_of_outside_[value.unsafeGetTensorImpl()]
                                : static_of_value_[in.ref];
   if (s == 0) {
-    HOTPATH_CHECK(value.is_non_overlapping_and_dense(), "a tensor that is elsewhere each ",
-                  "iteration overlaps itself (a static copy could not hold it)");
+    // The bytes from its first element to its last, laid out as it is (a slice's gaps and an
+    // expanded tensor's repeats included): a refill copies that span.
     // On the iteration's own stream, not the capture's: the copy lives as long as the capture.
     c10::cuda::CUDAStreamGuard plain(
         c10::cuda::getDefaultCUDAStream(static_cast<c10::DeviceIndex>(device_)));
-    statics_.push_back(at::empty_strided(value.sizes(), value.strides(), value.options()));
+    const at::Tensor bytes =
+        at::empty({std::max<std::int64_t>(span_bytes(value), 1)}, value.options().dtype(at::kByte));
+    at::Tensor copy = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(bytes.storage()), c10::DispatchKeySet(c10::DispatchKey::CUDA), value.dtype());
+    copy.unsafeGetTensorImpl()->set_sizes_and_strides(value.sizes(), value.strides(), 0);
+    statics_.push_back(std::move(copy));
     static_filled_.push_back(-1);
     s = static_cast<int>(statics_.size());  // 1-based: 0 is "none yet"
   }
