@@ -227,8 +227,7 @@ class Executor {
   void capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      torch::jit::Stack* stack, std::size_t index);
   // A group of the captured iteration, launched on its kernel: captured too.
-  void capture_group(const PlanGroup& g, const std::vector<Deferred*>& members,
-                     const LaunchArgs& l);
+  void capture_group(PlanGroup& g, const std::vector<Deferred*>& members, const LaunchArgs& l);
   // The armed iteration leaves the plan: what a replay left pending runs eagerly; a capture stops.
   void leave_replay(const std::string& why);
   // Lets a plan's capture go (what the program holds of it is copied out first); `why`, if not

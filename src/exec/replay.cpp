@@ -233,6 +233,7 @@ void Replay::launch_pending() {
     return *it;
   };
   for (Node& n : s.nodes) {
+    if (n.launches != nullptr) ++*n.launches;
     bool changed = false;
     for (const auto& [param, index, argument] : n.scalars) {
       const float v = static_cast<float>(record(index).args.at(argument).toScalar().toDouble());

@@ -114,6 +114,7 @@ class Replay {
     int numel32 = 0;
     int vector_ok = 0;
     at::Tensor workspace;  // the group's (its kernel's partial sums and counters), or none
+    std::int64_t* launches = nullptr;  // the group's count of launches: each replay adds one
     std::vector<std::vector<at::Tensor>> outputs;
   };
   void capture_launch(const Launch& l);
@@ -170,6 +171,7 @@ class Replay {
     // Scalar parameters: (parameter, op index, argument) to read each replay's value from.
     std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> scalars;
     at::Tensor workspace;
+    std::int64_t* launches = nullptr;  // the group's count (PlanGroup::launches)
   };
   struct Segment {
     std::unique_ptr<at::cuda::CUDAGraph> graph;

@@ -438,6 +438,7 @@ void Replay::capture_launch(const Launch& l) {
     n.blocks = l.blocks;
     n.block = static_cast<unsigned>(g.spec.block);
     n.workspace = l.workspace;
+    n.launches = l.launches;
     const auto& args = g.spec.args;
     n.words.assign(args.size() + 4, 0);
     int vector_ok = l.vector_ok;

@@ -118,7 +118,7 @@ void Executor::capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet 
   armed_->replay->capture_eager(index, op, keys, std::move(args), *stack);
 }
 
-void Executor::capture_group(const PlanGroup& g, const std::vector<Deferred*>& members,
+void Executor::capture_group(PlanGroup& g, const std::vector<Deferred*>& members,
                              const LaunchArgs& l) {
   Replay::Launch c;
   c.group = &g;
@@ -128,6 +128,7 @@ void Executor::capture_group(const PlanGroup& g, const std::vector<Deferred*>& m
   c.numel32 = l.numel32;
   c.vector_ok = l.vector_ok;
   c.workspace = g.workspace;
+  c.launches = &g.launches;
   for (const Deferred* d : members) {
     const PlanOp& p = armed_->ops[static_cast<std::size_t>(d->index)];
     c.indices.push_back(static_cast<std::size_t>(d->index));
