@@ -46,12 +46,15 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   EnvVar f("HOTPATH_FUSE", "0");
   CHECK(defaults.compile_kernels);
   EnvVar k("HOTPATH_COMPILE_KERNELS", "0");
+  CHECK(defaults.replay);  // CUDA graph replay is on unless turned off
+  EnvVar g("HOTPATH_REPLAY", "0");
   const auto c = hotpath::config_from_env(defaults);
   CHECK(c.revert_window == 40);
   CHECK(c.revert_margin == Approx(0.1));
   CHECK_FALSE(c.remember);
   CHECK_FALSE(c.fuse);
   CHECK_FALSE(c.compile_kernels);
+  CHECK_FALSE(c.replay);
 }
 
 TEST_CASE("unusable environment values are rejected by name", "[config]") {
@@ -95,6 +98,10 @@ TEST_CASE("unusable environment values are rejected by name", "[config]") {
   SECTION("compile kernels") {
     EnvVar t("HOTPATH_COMPILE_KERNELS", "no");
     CHECK(error_of({}).find("HOTPATH_COMPILE_KERNELS='no'") != std::string::npos);
+  }
+  SECTION("replay") {
+    EnvVar t("HOTPATH_REPLAY", "graphs");
+    CHECK(error_of({}).find("HOTPATH_REPLAY='graphs'") != std::string::npos);
   }
 }
 

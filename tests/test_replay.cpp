@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "exec/replay.h"
 #include "hotpath/hotpath.h"
 #include "temp_dir.h"
 
@@ -250,4 +251,33 @@ TEST_CASE("a step that draws random numbers is not captured, and trains as eager
   const auto f = r.stats.last().fusion;
   CHECK(f.replay_off.find("random") != std::string::npos);
   CHECK(f.replayed_iterations == 0);
+}
+
+// What needs no GPU: which ops a capture refuses, and how much a static copy holds.
+TEST_CASE("ops that draw random numbers are never captured", "[replay]") {
+  auto& d = c10::Dispatcher::singleton();
+  auto random = [&](const char* name, const char* overload) {
+    return hotpath::detail::draws_random(d.findSchemaOrThrow(name, overload).schema(), name);
+  };
+  CHECK(random("aten::randn", ""));  // no generator argument in this overload
+  CHECK(random("aten::native_dropout", ""));
+  CHECK(random("aten::bernoulli_", "float"));
+  CHECK(random("aten::normal_", ""));
+  CHECK(random("aten::randint", "low"));
+  CHECK_FALSE(random("aten::addmm", ""));
+  CHECK_FALSE(random("aten::native_layer_norm", ""));
+  CHECK_FALSE(random("aten::mul_", "Tensor"));
+}
+
+TEST_CASE("a static copy spans a view's memory from its first element to its last", "[replay]") {
+  using hotpath::detail::span_bytes;
+  const auto base = torch::zeros({4, 32, 65});
+  CHECK(span_bytes(base) == 4 * 32 * 65 * 4);
+  CHECK(span_bytes(base[1].slice(1, 0, 64)) == (31 * 65 + 64) * 4);     // rows with gaps
+  CHECK(span_bytes(torch::zeros({1, 64}).expand({32, 64})) == 64 * 4);  // repeats
+  CHECK(span_bytes(base.transpose(0, 2)) == 4 * 32 * 65 * 4);
+  CHECK(span_bytes(torch::zeros({0, 3})) == 0);
+  CHECK(hotpath::detail::data_address(torch::Tensor()) == nullptr);
+  CHECK(hotpath::detail::data_address(base[1]) ==
+        static_cast<const char*>(base.const_data_ptr()) + 32 * 65 * 4);
 }
