@@ -261,14 +261,20 @@ if want example; then
   unset HOTPATH_CACHE_DIR
 fi
 # CUDA graph replay (issue "Launch-bound loops"): its tests on whole loops, then the MLP example
-# and the 12-layer LM with replay off and on, each cross-checked against plain eager in its process.
+# with replay off and on, each cross-checked against plain eager in its process.
 if want replay; then
   run replay_tests "$BUILD"/tests/test_replay -s
   grep -E "FAILED|failed|passed|test cases|assertions" "$OUT/replay_tests.txt" | tail -12
   export HOTPATH_CACHE_DIR=/tmp/hotpath-replay-cache
-  for r in 0 1; do
-    HOTPATH_REPLAY=$r run "replay_mlp_$r" "$BUILD"/examples/mlp_training --iterations ${HOTPATH_REPLAY_ITERS:-600}
-    echo "HOTPATH_REPLAY=$r"; grep -E "replay|cross-check|VERDICT|steady" "$OUT/replay_mlp_$r.txt" | tail -8
+  # Each without and with a host sync per step (--sync: the loop reads its loss each step).
+  for sync in "" --sync; do
+    for r in 0 1; do
+      name="replay_mlp_$r${sync:+_sync}"
+      HOTPATH_REPLAY=$r run "$name" "$BUILD"/examples/mlp_training \
+        --iterations ${HOTPATH_REPLAY_ITERS:-600} $sync
+      echo "HOTPATH_REPLAY=$r $sync"
+      grep -E "replay|cross-check|VERDICT|steady" "$OUT/$name.txt" | tail -8
+    done
   done | tee "$OUT/replay.txt"
   unset HOTPATH_CACHE_DIR
 fi

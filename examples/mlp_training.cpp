@@ -2,7 +2,10 @@
 // the loop itself is unmodified (no step() markers: hotpath finds the loop's period itself).
 //
 //   mlp_training [--iterations N] [--batch B] [--dim D] [--hidden H] [--threshold T] [--cpu]
-//                [--cross-check N]
+//                [--cross-check N] [--sync]
+//
+// --sync: every step reads its loss on the host (loss.item()), as a loop that logs each step's
+// loss does: the host waits for the GPU once a step.
 //
 // After the loop, N more iterations a side (default 100; 0: none) cross-check the governor's
 // verdict against plain eager: blocks of 10 iterations under hotpath::Pause (not intercepted at
@@ -29,10 +32,11 @@ int main(int argc, char** argv) {
     int threshold = 10;
     bool force_cpu = false;
     int cross_check = 100;
+    bool sync = false;
   } o;
   hotpath_examples::Args("mlp_training",
                          "[--iterations N] [--batch B] [--dim D] [--hidden H] [--threshold T] "
-                         "[--cpu] [--cross-check N]")
+                         "[--cpu] [--cross-check N] [--sync]")
       .add("--iterations", o.iterations)
       .add("--batch", o.batch)
       .add("--dim", o.dim)
@@ -40,6 +44,7 @@ int main(int argc, char** argv) {
       .add("--threshold", o.threshold)
       .add("--cpu", o.force_cpu)
       .add("--cross-check", o.cross_check)
+      .add("--sync", o.sync)
       .parse(argc, argv);
   const bool cuda = !o.force_cpu && torch::cuda::is_available();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
@@ -73,6 +78,7 @@ int main(int argc, char** argv) {
   for (int it = 1; it <= o.iterations; ++it) {
     opt.zero_grad();
     auto loss = torch::mse_loss(model->forward(x), y);
+    if (o.sync) loss.item<double>();
     loss.backward();
     opt.step();
     if (it % report_every == 0 || it == 1) {
@@ -87,7 +93,9 @@ int main(int argc, char** argv) {
   if (o.cross_check > 0) {
     hotpath_examples::cross_check(cuda, o.cross_check, [&] {
       opt.zero_grad();
-      torch::mse_loss(model->forward(x), y).backward();
+      auto loss = torch::mse_loss(model->forward(x), y);
+      if (o.sync) loss.item<double>();
+      loss.backward();
       opt.step();
     });
   }

@@ -200,9 +200,10 @@ std::string format_stats(const Stats& s) {
     os << "\n";
     if (f.replayed_iterations > 0 || f.replay_graphs > 0 || !f.replay_off.empty()) {
       os << "    replay: " << f.replayed_iterations << " iteration(s) replayed as CUDA graphs";
-      if (f.replay_graphs > 0)
-        os << " (" << f.replay_graphs << " graph(s), pool " << std::fixed << std::setprecision(1)
-           << f.replay_pool_bytes / 1048576.0 << std::defaultfloat << " MiB)";
+      if (f.replay_graphs > 0) os << " (" << f.replay_graphs << " graph(s) now)";
+      if (f.replay_pool_bytes > 0)
+        os << ", their pool " << std::fixed << std::setprecision(1)
+           << f.replay_pool_bytes / 1048576.0 << std::defaultfloat << " MiB";
       if (f.replay_rescued > 0)
         os << ", " << f.replay_rescued << " value(s) the loop kept copied out of the pool";
       if (!f.replay_off.empty()) os << "; off: " << f.replay_off;
