@@ -101,22 +101,34 @@ Run check(int steps, const Step& step) {
   return replayed;
 }
 
+// One training step on (x, y); its loss.
+torch::Tensor train_step(Model& model, Opt& opt, const torch::Tensor& x, const torch::Tensor& y) {
+  opt.zero_grad();
+  auto loss = torch::mse_loss(model->forward(x), y);
+  loss.backward();
+  opt.step();
+  return loss;
+}
+
+// The loop replayed for good: replay never went off, and no replayed iteration left the plan.
+void check_replayed(const Run& r, std::int64_t at_least) {
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replay_off.empty());
+  CHECK(f.replayed_iterations >= at_least);
+  CHECK(f.divergences == 0);
+}
+
 }  // namespace
 
 TEST_CASE("an MLP + AdamW step replayed as a CUDA graph trains as the plan and eager do",
           "[gpu][replay]") {
   if (!have_gpu()) return;
   auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
-  const Run r = check(60, [&](int, Model& model, Opt& opt, Kept&) {
-    opt.zero_grad();
-    torch::mse_loss(model->forward(x), y).backward();
-    opt.step();  // Adam's bias corrections change every step: the kernels' nodes get them
-  });
-  const auto f = r.stats.last().fusion;
-  CHECK(f.replay_off.empty());
-  CHECK(f.replay_graphs == 1);
-  CHECK(f.replayed_iterations >= 30);
-  CHECK(f.divergences == 0);
+  // Adam's bias corrections change every step: the kernels' graph nodes get them each replay.
+  const Run r =
+      check(60, [&](int, Model& model, Opt& opt, Kept&) { train_step(model, opt, x, y); });
+  check_replayed(r, 30);
+  CHECK(r.stats.last().fusion.replay_graphs == 1);
 }
 
 TEST_CASE("a loss the loop keeps from every step is not overwritten by the next replay",
@@ -124,11 +136,8 @@ TEST_CASE("a loss the loop keeps from every step is not overwritten by the next 
   if (!have_gpu()) return;
   auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
   const Run r = check(40, [&](int, Model& model, Opt& opt, Kept& kept) {
-    opt.zero_grad();
-    auto loss = torch::mse_loss(model->forward(x), y);
-    loss.backward();
-    opt.step();
-    kept.push_back(loss.detach());  // on the graph's memory until the next replay copies it out
+    // On the graph's memory until the next replay copies it out.
+    kept.push_back(train_step(model, opt, x, y).detach());
   });
   const auto f = r.stats.last().fusion;
   CHECK(f.replayed_iterations >= 20);
@@ -161,16 +170,9 @@ TEST_CASE("a batch at a new address every step is copied in where the graph read
   for (int k = 0; k < 3; ++k) xs.push_back(torch::randn({32, 64}, torch::kCUDA));
   auto y = torch::randn({32, 64}, torch::kCUDA);
   const Run r = check(50, [&](int i, Model& model, Opt& opt, Kept& kept) {
-    opt.zero_grad();
-    auto loss = torch::mse_loss(model->forward(xs[static_cast<std::size_t>(i % 3)]), y);
-    loss.backward();
-    opt.step();
-    kept.push_back(loss.detach());
+    kept.push_back(train_step(model, opt, xs[static_cast<std::size_t>(i % 3)], y).detach());
   });
-  const auto f = r.stats.last().fusion;
-  CHECK(f.replay_off.empty());
-  CHECK(f.replayed_iterations >= 30);
-  CHECK(f.divergences == 0);
+  check_replayed(r, 30);
 }
 
 TEST_CASE("a batch sliced from a larger tensor at another place each step is copied in",
@@ -187,14 +189,9 @@ TEST_CASE("a batch sliced from a larger tensor at another place each step is cop
       x = data[i % 4].slice(1, 0, 64);
       y = row.expand({32, 64});
     }
-    opt.zero_grad();
-    torch::mse_loss(model->forward(x), y).backward();
-    opt.step();
+    train_step(model, opt, x, y);
   });
-  const auto f = r.stats.last().fusion;
-  CHECK(f.replay_off.empty());
-  CHECK(f.replayed_iterations >= 20);
-  CHECK(f.divergences == 0);
+  check_replayed(r, 20);
 }
 
 TEST_CASE("a batch copied to the GPU inside the step is copied in where the graph reads it",
@@ -207,14 +204,9 @@ TEST_CASE("a batch copied to the GPU inside the step is copied in where the grap
   auto y = torch::randn({32, 64}, torch::kCUDA);
   const Run r = check(40, [&](int i, Model& model, Opt& opt, Kept&) {
     auto x = cpu[static_cast<std::size_t>(i % 4)].to(torch::kCUDA);
-    opt.zero_grad();
-    torch::mse_loss(model->forward(x), y).backward();
-    opt.step();
+    train_step(model, opt, x, y);
   });
-  const auto f = r.stats.last().fusion;
-  CHECK(f.replay_off.empty());
-  CHECK(f.replayed_iterations >= 20);
-  CHECK(f.divergences == 0);
+  check_replayed(r, 20);
 }
 
 TEST_CASE("new data each step in the same tensor replays with the new data", "[gpu][replay]") {
@@ -229,9 +221,7 @@ TEST_CASE("new data each step in the same tensor replays with the new data", "[g
       hotpath::Pause outside;
       x.copy_(batches[static_cast<std::size_t>(i % 3 == 0)]);
     }
-    opt.zero_grad();
-    torch::mse_loss(model->forward(x), y).backward();
-    opt.step();
+    train_step(model, opt, x, y);
   });
   const auto f = r.stats.last().fusion;
   CHECK(f.replay_off.empty());
@@ -244,9 +234,7 @@ TEST_CASE("a step that draws random numbers is not captured, and trains as eager
   auto y = torch::randn({32, 64}, torch::kCUDA);
   const Run r = check(30, [&](int, Model& model, Opt& opt, Kept&) {
     auto x = torch::randn({32, 64}, torch::kCUDA);
-    opt.zero_grad();
-    torch::mse_loss(model->forward(x), y).backward();
-    opt.step();
+    train_step(model, opt, x, y);
   });
   const auto f = r.stats.last().fusion;
   CHECK(f.replay_off.find("random") != std::string::npos);

@@ -191,7 +191,7 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
   const bool only_autograd = self.use_count() == static_cast<std::size_t>(ours) + 1 &&
                              self.storage().use_count() == 1 && self.is_non_overlapping_and_dense();
   if (mode_ == Mode::kReplay && !only_autograd && divergence_logs_ < kDivergenceLogs)
-    log_info(concat("hotpath: replay: add_ refused: held ", self.use_count(), " times (", ours,
+    log_debug(concat("hotpath: replay: add_ refused: held ", self.use_count(), " times (", ours,
                     " by deferred ops and the stack), storage ", self.storage().use_count()));
   if (!only_autograd || !guard(p, rec, false)) return nullptr;
   return &add_;
