@@ -1,5 +1,7 @@
 // Interception + hashing overhead per op: the same loops run eager and with hotpath detection
-// enabled, interleaved in rounds in one process, on the same inputs. Reports medians.
+// enabled, interleaved in rounds in one process, on the same inputs. Reports medians. Also what an
+// op deferred into a fused group costs the host, and on a GPU what an op costs the host while its
+// step is replayed as CUDA graphs (the host's time until the step's body returns).
 //
 //   bench_overhead [--device cpu|cuda] [--rounds R] [--iters K] [--csv FILE]
 #include <hotpath/hotpath.h>
@@ -44,16 +46,19 @@ hotpath::Config detect_only(int threshold) {
 }
 
 // Host time (us) of each of `iters` iterations, synchronised before and after; `mark`: with a
-// hotpath::step() at the end of each.
-void time_host(const Workload& w, bool cuda, int iters, bool mark, std::vector<double>& out) {
+// hotpath::step() at the end of each. `host_only`: the time until the iteration's body returns
+// (the GPU's work queued, not waited for; synchronised after the clock stops).
+void time_host(const Workload& w, bool cuda, int iters, bool mark, std::vector<double>& out,
+               bool host_only = false) {
   for (int i = 0; i < iters; ++i) {
     if (cuda) torch::cuda::synchronize();
     const auto t0 = std::chrono::steady_clock::now();
     w.iteration();
     if (mark) hotpath::step();
-    if (cuda) torch::cuda::synchronize();
+    if (cuda && !host_only) torch::cuda::synchronize();
     out.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (cuda && host_only) torch::cuda::synchronize();
   }
 }
 
@@ -125,6 +130,50 @@ Result measure_fused(const Workload& w, bool cuda, int rounds, int iters) {
   return r;
 }
 
+// The step replayed as CUDA graphs (its own kernels compiled, Config::replay): the host's time
+// until the step's body returns, its GPU work queued, against plain eager's (under Pause), in
+// interleaved blocks. Over the ops, that is what an op costs the host while replaying.
+Result measure_replayed(const Workload& w, int rounds, int iters) {
+  hotpath::Config c;
+  c.threshold = 10;
+  c.remember = false;
+  c.revert_window = 1000000;  // measured here, not judged
+  c.stand_aside = false;
+  c.replay = true;
+  hotpath::enable_hot_path_detection(c);
+  for (int i = 0; i < 20; ++i) {
+    w.iteration();
+    hotpath::step();
+  }
+  hotpath::wait_for_compilation();
+  for (int i = 0; i < 40; ++i) {  // the plan runs whole, then is observed and captured
+    w.iteration();
+    hotpath::step();
+  }
+  Result r;
+  r.name = w.name;
+  r.ops = hotpath::stats().last().ops_per_iteration;
+  const std::int64_t before = hotpath::stats().last().fusion.replayed_iterations;
+  std::vector<double> eager, hp;
+  for (int round = 0; round < rounds; ++round) {
+    {
+      hotpath::Pause pause;
+      time_host(w, true, iters, false, eager, true);
+    }
+    time_host(w, true, iters, true, hp, true);
+  }
+  const auto f = hotpath::stats().last().fusion;
+  if (f.replayed_iterations - before < static_cast<std::int64_t>(rounds) * iters)
+    std::fprintf(stderr, "bench_overhead: %s: only %lld of %d iterations replayed%s%s\n",
+                 w.name.c_str(), static_cast<long long>(f.replayed_iterations - before),
+                 rounds * iters,
+                 f.replay_off.empty() ? "" : "; replay is off: ", f.replay_off.c_str());
+  hotpath::disable_hot_path_detection();
+  r.eager_us = median(eager);
+  r.hotpath_us = median(hp);
+  return r;
+}
+
 int main(int argc, char** argv) {
   hotpath_tools::install_crash_backtrace();
   std::string device = torch::cuda::is_available() ? "cuda" : "cpu";
@@ -182,6 +231,11 @@ int main(int argc, char** argv) {
   torch::mse_loss(model->forward(x), y).backward();  // gradients stay; each step reuses them
   Workload adamw{"AdamW step alone, fused (36 ops)", [&] { opt.step(); }};
   results.push_back(measure_fused(adamw, cuda, rounds, iters));
+  // 4. The whole MLP step replayed as CUDA graphs: host time until the body returns (GPU only).
+  if (cuda) {
+    Workload replayed{"MLP+AdamW step, replayed (host only)", mlp.iteration};
+    results.push_back(measure_replayed(replayed, rounds, iters));
+  }
 
   std::printf(
       "\ndevice: %s%s, LibTorch %s, %d rounds x %d iterations each side, medians\n", device.c_str(),
@@ -189,7 +243,8 @@ int main(int argc, char** argv) {
       hotpath::libtorch_version().c_str(), rounds, iters);
   std::printf("%-40s %6s %12s %12s %14s\n", "workload", "ops", "eager us", "hotpath us",
               "overhead/op us");
-  // (the fused row's "overhead" is negative where deferring an op costs less than running it)
+  // (the fused row's "overhead" is negative where deferring an op costs less than running it; the
+  // replayed row's hotpath column over its ops is the host's cost per op while replaying)
   for (const auto& r : results) {
     std::printf("%-40s %6lld %12.1f %12.1f %14.3f\n", r.name.c_str(), (long long)r.ops, r.eager_us,
                 r.hotpath_us, (r.hotpath_us - r.eager_us) / r.ops);

@@ -280,7 +280,7 @@ if want replay; then
 fi
 if want overhead; then
   run overhead_cuda "$BUILD"/benchmarks/bench_overhead --device cuda --csv "$OUT/overhead_cuda.csv"
-  tail -4 "$OUT/overhead_cuda.txt"
+  tail -6 "$OUT/overhead_cuda.txt"
   run overhead_cpu "$BUILD"/benchmarks/bench_overhead --device cpu --csv "$OUT/overhead_cpu.csv"
   tail -4 "$OUT/overhead_cpu.txt"
 fi
