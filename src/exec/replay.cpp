@@ -112,6 +112,7 @@ void Replay::begin_replay(std::int64_t iter_start) {
   ++iteration_;
   records_.clear();
   refills_.clear();
+  moved_input_.reset();
 }
 
 Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecord& rec,

@@ -521,9 +521,17 @@ void Replay::fail(const std::string& why) {
         if (cudaStreamEndCapture(side_.stream(), &g) == cudaSuccess && g != nullptr)
           cudaGraphDestroy(g);
       }
+      // (Each may already have happened, if the capture failed late in capture_end: a cleanup
+      // that finds nothing to clean is no error of the loop's.)
       const auto dev = static_cast<c10::DeviceIndex>(device_);
-      c10::cuda::CUDACachingAllocator::endAllocateToPool(dev, pool_);
-      c10::cuda::CUDACachingAllocator::releasePool(dev, pool_);
+      try {
+        c10::cuda::CUDACachingAllocator::endAllocateToPool(dev, pool_);
+      } catch (const std::exception&) {
+      }
+      try {
+        c10::cuda::CUDACachingAllocator::releasePool(dev, pool_);
+      } catch (const std::exception&) {
+      }
       (void)cudaGetLastError();
     }
   }
