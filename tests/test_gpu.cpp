@@ -15,16 +15,13 @@
 #include <functional>
 
 #include "env_var.h"
+#include "have_gpu.h"
 #include "hotpath/hotpath.h"
 #include "temp_dir.h"
 
 namespace {
 
-bool have_gpu() {
-  if (torch::cuda::is_available()) return true;
-  WARN("no CUDA device: this test runs on the GPU machine (benchmarks/gpu_check.sh)");
-  return false;
-}
+using hotpath_test::have_gpu;
 
 // Runs `body(i)` for `iterations` iterations eagerly and then under hotpath (hot after 3,
 // every launch verified), each after torch::manual_seed(seed), and returns what each run's

@@ -3,6 +3,7 @@
 // divergence, batches, output slots, faults, threads and memory; and the MLP's plans on a GPU.
 #include "compile/worker.h"
 #include "fusion_support.h"
+#include "have_gpu.h"
 
 using namespace fusion_test;
 
@@ -228,10 +229,7 @@ TEST_CASE("on a GPU, fused kernels train the MLP + AdamW step as eager does", "[
   // The GPU paths CI cannot run: column kernels, the optimizer's batch in one launch, buffers
   // reused for temporaries, kernels compiled in one NVRTC program. On the GPU machine
   // (gpu_check.sh).
-  if (!torch::cuda::is_available()) {
-    WARN("no CUDA device: this test runs on the GPU machine (benchmarks/gpu_check.sh)");
-    return;
-  }
+  if (!hotpath_test::have_gpu()) return;
   hotpath_test::TempDir cache("hotpath-gpu-test");
   hotpath::Stats stats;
   auto train = [&](bool hot) {
@@ -277,10 +275,7 @@ TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu
   // targets), plain SGD: the norms' backward (column blocks; the first norm's input needs no
   // gradient), nll_loss's forward (a sum across blocks) and backward (the target's column) on
   // their own kernels. On the GPU machine (gpu_check.sh).
-  if (!torch::cuda::is_available()) {
-    WARN("no CUDA device: this test runs on the GPU machine (benchmarks/gpu_check.sh)");
-    return;
-  }
+  if (!hotpath_test::have_gpu()) return;
   hotpath_test::TempDir cache("hotpath-gpu-test-norms");
   hotpath::Stats stats;
   auto train = [&](bool hot) {
@@ -344,10 +339,7 @@ TEST_CASE("on a GPU, norms and cross-entropy train as eager does", "[fusion][gpu
 TEST_CASE("on a GPU, Linear layers over [B, T, C] train as eager does", "[fusion][gpu][columns]") {
   // The bias gradients are sums over B and T (column kernels over B x T rows, with the GELU
   // backward before them), every launch verified against eager; SGD over 40 steps.
-  if (!torch::cuda::is_available()) {
-    WARN("no CUDA device: this test runs on the GPU machine (benchmarks/gpu_check.sh)");
-    return;
-  }
+  if (!hotpath_test::have_gpu()) return;
   hotpath_test::TempDir cache("hotpath-gpu-test-leading-sums");
   hotpath::Stats stats;
   auto train = [&](bool hot) {

@@ -9,16 +9,13 @@
 #include <vector>
 
 #include "exec/replay.h"
+#include "have_gpu.h"
 #include "hotpath/hotpath.h"
 #include "temp_dir.h"
 
 namespace {
 
-bool have_gpu() {
-  if (torch::cuda::is_available()) return true;
-  WARN("no CUDA device: this test runs on the GPU machine (benchmarks/gpu_check.sh)");
-  return false;
-}
+using hotpath_test::have_gpu;
 
 struct Run {
   std::vector<torch::Tensor> params;  // at the end, on the CPU

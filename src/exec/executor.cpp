@@ -32,18 +32,6 @@ namespace {
 
 constexpr std::int64_t kDivergenceLogs = 5;
 
-// References to `t` that `args` hold, in a list (a stack's inputs) too.
-int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
-  int n = 0;
-  for (const auto& a : args) {
-    if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
-    if (a.isTensorList())
-      for (const c10::IValue& e : a.toListRef())
-        if (e.isTensor() && e.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
-  }
-  return n;
-}
-
 }  // namespace
 
 // Gives placeholder `p` the data of `r` (the eager result of the op p stood for). Its storage is
@@ -192,7 +180,7 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
                              self.storage().use_count() == 1 && self.is_non_overlapping_and_dense();
   if (mode_ == Mode::kReplay && !only_autograd && divergence_logs_ < kDivergenceLogs)
     log_debug(concat("hotpath: replay: add_ refused: held ", self.use_count(), " times (", ours,
-                    " by deferred ops and the stack), storage ", self.storage().use_count()));
+                     " by deferred ops and the stack), storage ", self.storage().use_count()));
   if (!only_autograd || !guard(p, rec, false)) return nullptr;
   return &add_;
 }

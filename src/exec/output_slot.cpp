@@ -9,6 +9,15 @@
 
 namespace hotpath::detail {
 
+at::Tensor tensor_on(c10::Storage storage, c10::ScalarType dtype, c10::IntArrayRef sizes,
+                     c10::IntArrayRef strides, std::int64_t offset) {
+  const auto key = c10::computeDispatchKey(dtype, c10::kStrided, storage.device());
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(key), c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, offset);
+  return t;
+}
+
 void OutputSlot::release(void* ctx) {
   auto* slot = static_cast<OutputSlot*>(ctx);
   slot->in_use_.store(false, std::memory_order_release);
@@ -23,12 +32,7 @@ at::Tensor OutputSlot::wrap(const TensorMeta& m) {
   auto storage = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes_,
                                                        std::move(borrowed),
                                                        /*allocator=*/nullptr, /*resizable=*/false);
-  const auto key = c10::computeDispatchKey(m.dtype, c10::kStrided, m.device);
-  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(storage)),
-                                                          c10::DispatchKeySet(key),
-                                                          c10::scalarTypeToTypeMeta(m.dtype));
-  t.unsafeGetTensorImpl()->set_sizes_and_strides(m.sizes, m.strides);
-  return t;
+  return tensor_on(c10::Storage(std::move(storage)), m.dtype, m.sizes, m.strides);
 }
 
 at::Tensor OutputSlot::make(c10::intrusive_ptr<OutputSlot>& slot, const TensorMeta& m) {

@@ -13,6 +13,12 @@
 
 namespace hotpath::detail {
 
+// A tensor of `dtype` on `storage` (its device's dispatch key), with these sizes, strides and
+// storage offset: how a deferred op's output, a replay's placeholder or a view of a shadow is made
+// on memory that is already there.
+at::Tensor tensor_on(c10::Storage storage, c10::ScalarType dtype, c10::IntArrayRef sizes,
+                     c10::IntArrayRef strides, std::int64_t offset = 0);
+
 class OutputSlot : public c10::intrusive_ptr_target {
  public:
   // A tensor of `m` (sizes, strides, dtype, device) on the slot's buffer when no tensor holds

@@ -1,5 +1,6 @@
 #include "exec/replay.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -18,6 +19,7 @@
 #include "common/log.h"
 #include "dispatch/hook_key.h"
 #include "driver/cuda_driver.h"
+#include "exec/output_slot.h"
 #include "exec/plan.h"
 
 namespace hotpath::detail {
@@ -59,10 +61,28 @@ std::vector<at::Tensor> returned_tensors(const torch::jit::Stack& stack, std::si
 }
 
 std::int64_t span_bytes(const at::TensorBase& t) {
-  if (t.numel() == 0) return 0;
-  std::int64_t last = 0;
-  for (std::int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-  return (last + 1) * static_cast<std::int64_t>(t.element_size());
+  return static_cast<std::int64_t>(at::detail::computeStorageNbytes(
+      t.sizes(), t.strides(), static_cast<std::size_t>(t.element_size())));
+}
+
+void copy_bytes(void* dst, const void* src, std::int64_t n, int device) {
+  if (n == 0) return;
+  c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+  at::AutoDispatchBelowADInplaceOrView below;
+  const at::TensorOptions bytes = at::TensorOptions().dtype(at::kByte).device(
+      c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
+  at::from_blob(dst, {n}, bytes).copy_(at::from_blob(const_cast<void*>(src), {n}, bytes));
+}
+
+int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
+  int n = 0;
+  for (const auto& a : args) {
+    if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
+    if (a.isTensorList())
+      for (const c10::IValue& e : a.toListRef())
+        if (e.isTensor() && e.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
+  }
+  return n;
 }
 
 const void* data_address(const at::TensorBase& t) {
@@ -100,11 +120,7 @@ at::Tensor Replay::placeholder(std::size_t index, std::size_t k) const {
   const c10::Device dev(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
   c10::Storage storage(c10::Storage::use_byte_size_t(), o.nbytes, c10::DataPtr(o.base, dev),
                        /*allocator=*/nullptr, /*resizable=*/false);
-  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CUDA),
-      c10::scalarTypeToTypeMeta(o.meta.dtype));
-  t.unsafeGetTensorImpl()->set_sizes_and_strides(o.meta.sizes, o.meta.strides, o.offset);
-  return t;
+  return tensor_on(std::move(storage), o.meta.dtype, o.meta.sizes, o.meta.strides, o.offset);
 }
 
 void Replay::begin_replay(std::int64_t iter_start) {
@@ -199,21 +215,19 @@ void Replay::rescue(int segment) {
       it = handed_.erase(it);
       continue;
     }
-    const bool due = it->iteration < iteration_ ||
-                     (it->released_after >= 0 && it->released_after < segment) ||
-                     segment == std::numeric_limits<int>::max();
+    // (release() makes everything due: no iteration is later than its.)
+    const bool due =
+        it->iteration < iteration_ || (it->released_after >= 0 && it->released_after < segment);
     if (!due) {
       ++it;
       continue;
     }
     // The program holds it where a launch would overwrite it: its storage gets a copy.
-    const std::size_t n = s->nbytes();
+    const auto n = static_cast<std::int64_t>(s->nbytes());
     if (n > 0) {
       c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
-      at::AutoDispatchBelowADInplaceOrView below;
-      const at::TensorOptions bytes = at::TensorOptions().dtype(at::kByte).device(dev);
-      at::Tensor copy = at::empty({static_cast<std::int64_t>(n)}, bytes);
-      copy.copy_(at::from_blob(s->mutable_data(), {static_cast<std::int64_t>(n)}, bytes));
+      const at::Tensor copy = at::empty({n}, at::TensorOptions().dtype(at::kByte).device(dev));
+      copy_bytes(copy.data_ptr(), s->data(), n, device_);
       s->set_data_ptr_noswap(copy.storage().set_data_ptr(c10::DataPtr(nullptr, dev)));
     }
     ++rescued_;
@@ -249,33 +263,17 @@ void Replay::launch_pending() {
     set_kernel_node_params(s.graph->raw_cuda_graph_exec(), n.node, *n.kernel, n.blocks, n.block, 0,
                            params.data());
   }
-  if (!refills_.empty()) {
-    c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
-    at::AutoDispatchBelowADInplaceOrView below;
-    const at::TensorOptions bytes = at::TensorOptions().dtype(at::kByte).device(
-        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_)));
-    for (auto& [st, value] : refills_) {
-      const std::int64_t n = span_bytes(value);
-      if (n == 0) continue;
-      at::from_blob(statics_[static_cast<std::size_t>(st)].data_ptr(), {n}, bytes)
-          .copy_(at::from_blob(value.data_ptr(), {n}, bytes));
-    }
-    refills_.clear();
-  }
+  for (const auto& [st, value] : refills_)
+    copy_bytes(statics_[static_cast<std::size_t>(st)].data_ptr(), value.const_data_ptr(),
+               span_bytes(value), device_);
+  refills_.clear();
   s.graph->replay();
   records_.clear();
 }
 
 int Replay::references(const at::Tensor& t) const {
   int n = 0;
-  for (const Record& d : records_) {
-    for (const c10::IValue& a : d.args) {
-      if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
-      if (a.isTensorList())
-        for (const c10::IValue& e : a.toListRef())
-          if (e.isTensor() && e.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
-    }
-  }
+  for (const Record& d : records_) n += count_refs(t, d.args);
   return n;
 }
 

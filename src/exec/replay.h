@@ -60,6 +60,10 @@ std::vector<at::Tensor> returned_tensors(const torch::jit::Stack& stack, std::si
 const void* data_address(const at::TensorBase& t);
 // The bytes from a tensor's first element to its last, as it is laid out.
 std::int64_t span_bytes(const at::TensorBase& t);
+// Copies n bytes on `device` (the current stream), outside the hook and below autograd.
+void copy_bytes(void* dst, const void* src, std::int64_t n, int device);
+// References to `t` that `args` hold, in a list (a stack's inputs) too.
+int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args);
 
 // Whether an op draws random numbers (a graph would replay the same ones: not captured): by its
 // name, and by its schema (a generator argument).

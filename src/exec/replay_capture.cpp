@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "dispatch/hook_key.h"
 #include "driver/cuda_driver.h"
+#include "exec/output_slot.h"
 #include "exec/plan.h"
 #include "exec/replay.h"
 
@@ -242,12 +243,8 @@ at::Tensor Replay::shadow_at(std::size_t index, std::size_t k) const {
                 in.ref.producer, ", which has no shadow");
   if (!in.saved) return it->second.tensor;
   // The shadow's memory seen as the input sees its own.
-  const at::Tensor& shadow = it->second.tensor;
-  at::Tensor view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(shadow.storage()),
-                                                             shadow.key_set(), shadow.dtype());
-  view.unsafeGetTensorImpl()->set_sizes_and_strides(in.outside.sizes(), in.outside.strides(),
-                                                    in.outside.storage_offset());
-  return view;
+  return tensor_on(it->second.tensor.storage(), it->second.tensor.scalar_type(), in.outside.sizes(),
+                   in.outside.strides(), in.outside.storage_offset());
 }
 
 std::optional<ValueRef> Replay::saved_value(const at::Tensor& t) const {
@@ -295,10 +292,8 @@ at::Tensor Replay::graph_input(std::size_t index, std::size_t k, bool written) {
         c10::cuda::getDefaultCUDAStream(static_cast<c10::DeviceIndex>(device_)));
     const at::Tensor bytes =
         at::empty({std::max<std::int64_t>(span_bytes(value), 1)}, value.options().dtype(at::kByte));
-    at::Tensor copy = at::detail::make_tensor<c10::TensorImpl>(
-        c10::Storage(bytes.storage()), c10::DispatchKeySet(c10::DispatchKey::CUDA), value.dtype());
-    copy.unsafeGetTensorImpl()->set_sizes_and_strides(value.sizes(), value.strides(), 0);
-    statics_.push_back(std::move(copy));
+    statics_.push_back(
+        tensor_on(bytes.storage(), value.scalar_type(), value.sizes(), value.strides()));
     static_filled_.push_back(-1);
     s = static_cast<int>(statics_.size());  // 1-based: 0 is "none yet"
   }
