@@ -118,7 +118,7 @@ if want programs; then
   export HOTPATH_CACHE_DIR=/tmp/hotpath-programs-cache
   for p in mlp_training convnet_classifier dcgan transformer_lm; do
     run "program_$p" "$BUILD"/examples/$p
-    grep -E "summary|cross-check|standing aside|VERDICT" "$OUT/program_$p.txt" | tail -6
+    grep -E "summary|cross-check|standing aside|VERDICT|replay:" "$OUT/program_$p.txt" | tail -7
   done | tee "$OUT/programs.txt"
   unset HOTPATH_CACHE_DIR
 fi

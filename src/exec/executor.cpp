@@ -168,16 +168,22 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
   const std::size_t nargs = add_.schema().arguments().size();
   if (stack.size() < nargs || !stack[stack.size() - nargs].isTensor()) return nullptr;
   const at::Tensor& self = stack[stack.size() - nargs].toTensor();
-  int ours = 0;
+  int ours = 0, views = 0;
   for (const Deferred& d : deferred_) ours += count_refs(self, d.args);
-  if (mode_ == Mode::kReplay) ours += armed_->replay->references(self);
+  if (mode_ == Mode::kReplay) {
+    // A replay defers every op: views of the buffer its readers still hold are ours as well.
+    const Replay::Held held = armed_->replay->held(self);
+    ours += held.references + held.views;
+    views = held.views;
+  }
   for (std::size_t k = stack.size() - nargs; k < stack.size(); ++k) {
     if (stack[k].isTensor() &&
         stack[k].toTensor().unsafeGetTensorImpl() == self.unsafeGetTensorImpl())
       ++ours;
   }
   const bool only_autograd = self.use_count() == static_cast<std::size_t>(ours) + 1 &&
-                             self.storage().use_count() == 1 && self.is_non_overlapping_and_dense();
+                             self.storage().use_count() == static_cast<std::size_t>(views) + 1 &&
+                             self.is_non_overlapping_and_dense();
   if (mode_ == Mode::kReplay && !only_autograd && divergence_logs_ < kDivergenceLogs)
     log_debug(concat("hotpath: replay: add_ refused: held ", self.use_count(), " times (", ours,
                      " by deferred ops and the stack), storage ", self.storage().use_count()));

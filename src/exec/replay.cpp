@@ -271,10 +271,26 @@ void Replay::launch_pending() {
   records_.clear();
 }
 
-int Replay::references(const at::Tensor& t) const {
-  int n = 0;
-  for (const Record& d : records_) n += count_refs(t, d.args);
-  return n;
+Replay::Held Replay::held(const at::Tensor& t) const {
+  Held h;
+  std::vector<const c10::TensorImpl*> views;
+  auto view = [&](const c10::IValue& a) {
+    if (!a.isTensor()) return;
+    const at::Tensor& v = a.toTensor();
+    if (v.defined() && v.is_view() && v._base().unsafeGetTensorImpl() == t.unsafeGetTensorImpl() &&
+        std::find(views.begin(), views.end(), v.unsafeGetTensorImpl()) == views.end())
+      views.push_back(v.unsafeGetTensorImpl());
+  };
+  for (const Record& d : records_) {
+    h.references += count_refs(t, d.args);
+    for (const c10::IValue& a : d.args) {
+      view(a);
+      if (a.isTensorList())
+        for (const c10::IValue& e : a.toListRef()) view(e);
+    }
+  }
+  h.views = static_cast<int>(views.size());
+  return h;
 }
 
 void Replay::end_replay() {

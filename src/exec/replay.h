@@ -141,8 +141,14 @@ class Replay {
   void set_moved(std::set<std::pair<std::size_t, std::size_t>> moved) { moved_ = std::move(moved); }
   void leave();  // the iteration leaves the plan: what is pending runs eagerly
 
-  // References the deferred calls of a replayed iteration hold to `t` (Executor::in_place_twin).
-  int references(const at::Tensor& t) const;
+  // What the deferred calls of a replayed iteration hold of `t` (Executor::in_place_twin):
+  // references to it, and distinct views of it (each holds its base and shares its storage). In
+  // eager the ops that read those views had run and let them go before autograd accumulated.
+  struct Held {
+    int references = 0;
+    int views = 0;
+  };
+  Held held(const at::Tensor& t) const;
 
   // For stats().
   std::int64_t replayed() const { return replayed_; }
