@@ -456,9 +456,16 @@ void Executor::complete_iteration() {
   ++armed_->fused_iterations;
   ++armed_->steady;
   completed_[completed_next_++ % std::size(completed_)] =
-      Completed{armed_->signature,  iter_start_, armed_->epoch, launched_ || !waited_,
+      Completed{armed_->signature,
+                iter_start_,
+                armed_->epoch,
+                launched_ || !waited_,
                 tiers_final_,
-                /*diverged=*/false, 0,           stood_in_,     waited_};
+                /*diverged=*/false,
+                0,
+                stood_in_,
+                waited_,
+                /*replayed=*/mode_ == Mode::kReplay};
   launched_ = false;
   waited_ = false;
   stood_in_ = false;

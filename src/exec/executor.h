@@ -56,8 +56,9 @@ class Executor {
     bool final_tiers = true;
     std::uint64_t left_plan = 0;  // PlanControl::Run::left_plan and plan_ops
     std::int64_t plan_ops = 0;
-    bool stand_in = false;  // PlanControl::Run::stand_in and waited
+    bool stand_in = false;  // PlanControl::Run::stand_in, waited and replayed
     bool waited = false;
+    bool replayed = false;
   };
   RunInfo ran(std::uint64_t signature, std::int64_t first) const;
   // Which groups run fused from the next iteration start on (`reason`, if not empty, is what
@@ -72,6 +73,8 @@ class Executor {
   // The interpreter stands in for them in every iteration from the next start on (its trial
   // ends; `reason`: the evidence, for stats()).
   void keep_stand_in(std::uint64_t signature, const std::string& reason);
+  // Replay is let go at the next iteration start, for the rest of the run (PlanControl's).
+  void no_replay(std::uint64_t signature, const std::string& reason);
   // The training thread waited `ms` for compiles: charged to every plan not ready yet.
   std::vector<std::uint64_t> pending_plans() const;
   // A group of a live plan whose own kernel failed (or is still compiling) that the interpreter
@@ -269,6 +272,7 @@ class Executor {
     std::int64_t ops = 0;   // the plan's
     bool stood_in = false;
     bool waited = false;
+    bool replayed = false;  // ran to its end as CUDA graphs
   };
   // The last iterations that ran their plan to the end or left it part-way (a ring).
   Completed completed_[8];

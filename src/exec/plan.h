@@ -183,6 +183,7 @@ struct Plan {
   int replay_attempts = 0;
   int replay_divergences = 0;
   std::string replay_off;
+  std::string requested_replay_off;  // the governor's (Executor::no_replay), at iteration starts
   std::int64_t replayed = 0, replay_rescued = 0, replay_pool_bytes = 0;  // of earlier captures
   bool counted = false;  // in the executor's count of plans that may run (set before ready)
   std::string reason;

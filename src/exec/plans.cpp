@@ -173,7 +173,7 @@ Executor::RunInfo Executor::ran(std::uint64_t signature, std::int64_t first) con
   for (const Completed& c : completed_) {
     if (c.first == first && (c.signature == signature || c.diverged))
       return RunInfo{c.fused, c.epoch,    c.final_tiers, c.diverged ? c.signature : 0,
-                     c.ops,   c.stood_in, c.waited};
+                     c.ops,   c.stood_in, c.waited,      c.replayed};
   }
   return RunInfo{};
 }
@@ -204,6 +204,12 @@ void Executor::no_stand_in(std::uint64_t signature, const std::string& reason) {
   if (it == plans_.end()) return;
   it->second->requested_stand_in = StandIn::kOff;
   it->second->stand_in_off = reason;
+}
+
+void Executor::no_replay(std::uint64_t signature, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  if (it != plans_.end()) it->second->requested_replay_off = reason;
 }
 
 void Executor::keep_stand_in(std::uint64_t signature, const std::string& reason) {

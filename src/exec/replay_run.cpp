@@ -29,6 +29,8 @@ bool Executor::replay_eligible(const Plan& plan) const {
 }
 
 void Executor::arm_replay(Plan& plan) {
+  if (!plan.requested_replay_off.empty() && plan.replay_off.empty())
+    drop_replay(plan, plan.requested_replay_off);
   if (plan.replay && plan.replay->failed()) {
     drop_replay(plan, plan.replay_attempts >= kReplayAttempts ? plan.replay->failure() : "");
   } else if (plan.replay && plan.replay->epoch() != plan.epoch) {

@@ -154,7 +154,7 @@ void Governor::on_iteration(const IterationEvent& c) {
   ++since_resume_;
   if (a != nullptr && b != nullptr && !paused) {
     pending_.push_back(Pending{it, run.fused, switching, run.epoch, run.final_tiers, run.stand_in,
-                               run.waited, *a, *b});
+                               run.waited, run.replayed, *a, *b});
   }
   while (!stamps_.empty() && stamps_.front().index < c.end) stamps_.pop_front();
   while (!pauses_.empty() && pauses_.front() < c.end) pauses_.pop_front();
@@ -282,7 +282,7 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     --s.warming;
     return;
   }
-  if (!p.switching) fused_sample(p.it.signature, s, ms);
+  if (!p.switching && replay_sample(p.it.signature, s, p)) fused_sample(p.it.signature, s, ms);
 }
 
 void Governor::fused_sample(std::uint64_t signature, Sig& s, double ms) {
@@ -343,7 +343,7 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
   // The baseline is the loop without hotpath, timed in a block of its own, when the loop
   // allows one; timed again after a while (machines drift), less often while it holds.
   // Until a new block has been timed, the last one stays the baseline (and the report says so).
-  bool recheck = false;
+  bool recheck = std::exchange(s.plain_due, false);
   if (s.baseline_plain && ++s.windows_since_plain >= s.recheck_after) {
     recheck = true;
     s.recheck_after = std::min(s.recheck_after * 2, 80);
@@ -466,6 +466,10 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
         concat("fused median ", ms_text(m), " vs ", s.baseline_plain ? "plain " : "", "eager ",
                ms_text(e), " (", percent(m, e), "; ratio ", interval_text(iv), " at 95%) over ",
                windows, " window(s) of ", config_.revert_window, " iterations");
+    if (s.replaying) {  // the plan without its graphs is judged on its own again
+      stop_replay(signature, s, concat("replayed, ", why));
+      return;
+    }
     std::vector<int> candidates;
     for (std::size_t g = 0; g < groups; ++g)
       if (s.active[g]) candidates.push_back(static_cast<int>(g));
@@ -485,6 +489,14 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     return;
   }
   s.baseline_fresh = false;  // it ages from here on
+  if (s.replaying && s.plan_verdict.known() && iv.low > s.plan_verdict.high) {
+    stop_replay(
+        signature, s,
+        concat("replayed, fused median ", ms_text(m), " vs ", s.baseline_plain ? "plain " : "",
+               "eager ", ms_text(e), " (ratio ", interval_text(iv),
+               " at 95%), slower than the plan alone (ratio ", interval_text(s.plan_verdict), ")"));
+    return;
+  }
   if (s.phase != Phase::Settled) {
     s.phase = Phase::Settled;
     log_info(concat("hotpath: signature ", short_hex(signature), ": fused median ", ms_text(m),

@@ -121,6 +121,7 @@ class Governor {
     bool final_tiers = true;
     bool stand_in = false;  // PlanControl::Run's
     bool waited = false;
+    bool replayed = false;
     Stamp a, b;
   };
   // Rebase: every group off for a while, to measure this run's eager time when the baseline came
@@ -198,6 +199,16 @@ class Governor {
     Phase before_trial = Phase::Measuring;
     std::vector<bool> active;
     std::vector<bool> saved_active;  // during Rebase
+    // CUDA graph replay (governor_replay.cpp): whether the configuration judged now runs
+    // replayed, the plain-run iterations seen in a row since, the plan's verdict from before
+    // replay began (what replay must beat), whether replay was let go, and whether the next
+    // window waits for a plain block of its own.
+    bool replaying = false;
+    int unreplayed = 0;
+    RatioInterval plan_verdict;
+    std::int64_t plan_verdict_fused = 0, plan_verdict_eager = 0;
+    bool replay_stopped = false;
+    bool plain_due = false;
     // While the interpreter's stand-in is on trial (kernels still compiling): the iterations that
     // ran it, and those between them that ran its groups eagerly (judge_stand_in); the first
     // kSwitchIterations of them pay for the switch from eager and are left out.
@@ -236,6 +247,20 @@ class Governor {
       verdict = iv;
       verdict_fused = static_cast<std::int64_t>(fused);
       verdict_eager = static_cast<std::int64_t>(eager);
+    }
+    // Another configuration of the same groups (replay began or ended): its windows, rounds
+    // and evidence start over, judged against a plain block timed for them.
+    void judge_anew() {
+      window.clear();
+      recent.clear();
+      judged.clear();
+      rounds.clear();
+      undecided = 0;
+      evidence.clear();
+      refined = 0;
+      refining = false;
+      plain_due = true;
+      phase = Phase::Measuring;
     }
     void credit(const Sample& x, double eager) {
       net_ms += eager - x.ms;
@@ -284,6 +309,13 @@ class Governor {
   void rebase_break_even(std::uint64_t signature, Sig& s);
   // Asks for a plain-eager block to judge the judged windows against, if the loop allows one.
   bool want_plain(std::uint64_t signature, Sig& s);
+  // Replay changes how fast a plan runs without changing its groups: the first replayed
+  // iteration starts the judgement anew (and so does replay that has gone for good); a replayed
+  // iteration or two between plain-run ones is no sample. Returns whether `p` is a sample of
+  // the configuration now judged.
+  bool replay_sample(std::uint64_t signature, Sig& s, const Pending& p);
+  // Replay lost (against plain eager, or against the plan alone): let go, the plan judged again.
+  void stop_replay(std::uint64_t signature, Sig& s, const std::string& why);
   void apply(std::uint64_t signature, Sig& s);
   void revert(std::uint64_t signature, Sig& s, const std::string& why);
   void remember(std::uint64_t signature, const Sig& s, bool compile);

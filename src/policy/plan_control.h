@@ -26,6 +26,7 @@ class PlanControl {
     // interpreter stood in for some of them; some of them ran eagerly instead.
     bool stand_in = false;
     bool waited = false;
+    bool replayed = false;  // it ran to its end as CUDA graphs (exec/replay.h)
   };
   // The plan's fused groups, in order.
   struct Group {
@@ -50,6 +51,9 @@ class PlanControl {
   // the interpreter runs them in every iteration from then on. `reason`: the evidence.
   virtual void no_stand_in(std::uint64_t signature, const std::string& reason) = 0;
   virtual void keep_stand_in(std::uint64_t signature, const std::string& reason) = 0;
+  // CUDA graph replay of the plan is let go from the next iteration start on, for the rest of
+  // the run (`reason`: the evidence, for stats()); the plan itself runs on.
+  virtual void no_replay(std::uint64_t signature, const std::string& reason) = 0;
 };
 
 }  // namespace hotpath::detail

@@ -59,6 +59,7 @@ PlanControl::Run Session::ran(std::uint64_t signature, std::int64_t first) const
   run.plan_ops = r.plan_ops;
   run.stand_in = r.stand_in;
   run.waited = r.waited;
+  run.replayed = r.replayed;
   return run;
 }
 
@@ -97,6 +98,10 @@ void Session::no_stand_in(std::uint64_t signature, const std::string& reason) {
 
 void Session::keep_stand_in(std::uint64_t signature, const std::string& reason) {
   executor.keep_stand_in(signature, reason);
+}
+
+void Session::no_replay(std::uint64_t signature, const std::string& reason) {
+  executor.no_replay(signature, reason);
 }
 
 void Session::due(std::string why) {

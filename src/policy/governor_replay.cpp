@@ -1,0 +1,58 @@
+// The governor's view of CUDA graph replay (exec/replay.h): a plan that starts to run replayed
+// runs faster (or slower) with the same groups, so its judgement starts anew from the first
+// replayed iteration, against a plain-eager block of its own; replay that loses, to plain eager
+// or to the plan alone, is let go and the plan is judged on its own again.
+#include "common/error.h"
+#include "common/log.h"
+#include "policy/governor.h"
+#include "trace/signature.h"
+
+namespace hotpath::detail {
+namespace {
+// Plain-run iterations in a row after which replay counts as gone (let go after divergences, or
+// a new capture on its way): one or two between replays are an iteration that left the graphs
+// and the one that observed before a new capture.
+constexpr int kReplayGone = 8;
+}  // namespace
+
+bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) {
+  if (p.replayed == s.replaying) {
+    s.unreplayed = 0;
+    return true;
+  }
+  // Replayed iterations the executor ran before it let replay go, still in the queue.
+  if (p.replayed && s.replay_stopped) return false;
+  if (!p.replayed && ++s.unreplayed < kReplayGone) return false;
+  // A window waiting for its plain block, a trial, a rebase: they finish on what they began with.
+  if (s.phase != Phase::Measuring && s.phase != Phase::Settled) return false;
+  s.replaying = p.replayed;
+  s.unreplayed = 0;
+  if (s.replaying) {
+    s.plan_verdict = s.verdict;
+    s.plan_verdict_fused = s.verdict_fused;
+    s.plan_verdict_eager = s.verdict_eager;
+  }
+  // What was judged of the other configuration says nothing of this one: a verdict of its own,
+  // against plain eager timed beside it, replaces it.
+  s.judge_anew();
+  s.set_verdict(RatioInterval{}, 0, 0);
+  log_info(concat("hotpath: signature ", short_hex(signature),
+                  s.replaying ? ": replayed as CUDA graphs from here on; judged again"
+                              : ": no longer replayed as CUDA graphs; judged again"));
+  return true;
+}
+
+void Governor::stop_replay(std::uint64_t signature, Sig& s, const std::string& why) {
+  plans_.no_replay(signature, why);
+  log_info(concat("hotpath: signature ", short_hex(signature), ": ", why,
+                  "; CUDA graph replay let go, the plan runs on without it"));
+  s.replay_stopped = true;
+  s.replaying = false;
+  s.unreplayed = 0;
+  s.judge_anew();
+  // The plan's own figure stands until it is judged again.
+  s.set_verdict(s.plan_verdict, static_cast<std::size_t>(s.plan_verdict_fused),
+                static_cast<std::size_t>(s.plan_verdict_eager));
+}
+
+}  // namespace hotpath::detail

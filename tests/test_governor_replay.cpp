@@ -1,0 +1,99 @@
+// The governor and CUDA graph replay, with a fake plan and a fake clock: replay changes how fast
+// a plan runs without changing its groups, so its first replayed iteration starts a judgement of
+// its own (the figure reported is the replayed loop's, not the plan's before it); replay that is
+// slower than plain eager, or than the plan alone, is let go while the plan stays; replay gone
+// for good is judged again as the plan.
+#include "fake_plans.h"
+
+using namespace hotpath_test;
+
+namespace {
+
+// The loop as the fake plan runs it: eager 10 ms (and with every group off, as the governor
+// asks while it times eager again), the plan alone `plan_ms`, replayed `replay_ms`.
+struct Loop {
+  FakePlans& plans;
+  Feed& feed;
+  double plan_ms = 8.0, replay_ms = 5.0;
+  void run(int n) {
+    for (int i = 0; i < n; ++i)
+      feed.run(1, plans.all_off ? 10.0 : plans.replayed ? replay_ms : plan_ms);
+  }
+};
+
+double judged(hotpath::detail::Governor& gov, const Feed& feed) {
+  return report_of(gov, feed.count).speedup_judged;
+}
+
+}  // namespace
+
+TEST_CASE("replay is judged as a configuration of its own", "[governor][replay]") {
+  FakePlans plans;
+  hotpath::detail::Governor gov(plans, config());
+  Feed feed{gov};
+  gov.set_clock([&] { return feed.now; });
+  Loop loop{plans, feed};
+  feed.run(6, 10.0);  // eager under the hook, before the plan
+  plans.fused = true;
+  plans.final_tiers = true;
+  // The plan's first window, eager timed again in a warm process, the window judged against it.
+  loop.run(80);
+  REQUIRE(judged(gov, feed) == Approx(1.25));  // 10 ms against 8 ms
+  CHECK(plans.reverts == 0);
+
+  SECTION("the replayed loop's figure replaces the plan's") {
+    plans.replayed = true;
+    loop.run(3);
+    CHECK(judged(gov, feed) == 0);  // judged anew: nothing yet
+    loop.run(30);
+    CHECK(judged(gov, feed) == Approx(2.0));  // 10 ms against 5 ms
+    CHECK(plans.no_replay_calls == 0);
+    SECTION("an iteration that left the graphs is no sample of them") {
+      plans.replayed = false;
+      loop.plan_ms = 40.0;  // it left them part-way: slow, and not what replay costs
+      loop.run(1);
+      loop.plan_ms = 8.0;
+      plans.replayed = true;
+      loop.run(40);
+      CHECK(judged(gov, feed) == Approx(2.0));
+    }
+    SECTION("replay gone for good: the plan is judged again") {
+      plans.replayed = false;
+      loop.run(40);
+      CHECK(judged(gov, feed) == Approx(1.25));
+      CHECK(plans.no_replay_calls == 0);
+      CHECK(plans.reverts == 0);
+    }
+  }
+  SECTION("replay slower than the plan alone is let go; the plan stays") {
+    loop.replay_ms = 9.0;  // faster than eager, slower than the plan
+    plans.replayed = true;
+    loop.run(30);
+    CHECK(plans.no_replay_calls == 1);
+    CHECK(plans.why.find("slower than the plan alone") != std::string::npos);
+    CHECK(judged(gov, feed) == Approx(1.25));  // the plan's figure again
+    plans.replayed = false;                    // the executor let it go
+    loop.run(40);
+    CHECK(judged(gov, feed) == Approx(1.25));
+    CHECK(plans.reverts == 0);
+    CHECK(plans.no_replay_calls == 1);
+  }
+  SECTION("replay slower than plain eager is let go; the plan stays") {
+    loop.replay_ms = 12.0;
+    plans.replayed = true;
+    loop.run(80);  // eager timed again (the baseline had aged), then two windows that lose
+    CHECK(plans.no_replay_calls == 1);
+    CHECK(plans.why.find("replayed, fused median 12.000 ms") != std::string::npos);
+    CHECK(plans.reverts == 0);
+    plans.replayed = false;
+    loop.run(3);
+    CHECK(judged(gov, feed) == Approx(1.25));
+    plans.replayed = true;  // replayed iterations still queued when it was let go: no samples
+    loop.run(2);
+    plans.replayed = false;
+    loop.run(60);
+    CHECK(judged(gov, feed) == Approx(1.25));
+    CHECK(plans.reverts == 0);
+    CHECK(plans.no_replay_calls == 1);
+  }
+}
