@@ -232,9 +232,13 @@ int main(int argc, char** argv) {
   if (main_sig) {  // what the governor did meanwhile: the steady numbers include it
     std::printf(
         "  governor: first verdict %d steps after the lead; %lld of the %zu timed "
-        "steps fused; %lld fused iterations, %lld divergences, %s%s\n",
+        "steps fused; %lld fused iterations (%lld replayed as CUDA graphs%s%s), %lld divergences, "
+        "%s%s\n",
         r.settle, (long long)r.fused_in, r.hot.size(), (long long)main_sig->fusion.fused_iterations,
-        (long long)main_sig->fusion.divergences, main_sig->fusion.reverted ? "reverted: " : "kept",
+        (long long)main_sig->fusion.replayed_iterations,
+        main_sig->fusion.replay_off.empty() ? "" : "; replay off: ",
+        main_sig->fusion.replay_off.c_str(), (long long)main_sig->fusion.divergences,
+        main_sig->fusion.reverted ? "reverted: " : "kept",
         main_sig->fusion.reverted ? main_sig->fusion.reason.c_str() : "");
     // Its own steady-state figure, to hold against the side-by-side one above.
     for (const auto& rep : r.report.signatures) {
