@@ -27,6 +27,28 @@ double judged(hotpath::detail::Governor& gov, const Feed& feed) {
 
 }  // namespace
 
+TEST_CASE("a plan replayed from its first iteration on its own kernels is judged replayed",
+          "[governor][replay]") {
+  // As the 12-layer LM runs: its kernels are in after the plan has run for a while on the
+  // interpreter, and the iterations after them are captured at once. (An earlier governor
+  // waited for a plan-alone sample that never came, and never judged the plan.)
+  FakePlans plans;
+  hotpath::detail::Governor gov(plans, config());
+  Feed feed{gov};
+  gov.set_clock([&] { return feed.now; });
+  Loop loop{plans, feed};
+  feed.run(6, 10.0);
+  plans.fused = true;
+  plans.final_tiers = true;
+  plans.replayed = true;
+  loop.run(80);
+  CHECK(judged(gov, feed) == Approx(2.0));
+  loop.replay_ms = 12.0;  // and where replay loses, it is let go
+  loop.run(120);
+  CHECK(plans.no_replay_calls == 1);
+  CHECK(plans.reverts == 0);
+}
+
 TEST_CASE("replay is judged as a configuration of its own", "[governor][replay]") {
   FakePlans plans;
   hotpath::detail::Governor gov(plans, config());

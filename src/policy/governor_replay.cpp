@@ -23,6 +23,12 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
   // Replayed iterations the executor ran before it let replay go, still in the queue.
   if (p.replayed && s.replay_stopped) return false;
   if (!p.replayed && ++s.unreplayed < kReplayGone) return false;
+  // Nothing judged yet (replay may begin with the plan's first iteration on its own kernels).
+  if (s.phase == Phase::Eager) {
+    s.replaying = p.replayed;
+    s.unreplayed = 0;
+    return true;
+  }
   // A window waiting for its plain block, a trial, a rebase: they finish on what they began with.
   if (s.phase != Phase::Measuring && s.phase != Phase::Settled) return false;
   s.replaying = p.replayed;
