@@ -266,13 +266,19 @@ if want replay; then
   run replay_tests "$BUILD"/tests/test_replay -s
   grep -E "FAILED|failed|passed|test cases|assertions" "$OUT/replay_tests.txt" | tail -12
   export HOTPATH_CACHE_DIR=/tmp/hotpath-replay-cache
-  # Each without and with a host sync per step (--sync: the loop reads its loss each step).
+  # Each without and with a host sync per step (--sync: the loop reads its loss each step):
+  # replay off, then on with each count of ops per graph in HOTPATH_REPLAY_GRAPH_SWEEP (default:
+  # the default count; 0: one graph per stretch).
   for sync in "" --sync; do
-    for r in 0 1; do
-      name="replay_mlp_$r${sync:+_sync}"
-      HOTPATH_REPLAY=$r run "$name" "$BUILD"/examples/mlp_training \
+    for g in off ${HOTPATH_REPLAY_GRAPH_SWEEP:-16}; do
+      if [[ $g == off ]]; then
+        name="replay_mlp_0${sync:+_sync}" r=0 g=16
+      else
+        name="replay_mlp_g$g${sync:+_sync}" r=1
+      fi
+      HOTPATH_REPLAY=$r HOTPATH_REPLAY_GRAPH_OPS=$g run "$name" "$BUILD"/examples/mlp_training \
         --iterations ${HOTPATH_REPLAY_ITERS:-600} $sync
-      echo "HOTPATH_REPLAY=$r $sync"
+      echo "HOTPATH_REPLAY=$r HOTPATH_REPLAY_GRAPH_OPS=$g $sync"
       grep -E "replay|cross-check|VERDICT|steady" "$OUT/$name.txt" | tail -8
     done
   done | tee "$OUT/replay.txt"

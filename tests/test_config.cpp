@@ -48,6 +48,8 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   EnvVar k("HOTPATH_COMPILE_KERNELS", "0");
   CHECK(defaults.replay);  // CUDA graph replay is on unless turned off
   EnvVar g("HOTPATH_REPLAY", "0");
+  CHECK(defaults.replay_graph_ops == 16);
+  EnvVar o("HOTPATH_REPLAY_GRAPH_OPS", "0");  // one graph per stretch
   const auto c = hotpath::config_from_env(defaults);
   CHECK(c.revert_window == 40);
   CHECK(c.revert_margin == Approx(0.1));
@@ -55,6 +57,7 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   CHECK_FALSE(c.fuse);
   CHECK_FALSE(c.compile_kernels);
   CHECK_FALSE(c.replay);
+  CHECK(c.replay_graph_ops == 0);
 }
 
 TEST_CASE("unusable environment values are rejected by name", "[config]") {
@@ -103,6 +106,18 @@ TEST_CASE("unusable environment values are rejected by name", "[config]") {
     EnvVar t("HOTPATH_REPLAY", "graphs");
     CHECK(error_of({}).find("HOTPATH_REPLAY='graphs'") != std::string::npos);
   }
+  SECTION("ops per replayed graph") {
+    EnvVar t("HOTPATH_REPLAY_GRAPH_OPS", "-4");
+    CHECK(error_of({}).find("HOTPATH_REPLAY_GRAPH_OPS='-4'") != std::string::npos);
+  }
+}
+
+TEST_CASE("a negative count of ops per replayed graph is rejected", "[config]") {
+  hotpath::Config c;
+  c.replay_graph_ops = -1;
+  CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(c),
+                    Catch::Contains("replay_graph_ops must be >= 0"));
+  CHECK_FALSE(hotpath::is_enabled());
 }
 
 TEST_CASE("a threshold below 1 is rejected and nothing is enabled", "[config]") {

@@ -31,7 +31,7 @@ using Opt = torch::optim::AdamW;
 using Kept = std::vector<torch::Tensor>;
 using Step = std::function<void(int, Model&, Opt&, Kept&)>;
 
-Run train(bool hot, bool replay, int steps, const Step& step) {
+Run train(bool hot, bool replay, int steps, const Step& step, int graph_ops) {
   static hotpath_test::TempDir cache("hotpath-gpu-replay");
   torch::manual_seed(11);
   torch::nn::Sequential model(torch::nn::Linear(64, 256), torch::nn::GELU(),
@@ -44,6 +44,7 @@ Run train(bool hot, bool replay, int steps, const Step& step) {
   c.revert_window = 1000000;  // correctness, not speed: nothing is reverted on timing noise
   c.stand_aside = false;
   c.replay = replay;
+  c.replay_graph_ops = graph_ops;
   c.cache_dir = cache.path();
   c.log_level = hotpath::LogLevel::Warn;
   hotpath::disable_hot_path_detection();
@@ -89,10 +90,11 @@ void check_against_eager(const Run& replayed, const Run& planned, const Run& eag
   }
 }
 
-Run check(int steps, const Step& step) {
-  const Run eager = train(false, false, steps, step);
-  const Run planned = train(true, false, steps, step);
-  const Run replayed = train(true, true, steps, step);
+// graph_ops: Config::replay_graph_ops.
+Run check(int steps, const Step& step, int graph_ops = hotpath::Config{}.replay_graph_ops) {
+  const Run eager = train(false, false, steps, step, graph_ops);
+  const Run planned = train(true, false, steps, step, graph_ops);
+  const Run replayed = train(true, true, steps, step, graph_ops);
   check_against_eager(replayed, planned, eager);
   CHECK(planned.stats.last().fusion.replayed_iterations == 0);
   return replayed;
@@ -122,10 +124,17 @@ TEST_CASE("an MLP + AdamW step replayed as a CUDA graph trains as the plan and e
   if (!have_gpu()) return;
   auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
   // Adam's bias corrections change every step: the kernels' graph nodes get them each replay.
-  const Run r =
-      check(60, [&](int, Model& model, Opt& opt, Kept&) { train_step(model, opt, x, y); });
-  check_replayed(r, 30);
-  CHECK(r.stats.last().fusion.replay_graphs == 1);
+  const Step step = [&](int, Model& model, Opt& opt, Kept&) { train_step(model, opt, x, y); };
+  SECTION("one graph") {
+    const Run r = check(60, step, 0);
+    check_replayed(r, 30);
+    CHECK(r.stats.last().fusion.replay_graphs == 1);
+  }
+  SECTION("cut into graphs of a few ops, each launched as the host goes on") {
+    const Run r = check(60, step, 4);
+    check_replayed(r, 30);
+    CHECK(r.stats.last().fusion.replay_graphs >= 3);
+  }
 }
 
 TEST_CASE("a loss the loop keeps from every step is not overwritten by the next replay",
@@ -144,14 +153,18 @@ TEST_CASE("a loss the loop keeps from every step is not overwritten by the next 
 TEST_CASE("an item() inside the step splits it into two graphs", "[gpu][replay]") {
   if (!have_gpu()) return;
   auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
-  const Run r = check(40, [&](int, Model& model, Opt& opt, Kept& kept) {
-    opt.zero_grad();
-    auto loss = torch::mse_loss(model->forward(x), y);
-    const double v = loss.item<double>();  // the host waits: the forward pass's graph runs first
-    kept.push_back(torch::tensor({v}, torch::kDouble));
-    loss.backward();
-    opt.step();
-  });
+  const Run r = check(
+      40,
+      [&](int, Model& model, Opt& opt, Kept& kept) {
+        opt.zero_grad();
+        auto loss = torch::mse_loss(model->forward(x), y);
+        const double v =
+            loss.item<double>();  // the host waits: the forward pass's graph runs first
+        kept.push_back(torch::tensor({v}, torch::kDouble));
+        loss.backward();
+        opt.step();
+      },
+      /*graph_ops=*/0);
   const auto f = r.stats.last().fusion;
   CHECK(f.replay_off.empty());
   CHECK(f.replay_graphs == 2);

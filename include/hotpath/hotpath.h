@@ -64,6 +64,10 @@ struct Config {
   // An iteration whose inputs move, or whose eager ops' scalars change, leaves replay for the
   // plan as it would leave a plan. HOTPATH_REPLAY (0/1).
   bool replay = true;
+  // Ops per graph: a stretch is cut into graphs of about this many ops (where no fused group is
+  // pending), each launched as soon as the host has gone through its ops, so that the GPU works
+  // while the host goes on; 0: one graph per stretch. HOTPATH_REPLAY_GRAPH_OPS.
+  int replay_graph_ops = 16;
 };
 
 // Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD, HOTPATH_LOG_LEVEL

@@ -65,6 +65,10 @@ Config config_from_env(Config base) {
     base.compile_kernels = parse_flag("HOTPATH_COMPILE_KERNELS", v);
   }
   if (const char* v = env("HOTPATH_REPLAY")) base.replay = parse_flag("HOTPATH_REPLAY", v);
+  if (const char* v = env("HOTPATH_REPLAY_GRAPH_OPS")) {
+    base.replay_graph_ops =
+        static_cast<int>(parse_integer("HOTPATH_REPLAY_GRAPH_OPS", v, 0, 1'000'000));
+  }
   if (const char* v = env("HOTPATH_LOG_TIME")) base.log_time = parse_flag("HOTPATH_LOG_TIME", v);
   if (const char* v = env("HOTPATH_LOG_LEVEL")) {
     const std::string s = v;

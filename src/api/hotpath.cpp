@@ -53,6 +53,8 @@ void enable_hot_path_detection(const Config& requested) {
   detail::set_log_time(config.log_time);
   HOTPATH_CHECK(config.revert_window >= 2, "revert_window must be >= 2, got ",
                 config.revert_window);
+  HOTPATH_CHECK(config.replay_graph_ops >= 0, "replay_graph_ops must be >= 0, got ",
+                config.replay_graph_ops);
   HOTPATH_CHECK(config.revert_margin >= 0, "revert_margin must be >= 0, got ",
                 config.revert_margin);
   if (detail::current_thread_attached()) {

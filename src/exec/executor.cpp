@@ -250,7 +250,7 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   const bool fused = group != nullptr && group->active && !group->eager_only;
   if (mode_ == Mode::kObserve) armed_->replay->observe(index, rec, inputs);
   if (mode_ == Mode::kCapture) {
-    armed_->replay->capture_op(index, p, rec, inputs, *as);
+    armed_->replay->capture_op(index, p, rec, inputs, *as, deferred_.empty());
     if (!fused) {
       capture_eager(*as, keys, stack, index);  // runs it, then captures it
       handled = true;

@@ -89,11 +89,12 @@ const void* data_address(const at::TensorBase& t) {
   return t.defined() && t.has_storage() ? t.const_data_ptr() : nullptr;
 }
 
-Replay::Replay(int device, std::int64_t epoch, std::size_t ops)
+Replay::Replay(int device, std::int64_t epoch, std::size_t ops, int graph_ops)
     : device_(device),
       epoch_(epoch),
       side_(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device))),
-      ops_(ops) {}
+      ops_(ops),
+      graph_ops_(graph_ops) {}
 
 Replay::~Replay() {
   try {
@@ -104,8 +105,8 @@ Replay::~Replay() {
 }
 
 void Replay::release() {
-  iteration_ = std::numeric_limits<std::int64_t>::max();  // everything handed out is due
-  rescue(std::numeric_limits<int>::max());
+  rescue(carried_);  // everything handed out is due
+  for (std::vector<Handed>& h : handed_) rescue(h);
   records_.clear();
   refills_.clear();
   shadows_.clear();
@@ -126,6 +127,14 @@ at::Tensor Replay::placeholder(std::size_t index, std::size_t k) const {
 void Replay::begin_replay(std::int64_t iter_start) {
   iter_start_ = iter_start;
   ++iteration_;
+  // What the last replay handed out is due at this one's first launch.
+  for (std::size_t b = handed_next_; b < handed_.size(); ++b) {
+    carried_.insert(carried_.end(), std::make_move_iterator(handed_[b].begin()),
+                    std::make_move_iterator(handed_[b].end()));
+    handed_[b].clear();
+  }
+  handed_.resize(segments_.size() + 1);
+  handed_next_ = 0;
   records_.clear();
   refills_.clear();
   moved_input_.reset();
@@ -141,6 +150,8 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecor
     launch_pending();
     return Step::kEager;
   }
+  // The ops before this one were the last of their graph (a stretch cut in graphs): it launches.
+  if (!records_.empty() && ops_[records_.front().index].segment != r.segment) launch_pending();
   if (inputs.size() != r.input_ptrs.size()) {
     why = concat(inputs.size(), " tensor inputs where the captured iteration had ",
                  r.input_ptrs.size());
@@ -200,28 +211,26 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecor
       continue;
     }
     at::Tensor t = placeholder(index, k);
-    handed_.push_back(
-        Handed{t.storage().getWeakStorageImpl(), iteration_, r.outs[k].released_after});
+    const int released = r.outs[k].released_after;
+    handed_[released >= 0 ? static_cast<std::size_t>(released) + 1 : segments_.size()].push_back(
+        t.storage().getWeakStorageImpl());
     stack->push_back(std::move(t));
   }
   return Step::kHandled;
 }
 
 void Replay::rescue(int segment) {
+  rescue(carried_);
+  for (; handed_next_ < handed_.size() && handed_next_ <= static_cast<std::size_t>(segment);
+       ++handed_next_)
+    rescue(handed_[handed_next_]);
+}
+
+void Replay::rescue(std::vector<Handed>& due) {
   const c10::Device dev(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
-  for (auto it = handed_.begin(); it != handed_.end();) {
-    const c10::intrusive_ptr<c10::StorageImpl> s = it->storage.lock();
-    if (!s) {
-      it = handed_.erase(it);
-      continue;
-    }
-    // (release() makes everything due: no iteration is later than its.)
-    const bool due =
-        it->iteration < iteration_ || (it->released_after >= 0 && it->released_after < segment);
-    if (!due) {
-      ++it;
-      continue;
-    }
+  for (const Handed& h : due) {
+    const c10::intrusive_ptr<c10::StorageImpl> s = h.lock();
+    if (!s) continue;
     // The program holds it where a launch would overwrite it: its storage gets a copy.
     const auto n = static_cast<std::int64_t>(s->nbytes());
     if (n > 0) {
@@ -231,8 +240,8 @@ void Replay::rescue(int segment) {
       s->set_data_ptr_noswap(copy.storage().set_data_ptr(c10::DataPtr(nullptr, dev)));
     }
     ++rescued_;
-    it = handed_.erase(it);
   }
+  due.clear();
 }
 
 void Replay::launch_pending() {

@@ -77,7 +77,8 @@ class Replay {
     kView,   // a view (no kernel): run as it is, in capture and replay alike
     kLive,   // the host waits on it, or it runs on the CPU: ends a segment, runs eagerly
   };
-  Replay(int device, std::int64_t epoch, std::size_t ops);
+  // graph_ops: Config::replay_graph_ops.
+  Replay(int device, std::int64_t epoch, std::size_t ops, int graph_ops);
   ~Replay();  // what the program still holds of replayed iterations is copied out first
   Replay(const Replay&) = delete;
   Replay& operator=(const Replay&) = delete;
@@ -100,8 +101,9 @@ class Replay {
   // ---- Capture: the iteration runs its plan as always; each op is captured beside it.
   void begin_capture(std::int64_t iter_start);
   // Before op `index` runs: its kind (after this, failed() if it cannot be captured).
+  // `between_groups`: no fused group or batch is pending (a graph may end before this op).
   Kind capture_op(std::size_t index, const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs,
-                  const c10::OperatorHandle& op);
+                  const c10::OperatorHandle& op, bool between_groups);
   // An op the plan ran eagerly (not in a fused group; a view; an op the host waits on): its
   // arguments as they were before it ran, and the stack after it (its outputs).
   void capture_eager(std::size_t index, const c10::OperatorHandle& op, c10::DispatchKeySet keys,
@@ -213,11 +215,7 @@ class Replay {
     c10::DispatchKeySet keys;
     c10::SmallVector<c10::IValue, 6> args;
   };
-  struct Handed {
-    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
-    std::int64_t iteration = 0;
-    int released_after = -1;
-  };
+  using Handed = c10::weak_intrusive_ptr<c10::StorageImpl>;
 
   void open_segment();
   void close_segment();
@@ -232,7 +230,11 @@ class Replay {
                    bool fresh, bool moving = false);
   // A tensor on the memory output k of op `index` had in the captured iteration.
   at::Tensor placeholder(std::size_t index, std::size_t k) const;
+  // Before segment `segment` launches: what the program still holds on memory it may overwrite
+  // (handed out in an earlier replay, or released in the capture before that segment) gets a
+  // copy of its own. The latest replay's other tensors wait in their buckets.
   void rescue(int segment);
+  void rescue(std::vector<Handed>& due);
   void launch_pending();
   void release();
 
@@ -247,6 +249,8 @@ class Replay {
   // Capture.
   std::int64_t iter_start_ = 0;
   bool open_ = false;
+  int graph_ops_;
+  int segment_ops_ = 0;  // ops captured into the open segment
   std::int64_t reserved_before_ = 0;
   ska::flat_hash_map<ValueRef, Shadow, ValueRefHash> shadows_;
   std::vector<std::vector<Input>> inputs_;          // per op, its inputs (capture only)
@@ -265,7 +269,11 @@ class Replay {
   // Replay.
   std::int64_t iteration_ = 0;
   std::vector<Record> records_;
-  std::vector<Handed> handed_;
+  // Tensors handed out: of earlier replays (due at the next launch), and of this one by the
+  // first segment that may overwrite them (released_after + 1; never within it: the last).
+  std::vector<Handed> carried_;
+  std::vector<std::vector<Handed>> handed_;
+  std::size_t handed_next_ = 0;  // buckets before it are rescued
   std::int64_t replayed_ = 0;
   std::int64_t rescued_ = 0;
   std::int64_t pool_bytes_ = 0;

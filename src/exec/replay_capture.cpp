@@ -123,6 +123,7 @@ void Replay::open_segment() {
   }
   segments_.push_back(std::move(s));
   open_ = true;
+  segment_ops_ = 0;
 }
 
 void Replay::close_segment() {
@@ -148,7 +149,8 @@ void Replay::close_segment() {
 }
 
 Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpRecord& rec,
-                                const TensorPtrs& inputs, const c10::OperatorHandle& op) {
+                                const TensorPtrs& inputs, const c10::OperatorHandle& op,
+                                bool between_groups) {
   OpRecipe& r = ops_[index];
   if (failed()) return r.kind;
   try {
@@ -219,7 +221,13 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
       fail(concat("op ", index, " (", name, ") returns a list of new tensors"));
       return r.kind;
     }
+    // A long stretch is cut into graphs of about graph_ops_ ops, where no fused group is
+    // pending: each launches as soon as the host has handed out its ops, so the GPU runs it
+    // while the host goes through the next (one graph per stretch left the GPU idle until the
+    // stretch's end: a step that reads its loss ran host and GPU one after the other).
+    if (open_ && graph_ops_ > 0 && segment_ops_ >= graph_ops_ && between_groups) close_segment();
     open_segment();
+    ++segment_ops_;
     r.segment = static_cast<int>(segments_.size()) - 1;
     r.input_ptrs.clear();  // once the shadows of its inputs exist (a group's: at its launch)
     r.statics.clear();

@@ -71,7 +71,8 @@ void Executor::arm_replay(Plan& plan) {
   }
   // The iteration before the capture notes where its inputs from outside are.
   ++plan.replay_attempts;
-  plan.replay = std::make_shared<Replay>(plan.device_index, plan.epoch, plan.ops.size());
+  plan.replay = std::make_shared<Replay>(plan.device_index, plan.epoch, plan.ops.size(),
+                                         config_.replay_graph_ops);
   plan.replay->set_moved(plan.replay_moved);
   plan.replay->begin_observe(iter_start_);
   mode_ = Mode::kObserve;
