@@ -8,9 +8,12 @@
 //   breakdown: GPU time per step with the host out of the way (steps queued behind a sleep
 //              kernel), host time per step and per op, and the kernels of one step from the CUDA
 //              profiler (Kineto), eager and hotpath; all kernels in --kernels-csv.
+// --host-batches: each step's tokens are drawn on the CPU into pinned memory and copied to the
+// GPU inside the step (non-blocking), as a data loader delivers them; by default they are drawn
+// on the GPU (a random op there: hotpath does not replay such a step as CUDA graphs).
 // Usage: bench_lm [--batch B] [--context T] [--vocab V] [--dim D] [--layers L] [--heads H]
-//                 [--ff F] [--bf16] [--iters N] [--cache DIR] [--csv FILE] [--kernels-csv FILE]
-//                 [--trace DIR] [--top N]
+//                 [--ff F] [--bf16] [--host-batches] [--iters N] [--cache DIR] [--csv FILE]
+//                 [--kernels-csv FILE] [--trace DIR] [--top N]
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -29,12 +32,14 @@ struct Lm {
   hotpath_examples::LmConfig c;
   std::int64_t batch;
   bool bf16;
+  bool host;  // --host-batches
   hotpath_examples::TransformerLm model;
   torch::optim::AdamW opt;
-  Lm(const hotpath_examples::LmConfig& config, std::int64_t b, bool half)
+  Lm(const hotpath_examples::LmConfig& config, std::int64_t b, bool half, bool host_batches)
       : c(config),
         batch(b),
         bf16(half),
+        host(host_batches),
         model(seeded(config)),
         opt(model->parameters(), torch::optim::AdamWOptions(1e-4)) {}
   // The same weights in every instance, on the GPU.
@@ -44,10 +49,17 @@ struct Lm {
     m->to(torch::kCUDA);
     return m;
   }
+  torch::Tensor tokens() const {
+    if (!host)
+      return torch::randint(c.vocab, {batch, c.context},
+                            torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
+    return torch::randint(c.vocab, {batch, c.context}, torch::kLong)
+        .pin_memory()
+        .to(torch::kCUDA, /*non_blocking=*/true);
+  }
   void step() {
-    const auto opts = torch::TensorOptions(torch::kCUDA).dtype(torch::kLong);
-    auto x = torch::randint(c.vocab, {batch, c.context}, opts);
-    auto y = torch::randint(c.vocab, {batch, c.context}, opts);
+    auto x = tokens();
+    auto y = tokens();
     opt.zero_grad();
     torch::Tensor loss;
     {
@@ -61,9 +73,9 @@ struct Lm {
 };
 
 // Steps until the step's signature is hot and first fused, with or without step() marks.
-void detection(const hotpath_examples::LmConfig& c, std::int64_t batch, bool bf16,
+void detection(const hotpath_examples::LmConfig& c, std::int64_t batch, bool bf16, bool host,
                const std::string& cache, bool marks, std::ofstream& csv) {
-  Lm lm(c, batch, bf16);
+  Lm lm(c, batch, bf16, host);
   hotpath::Config cfg = config(cache, false);
   cfg.remember = false;  // each run finds its own way, not an earlier verdict
   hotpath::enable_hot_path_detection(cfg);
@@ -129,7 +141,7 @@ int main(int argc, char** argv) {
   hotpath_tools::install_crash_backtrace();
   hotpath_examples::LmConfig c;
   std::int64_t batch = 4;
-  bool bf16 = false;
+  bool bf16 = false, host = false;
   int iters = 60, top = 30;
   std::string cache = "/tmp/hotpath-bench-lm-cache", csv_path, kernels_path, trace;
   for (int i = 1; i < argc; ++i) {
@@ -169,6 +181,8 @@ int main(int argc, char** argv) {
       top = static_cast<int>(positive(next()));
     else if (a == "--bf16")
       bf16 = true;
+    else if (a == "--host-batches")
+      host = true;
     else if (a == "--cache")
       cache = next();
     else if (a == "--csv")
@@ -198,15 +212,16 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "bench_lm: vocab %lld, %lld layers of width %lld (%lld heads, ff %lld), batch %lld "
-      "x context %lld, %s\n",
+      "x context %lld, %s, tokens %s\n",
       (long long)c.vocab, (long long)c.layers, (long long)c.dim, (long long)c.heads,
-      (long long)c.ff, (long long)batch, (long long)c.context, bf16 ? "bf16 autocast" : "fp32");
+      (long long)c.ff, (long long)batch, (long long)c.context, bf16 ? "bf16 autocast" : "fp32",
+      host ? "from the CPU (pinned, copied in the step)" : "drawn on the GPU");
 
-  detection(c, batch, bf16, cache, true, csv);
-  detection(c, batch, bf16, cache, false, csv);
+  detection(c, batch, bf16, host, cache, true, csv);
+  detection(c, batch, bf16, host, cache, false, csv);
 
   // Steady state: eager under Pause and hotpath, interleaved, a host synchronisation per step.
-  Lm eager(c, batch, bf16), hot(c, batch, bf16);
+  Lm eager(c, batch, bf16, host), hot(c, batch, bf16, host);
   const SideBySide r = side_by_side(
       iters, 3,
       [&] {
