@@ -10,14 +10,18 @@ using namespace hotpath_test;
 namespace {
 
 // The loop as the fake plan runs it: eager 10 ms (and with every group off, as the governor
-// asks while it times eager again), the plan alone `plan_ms`, replayed `replay_ms`.
+// asks while it times eager again), the plan alone `plan_ms`, replayed `replay_ms` (while
+// `replay`, and not with every group off: the executor drops the graphs when the groups change).
 struct Loop {
   FakePlans& plans;
   Feed& feed;
   double plan_ms = 8.0, replay_ms = 5.0;
+  bool replay = false;
   void run(int n) {
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < n; ++i) {
+      plans.replayed = replay && !plans.all_off;
       feed.run(1, plans.all_off ? 10.0 : plans.replayed ? replay_ms : plan_ms);
+    }
   }
 };
 
@@ -40,7 +44,7 @@ TEST_CASE("a plan replayed from its first iteration on its own kernels is judged
   feed.run(6, 10.0);
   plans.fused = true;
   plans.final_tiers = true;
-  plans.replayed = true;
+  loop.replay = true;
   loop.run(80);
   CHECK(judged(gov, feed) == Approx(2.0));
   loop.replay_ms = 12.0;  // and where replay loses, it is let go
@@ -64,23 +68,23 @@ TEST_CASE("replay is judged as a configuration of its own", "[governor][replay]"
   CHECK(plans.reverts == 0);
 
   SECTION("the replayed loop's figure replaces the plan's") {
-    plans.replayed = true;
+    loop.replay = true;
     loop.run(3);
     CHECK(judged(gov, feed) == 0);  // judged anew: nothing yet
     loop.run(30);
     CHECK(judged(gov, feed) == Approx(2.0));  // 10 ms against 5 ms
     CHECK(plans.no_replay_calls == 0);
     SECTION("an iteration that left the graphs is no sample of them") {
-      plans.replayed = false;
+      loop.replay = false;
       loop.plan_ms = 40.0;  // it left them part-way: slow, and not what replay costs
       loop.run(1);
       loop.plan_ms = 8.0;
-      plans.replayed = true;
+      loop.replay = true;
       loop.run(40);
       CHECK(judged(gov, feed) == Approx(2.0));
     }
     SECTION("replay gone for good: the plan is judged again") {
-      plans.replayed = false;
+      loop.replay = false;
       loop.run(40);
       CHECK(judged(gov, feed) == Approx(1.25));
       CHECK(plans.no_replay_calls == 0);
@@ -89,12 +93,12 @@ TEST_CASE("replay is judged as a configuration of its own", "[governor][replay]"
   }
   SECTION("replay slower than the plan alone is let go; the plan stays") {
     loop.replay_ms = 9.0;  // faster than eager, slower than the plan
-    plans.replayed = true;
+    loop.replay = true;
     loop.run(30);
     CHECK(plans.no_replay_calls == 1);
     CHECK(plans.why.find("slower than the plan alone") != std::string::npos);
     CHECK(judged(gov, feed) == Approx(1.25));  // the plan's figure again
-    plans.replayed = false;                    // the executor let it go
+    loop.replay = false;                       // the executor let it go
     loop.run(40);
     CHECK(judged(gov, feed) == Approx(1.25));
     CHECK(plans.reverts == 0);
@@ -102,17 +106,17 @@ TEST_CASE("replay is judged as a configuration of its own", "[governor][replay]"
   }
   SECTION("replay slower than plain eager is let go; the plan stays") {
     loop.replay_ms = 12.0;
-    plans.replayed = true;
+    loop.replay = true;
     loop.run(80);  // eager timed again (the baseline had aged), then two windows that lose
     CHECK(plans.no_replay_calls == 1);
     CHECK(plans.why.find("replayed, fused median 12.000 ms") != std::string::npos);
     CHECK(plans.reverts == 0);
-    plans.replayed = false;
+    loop.replay = false;
     loop.run(3);
     CHECK(judged(gov, feed) == Approx(1.25));
-    plans.replayed = true;  // replayed iterations still queued when it was let go: no samples
+    loop.replay = true;  // replayed iterations still queued when it was let go: no samples
     loop.run(2);
-    plans.replayed = false;
+    loop.replay = false;
     loop.run(60);
     CHECK(judged(gov, feed) == Approx(1.25));
     CHECK(plans.reverts == 0);

@@ -22,6 +22,9 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
   }
   // Replayed iterations the executor ran before it let replay go, still in the queue.
   if (p.replayed && s.replay_stopped) return false;
+  // A rebase (every group off) and a trial (one group left out) are configurations of their own
+  // (the executor drops the graphs when the groups change): their samples are theirs.
+  if (s.phase == Phase::Rebase || s.phase == Phase::Trial) return true;
   if (!p.replayed && ++s.unreplayed < kReplayGone) return false;
   // Nothing judged yet (replay may begin with the plan's first iteration on its own kernels).
   if (s.phase == Phase::Eager) {
