@@ -11,9 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
-#include <limits>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -35,6 +33,17 @@ bool same_value(const c10::IValue& a, const c10::IValue& b) {
   if (a.isNone() && b.isNone()) return true;
   if (a.isScalar() || b.isScalar() || a.isNone() || b.isNone()) return false;
   return a == b;
+}
+
+// Calls f on each tensor `args` hold, in a list too.
+template <class F>
+void for_each_tensor(c10::ArrayRef<c10::IValue> args, F&& f) {
+  for (const c10::IValue& a : args) {
+    if (a.isTensor()) f(a.toTensor());
+    if (a.isTensorList())
+      for (const c10::IValue& e : a.toListRef())
+        if (e.isTensor()) f(e.toTensor());
+  }
 }
 
 std::string value_text(const c10::IValue& v) {
@@ -76,12 +85,9 @@ void copy_bytes(void* dst, const void* src, std::int64_t n, int device) {
 
 int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
   int n = 0;
-  for (const auto& a : args) {
-    if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
-    if (a.isTensorList())
-      for (const c10::IValue& e : a.toListRef())
-        if (e.isTensor() && e.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
-  }
+  for_each_tensor(args, [&](const at::Tensor& a) {
+    if (a.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) ++n;
+  });
   return n;
 }
 
@@ -283,20 +289,16 @@ void Replay::launch_pending() {
 Replay::Held Replay::held(const at::Tensor& t) const {
   Held h;
   std::vector<const c10::TensorImpl*> views;
-  auto view = [&](const c10::IValue& a) {
-    if (!a.isTensor()) return;
-    const at::Tensor& v = a.toTensor();
-    if (v.defined() && v.is_view() && v._base().unsafeGetTensorImpl() == t.unsafeGetTensorImpl() &&
-        std::find(views.begin(), views.end(), v.unsafeGetTensorImpl()) == views.end())
-      views.push_back(v.unsafeGetTensorImpl());
-  };
   for (const Record& d : records_) {
-    h.references += count_refs(t, d.args);
-    for (const c10::IValue& a : d.args) {
-      view(a);
-      if (a.isTensorList())
-        for (const c10::IValue& e : a.toListRef()) view(e);
-    }
+    for_each_tensor(d.args, [&](const at::Tensor& a) {
+      if (a.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        ++h.references;
+      } else if (a.defined() && a.is_view() &&
+                 a._base().unsafeGetTensorImpl() == t.unsafeGetTensorImpl() &&
+                 std::find(views.begin(), views.end(), a.unsafeGetTensorImpl()) == views.end()) {
+        views.push_back(a.unsafeGetTensorImpl());
+      }
+    });
   }
   h.views = static_cast<int>(views.size());
   return h;

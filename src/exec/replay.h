@@ -4,9 +4,11 @@
 // only records), so a capture that fails leaves the iteration's results as they were. Later
 // iterations that match the plan only guard each op (its inputs must be where the captured
 // iteration's were, an eager op's scalars what they were) and hand out its outputs on the
-// addresses its shadow had; each segment's graph launches once, at the segment's end: before an
-// op the host waits on (item(), a copy to the CPU) and at the iteration's end. A fused kernel's
-// scalars (a learning rate, Adam's bias corrections) reach its graph node as new parameters.
+// addresses its shadow had. Each stretch between ops the host waits on (item(), a copy to the
+// CPU) is cut into segments of about Config::replay_graph_ops ops, one graph each, launched
+// when the next segment's first op (or an op the host waits on, or the iteration's end) comes:
+// the GPU runs it while the host goes through the next. A fused kernel's scalars (a learning
+// rate, Adam's bias corrections) reach its graph node as new parameters.
 //
 // Memory: a segment's shadows are all kept until the segment ends, so that within a segment no
 // two values share memory; between segments the pool reuses what the program let go of. A value

@@ -26,16 +26,13 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
   // (the executor drops the graphs when the groups change): their samples are theirs.
   if (s.phase == Phase::Rebase || s.phase == Phase::Trial) return true;
   if (!p.replayed && ++s.unreplayed < kReplayGone) return false;
-  // Nothing judged yet (replay may begin with the plan's first iteration on its own kernels).
-  if (s.phase == Phase::Eager) {
-    s.replaying = p.replayed;
-    s.unreplayed = 0;
-    return true;
-  }
-  // A window waiting for its plain block, a trial, a rebase: they finish on what they began with.
-  if (s.phase != Phase::Measuring && s.phase != Phase::Settled) return false;
+  // A window waiting for its plain block finishes on what it began with; a reverted plan is
+  // judged no more.
+  if (s.phase == Phase::Plain || s.phase == Phase::Reverted) return false;
   s.replaying = p.replayed;
   s.unreplayed = 0;
+  // Nothing judged yet (replay may begin with the plan's first iteration on its own kernels).
+  if (s.phase == Phase::Eager) return true;
   if (s.replaying) {
     s.plan_verdict = s.verdict;
     s.plan_verdict_fused = s.verdict_fused;
