@@ -56,6 +56,9 @@ void Executor::apply_requests(Plan& plan) {
   for (std::size_t g = 0; g < plan.groups.size() && g < plan.requested_active.size(); ++g)
     plan.groups[g].active = plan.requested_active[g] && plan.groups[g].active_default;
   plan.epoch = plan.requested_epoch;
+  // A new configuration runs a while before it is captured: a governor's trial or rebase lasts
+  // less than kReplayAfter iterations, and times the groups as they run unreplayed.
+  plan.steady = 0;
 }
 
 bool Executor::try_arm() {

@@ -20,12 +20,15 @@ bool Executor::replay_eligible(const Plan& plan) const {
   if (config_.verify || plan.device_index < 0 || !plan.replay_off.empty()) return false;
   if (plan.steady < kReplayAfter) return false;
   if (!plan.compiled.load(std::memory_order_acquire) || !graph_updates_available()) return false;
+  bool fused = false;
   for (const PlanGroup& g : plan.groups) {
     if (!g.gpu) return false;
     if (g.active && !g.eager_only && g.state->load(std::memory_order_acquire) != kLoaded)
       return false;
+    fused = fused || (g.active && !g.eager_only);
   }
-  return true;
+  // With every group off the plan runs eager (the governor timing eager again): not replayed.
+  return fused;
 }
 
 void Executor::arm_replay(Plan& plan) {
