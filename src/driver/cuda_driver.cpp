@@ -221,10 +221,11 @@ void* last_captured_node(void* stream) {
 }
 
 void set_kernel_node_params(void* exec, void* node, const CudaModule& kernel, unsigned grid,
-                            unsigned block, unsigned shared, void** params) {
+                            unsigned block, unsigned shared, void** params, bool multi) {
   const Driver& d = checked_driver();
+  HOTPATH_CHECK(!multi || kernel.has_multi(), "kernel ", kernel.name(), " has no multi entry");
   CUDA_KERNEL_NODE_PARAMS p{};
-  p.func = static_cast<CUfunction>(kernel.function());
+  p.func = static_cast<CUfunction>(multi ? kernel.multi_function() : kernel.function());
   p.gridDimX = grid;
   p.gridDimY = p.gridDimZ = 1;
   p.blockDimX = block;

@@ -51,7 +51,8 @@ class CudaModule {
   bool has_multi() const { return multi_ != nullptr; }
   const std::string& name() const { return name_; }
   const std::shared_ptr<const CudaImage>& image() const { return image_; }
-  void* function() const { return function_; }  // CUfunction
+  void* function() const { return function_; }     // CUfunction
+  void* multi_function() const { return multi_; }  // CUfunction of the multi entry, or null
 
  private:
   std::shared_ptr<const CudaImage> image_;
@@ -63,11 +64,12 @@ class CudaModule {
 
 // CUDA graphs (exec/replay.h). Whether the driver has what replay needs; the kernel node the last
 // launch on a capturing `stream` made (a CUgraphNode); new parameters for such a node of an
-// instantiated graph `exec` (a CUgraphExec), `kernel`'s own entry, as cuLaunchKernel takes them.
+// instantiated graph `exec` (a CUgraphExec), `kernel`'s own entry (or its multi entry), as
+// cuLaunchKernel takes them.
 bool graph_updates_available();
 void* last_captured_node(void* stream);
 void set_kernel_node_params(void* exec, void* node, const CudaModule& kernel, unsigned grid,
-                            unsigned block, unsigned shared, void** params);
+                            unsigned block, unsigned shared, void** params, bool multi = false);
 
 // A timing event (RAII). Recording and querying never synchronise with the device.
 class CudaEvent {

@@ -230,7 +230,11 @@ class Executor {
   void capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      torch::jit::Stack* stack, std::size_t index);
   // A group of the captured iteration, launched on its kernel: captured too.
-  void capture_group(PlanGroup& g, const std::vector<Deferred*>& members, const LaunchArgs& l);
+  // Launches the captured iteration made: a group's (one), or a batch's joint launch (joint; its
+  // groups, their members and their launches' arguments, in order).
+  void capture_launches(const std::vector<PlanGroup*>& groups,
+                        const std::vector<const std::vector<Deferred*>*>& members,
+                        const std::vector<const LaunchArgs*>& args, bool joint);
   // The armed iteration leaves the plan: what a replay left pending runs eagerly; a capture stops.
   void leave_replay(const std::string& why);
   // Lets a plan's capture go (what the program holds of it is copied out first); `why`, if not

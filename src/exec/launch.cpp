@@ -33,9 +33,8 @@ void Executor::run_batch(int batch) {
   // their order is then the GPU's, no group touching a storage another one writes (views of one
   // tensor are different values in the plan). Else they launch one by one, in order.
   const CudaModule* kernel = pending.empty() ? nullptr : group(pending.front()).module.get();
-  // (A captured iteration launches them one by one: a graph node per group, each updated alone.)
-  bool together =
-      pending.size() >= 2 && kernel != nullptr && kernel->has_multi() && mode_ != Mode::kCapture;
+  // (A captured iteration's joint launch is one graph node too: Replay::capture_batch.)
+  bool together = pending.size() >= 2 && kernel != nullptr && kernel->has_multi();
   for (int gi : pending) {
     together = together && group(gi).state->load(std::memory_order_acquire) == kLoaded &&
                group(gi).module.get() == kernel;
@@ -78,6 +77,9 @@ void Executor::run_batch(int batch) {
       args.pop_back();
       materialize(members[k]);
       ++group(pending[k]).eager_runs;
+      if (mode_ == Mode::kCapture)
+        armed_->replay->fail(
+            concat("group ", group(pending[k]).name, " ran eagerly in the captured iteration"));
     }
   }
   const KernelSpec& spec = group(pending.front()).spec;
@@ -120,10 +122,23 @@ void Executor::run_batch(int batch) {
       finish(group(pending[filled[k]]), members[filled[k]], args[k], false);
       slow_fault(pending[filled[k]]);
     }
+    if (mode_ == Mode::kCapture) {
+      std::vector<PlanGroup*> groups;
+      std::vector<const std::vector<Deferred*>*> of;
+      std::vector<const LaunchArgs*> launched;
+      for (std::size_t k = 0; k < args.size(); ++k) {
+        groups.push_back(&group(pending[filled[k]]));
+        of.push_back(&members[filled[k]]);
+        launched.push_back(&args[k]);
+      }
+      capture_launches(groups, of, launched, /*joint=*/true);
+    }
   } catch (const Error& e) {
     log_warn(concat("hotpath: the joint launch of kernel ", kernel->name(),
                     " failed; its groups launch one by one from now on: ", e.what()));
     armed_->batches[static_cast<std::size_t>(batch)].clear();
+    if (mode_ == Mode::kCapture)
+      armed_->replay->fail(concat("the joint launch of kernel ", kernel->name(), " failed"));
     for (std::size_t k : filled) {
       materialize(members[k]);
       ++group(pending[k]).eager_runs;
@@ -217,7 +232,7 @@ bool Executor::launch(PlanGroup& g, const std::vector<Deferred*>& members) {
   finish(g, members, l, kernel == nullptr);
   if (mode_ == Mode::kCapture) {
     if (kernel != nullptr)
-      capture_group(g, members, l);
+      capture_launches({&g}, {&members}, {&l}, /*joint=*/false);
     else
       armed_->replay->fail(concat("group ", g.name, " ran on the interpreter"));
   }

@@ -263,7 +263,7 @@ void Replay::launch_pending() {
     return *it;
   };
   for (Node& n : s.nodes) {
-    if (n.launches != nullptr) ++*n.launches;
+    for (std::int64_t* launches : n.launches) ++*launches;
     bool changed = false;
     for (const auto& [param, index, argument] : n.scalars) {
       const float v = static_cast<float>(record(index).args.at(argument).toScalar().toDouble());
@@ -273,10 +273,10 @@ void Replay::launch_pending() {
       }
     }
     if (!changed) continue;
-    std::vector<void*> params(n.words.size());
+    std::vector<void*> params(n.multi ? 1 : n.words.size());
     for (std::size_t j = 0; j < params.size(); ++j) params[j] = &n.words[j];
     set_kernel_node_params(s.graph->raw_cuda_graph_exec(), n.node, *n.kernel, n.blocks, n.block, 0,
-                           params.data());
+                           params.data(), n.multi);
   }
   for (const auto& [st, value] : refills_)
     copy_bytes(statics_[static_cast<std::size_t>(st)].data_ptr(), value.const_data_ptr(),

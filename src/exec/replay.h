@@ -126,6 +126,9 @@ class Replay {
     std::vector<std::vector<at::Tensor>> outputs;
   };
   void capture_launch(const Launch& l);
+  // Groups of a batch the plan launched together through their kernel's multi entry (an
+  // optimizer's update of each parameter): one graph node, as in the plan.
+  void capture_batch(const std::vector<Launch>& launches);
   void end_capture();  // the iteration completed: replay is ready (unless failed())
   void fail(const std::string& why);
 
@@ -180,12 +183,14 @@ class Replay {
   struct Node {
     void* node = nullptr;  // CUgraphNode
     std::shared_ptr<CudaModule> kernel;
+    bool multi = false;  // the kernel's multi entry: a batch of groups in one launch
     unsigned blocks = 0, block = 0;
-    std::vector<std::uint64_t> words;  // one per kernel parameter
-    // Scalar parameters: (parameter, op index, argument) to read each replay's value from.
+    // One per kernel parameter; of a multi entry, its one parameter (the segments) in words.
+    std::vector<std::uint64_t> words;
+    // Scalar parameters: (word, op index, argument) to read each replay's value from.
     std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> scalars;
     at::Tensor workspace;
-    std::int64_t* launches = nullptr;  // the group's count (PlanGroup::launches)
+    std::vector<std::int64_t*> launches;  // the groups' counts (PlanGroup::launches)
   };
   struct Segment {
     std::unique_ptr<at::cuda::CUDAGraph> graph;
@@ -221,6 +226,11 @@ class Replay {
 
   void open_segment();
   void close_segment();
+  // A captured launch's members: their recipes and their outputs' shadows (capture_launch's and
+  // capture_batch's). Then its words from `w` on (its tensors' shadows, numel, vector_ok), its
+  // scalars noted in `n` (from word `first` on).
+  void shadow_members(const Launch& l);
+  void launch_words(const Launch& l, std::uint64_t* w, std::size_t first, Node& n);
   at::Tensor shadow_at(std::size_t index, std::size_t k) const;  // its input k's shadow
   bool moving(std::size_t index, std::size_t k) const;
   // The value of this iteration whose (real) storage `t` is on, if any.

@@ -124,26 +124,36 @@ void Executor::capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet 
   armed_->replay->capture_eager(index, op, keys, std::move(args), *stack);
 }
 
-void Executor::capture_group(PlanGroup& g, const std::vector<Deferred*>& members,
-                             const LaunchArgs& l) {
-  Replay::Launch c;
-  c.group = &g;
-  c.scalars = l.scalars;
-  c.blocks = static_cast<unsigned>(l.blocks);
-  c.numel64 = l.numel64;
-  c.numel32 = l.numel32;
-  c.vector_ok = l.vector_ok;
-  c.workspace = g.workspace;
-  c.launches = &g.launches;
-  for (const Deferred* d : members) {
-    const PlanOp& p = armed_->ops[static_cast<std::size_t>(d->index)];
-    c.indices.push_back(static_cast<std::size_t>(d->index));
-    c.members.push_back(&p);
-    std::vector<at::Tensor> outs;
-    for (std::size_t k = 0; k < p.outs.size(); ++k) outs.push_back(d->output(k));
-    c.outputs.push_back(std::move(outs));
+void Executor::capture_launches(const std::vector<PlanGroup*>& groups,
+                                const std::vector<const std::vector<Deferred*>*>& members,
+                                const std::vector<const LaunchArgs*>& args, bool joint) {
+  std::vector<Replay::Launch> launches(groups.size());
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    // What the capture needs of each: its members, scalars, grid and outputs.
+    Replay::Launch& c = launches[k];
+    PlanGroup& g = *groups[k];
+    const LaunchArgs& l = *args[k];
+    c.group = &g;
+    c.scalars = l.scalars;
+    c.blocks = static_cast<unsigned>(l.blocks);
+    c.numel64 = l.numel64;
+    c.numel32 = l.numel32;
+    c.vector_ok = l.vector_ok;
+    c.workspace = g.workspace;
+    c.launches = &g.launches;
+    for (const Deferred* d : *members[k]) {
+      const PlanOp& p = armed_->ops[static_cast<std::size_t>(d->index)];
+      c.indices.push_back(static_cast<std::size_t>(d->index));
+      c.members.push_back(&p);
+      std::vector<at::Tensor> outs;
+      for (std::size_t o = 0; o < p.outs.size(); ++o) outs.push_back(d->output(o));
+      c.outputs.push_back(std::move(outs));
+    }
   }
-  armed_->replay->capture_launch(c);
+  if (joint)
+    armed_->replay->capture_batch(launches);
+  else if (!launches.empty())
+    armed_->replay->capture_launch(launches.front());
 }
 
 void Executor::leave_replay(const std::string& why) {
