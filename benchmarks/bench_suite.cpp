@@ -252,6 +252,12 @@ nlohmann::json measure(const std::string& name, const Workload& wl, int iters, i
   const auto top = busiest(r.stats);
   row["compile_s"] = top ? top->fusion.compile_ms / 1000 : 0.0;
   row["first_fused_iteration"] = top ? top->fusion.first_fused_iteration : -1;
+  // CUDA graph replay of the busiest signature: iterations replayed, the pool its graphs reserved
+  // (beside eager's peak), and why it is off where it is.
+  row["replayed"] = top ? top->fusion.replayed_iterations : 0;
+  row["replay_pool_mib"] =
+      top ? static_cast<double>(top->fusion.replay_pool_bytes) / (1 << 20) : 0.0;
+  row["replay_off"] = top ? top->fusion.replay_off : std::string();
   row["break_even_iteration"] = -1;
   row["governor_speedup"] = 0.0;
   row["governor_low"] = row["governor_high"] = 0.0;
@@ -293,6 +299,9 @@ const char* const kColumns[] = {"workload",
                                 "first_fused_iteration",
                                 "break_even_iteration",
                                 "fused_of_timed",
+                                "replayed",
+                                "replay_pool_mib",
+                                "replay_off",
                                 "governor",
                                 "governor_speedup",
                                 "governor_low",
@@ -341,6 +350,16 @@ void print_row(const nlohmann::json& row, double secs) {
               row["hotpath_peak_mib"].get<double>());
   if (row.contains("theory_peak_mib"))
     std::printf(" (accounting %.0f MiB)", row["theory_peak_mib"].get<double>());
+  if (row.contains("replayed")) {
+    if (row["replayed"].get<std::int64_t>() > 0)
+      std::printf("; replayed %lld iterations (graph pool %.0f MiB)",
+                  static_cast<long long>(row["replayed"].get<std::int64_t>()),
+                  row["replay_pool_mib"].get<double>());
+    else if (!row["replay_off"].get<std::string>().empty())
+      std::printf("; not replayed: %s", row["replay_off"].get<std::string>().c_str());
+    else
+      std::printf("; not replayed");
+  }
   std::printf("; %.1f s\n", secs);
 }
 
