@@ -115,6 +115,8 @@ void check_replayed(const Run& r, std::int64_t at_least) {
   CHECK(f.replay_off.empty());
   CHECK(f.replayed_iterations >= at_least);
   CHECK(f.divergences == 0);
+  CHECK(f.replay_captures >= 1);  // each capture's host time is counted
+  CHECK(f.replay_capture_ms > 0);
 }
 
 }  // namespace
@@ -134,6 +136,11 @@ TEST_CASE("an MLP + AdamW step replayed as a CUDA graph trains as the plan and e
     const Run r = check(60, step, 4);
     check_replayed(r, 30);
     CHECK(r.stats.last().fusion.replay_graphs >= 3);
+  }
+  SECTION("graphs of 2 ops: the first of 1") {
+    const Run r = check(60, step, 2);
+    check_replayed(r, 30);
+    CHECK(r.stats.last().fusion.replay_graphs >= 6);
   }
 }
 
@@ -265,6 +272,18 @@ TEST_CASE("ops that draw random numbers are never captured", "[replay]") {
   CHECK_FALSE(random("aten::addmm", ""));
   CHECK_FALSE(random("aten::native_layer_norm", ""));
   CHECK_FALSE(random("aten::mul_", "Tensor"));
+}
+
+TEST_CASE("a stretch's first graphs are smaller, then each takes replay_graph_ops ops",
+          "[replay]") {
+  using hotpath::detail::graph_size;
+  CHECK(graph_size(16, 0) == 4);
+  CHECK(graph_size(16, 1) == 8);
+  CHECK(graph_size(16, 2) == 16);
+  CHECK(graph_size(16, 7) == 16);
+  CHECK(graph_size(2, 0) == 1);  // never an empty graph
+  CHECK(graph_size(1, 0) == 1);
+  CHECK(graph_size(1, 3) == 1);
 }
 
 TEST_CASE("a static copy spans a view's memory from its first element to its last", "[replay]") {

@@ -172,12 +172,16 @@ struct FusionStats {
   std::string stand_in_off;
   std::string stand_in_kept;
   // CUDA graph replay (Config::replay): iterations replayed, the graphs of the capture in use
-  // (one per stretch between ops the host waits on), the device memory their pool reserved,
+  // (stretches between ops the host waits on, cut into graphs of about replay_graph_ops ops),
+  // the device memory their pool reserved, the captures made and their host time in all (each
+  // the captured iteration's, its own work included, until its graphs were instantiated),
   // values the program still held where a replay would overwrite them (copied out first), and
   // why replay is off for this signature, if it is ("" while it waits to capture or replays).
   std::int64_t replayed_iterations = 0;
   int replay_graphs = 0;
   std::int64_t replay_pool_bytes = 0;
+  int replay_captures = 0;
+  double replay_capture_ms = 0;
   std::int64_t replay_rescued = 0;
   std::string replay_off;
   std::vector<GroupStats> groups;

@@ -206,6 +206,10 @@ std::string format_stats(const Stats& s) {
       if (f.replay_pool_bytes > 0)
         os << ", their pool " << std::fixed << std::setprecision(1)
            << f.replay_pool_bytes / 1048576.0 << std::defaultfloat << " MiB";
+      if (f.replay_captures > 0)
+        os << ", " << f.replay_captures << " capture(s) taking " << std::fixed
+           << std::setprecision(1) << f.replay_capture_ms << std::defaultfloat
+           << " ms of host time";
       if (f.replay_rescued > 0)
         os << ", " << f.replay_rescued << " value(s) the loop kept copied out of the pool";
       if (!f.replay_off.empty()) os << "; off: " << f.replay_off;

@@ -123,6 +123,9 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.replay_graphs = p.replay ? p.replay->graphs() : 0;
     sig.fusion.replay_pool_bytes = p.replay ? p.replay->pool_bytes() : p.replay_pool_bytes;
     sig.fusion.replay_off = p.replay_off;
+    const double capture_ms = p.replay ? p.replay->capture_ms() : 0.0;
+    sig.fusion.replay_captures = p.replay_captures + (capture_ms > 0 ? 1 : 0);
+    sig.fusion.replay_capture_ms = p.replay_capture_ms + capture_ms;
     for (const PlanGroup& g : p.groups) {
       GroupStats gs;
       gs.name = g.name;

@@ -25,6 +25,8 @@
 #include <c10/util/SmallVector.h>
 #include <c10/util/flat_hash_map.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -64,6 +66,12 @@ const void* data_address(const at::TensorBase& t);
 std::int64_t span_bytes(const at::TensorBase& t);
 // Copies n bytes on `device` (the current stream), outside the hook and below autograd.
 void copy_bytes(void* dst, const void* src, std::int64_t n, int device);
+// Ops the graph after `cut` graphs of a stretch takes before it is cut (graph_ops:
+// Config::replay_graph_ops, > 0): a quarter of graph_ops for the first, half for the second, then
+// graph_ops, at least one. A stretch starts the GPU after a few ops, then hands it larger graphs.
+inline int graph_size(int graph_ops, int cut) {
+  return std::max(1, graph_ops >> std::max(0, 2 - cut));
+}
 // References to `t` that `args` hold, in a list (a stack's inputs) too.
 int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args);
 
@@ -86,6 +94,9 @@ class Replay {
   Replay& operator=(const Replay&) = delete;
 
   std::int64_t epoch() const { return epoch_; }
+  // Host time of the captured iteration, from its first op to its graphs instantiated (the
+  // iteration's own work included): what replay costs once, beside its savings.
+  double capture_ms() const { return capture_ms_; }
   bool ready() const { return ready_; }
   bool failed() const { return !failure_.empty(); }
   const std::string& failure() const { return failure_; }
@@ -262,7 +273,11 @@ class Replay {
   std::int64_t iter_start_ = 0;
   bool open_ = false;
   int graph_ops_;
-  int segment_ops_ = 0;  // ops captured into the open segment
+  int segment_ops_ = 0;     // ops captured into the open segment
+  int stretch_graphs_ = 0;  // graphs cut by size since the stretch began (graph_limit)
+  int graph_limit() const { return graph_size(graph_ops_, stretch_graphs_); }
+  std::chrono::steady_clock::time_point capture_began_;
+  double capture_ms_ = 0;
   std::int64_t reserved_before_ = 0;
   ska::flat_hash_map<ValueRef, Shadow, ValueRefHash> shadows_;
   std::vector<std::vector<Input>> inputs_;          // per op, its inputs (capture only)

@@ -104,7 +104,9 @@ void map_inputs(torch::jit::Stack& args, F&& f) {
 // ---- Capture
 
 void Replay::begin_capture(std::int64_t iter_start) {
+  capture_began_ = std::chrono::steady_clock::now();
   iter_start_ = iter_start;
+  stretch_graphs_ = 0;
   inputs_.assign(ops_.size(), {});
   pool_ = at::cuda::graph_pool_handle();
   const auto& stats =
@@ -201,6 +203,7 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
       // time (the graphs read copies of it), one it writes in place is written where it is.
       r.kind = Kind::kLive;
       close_segment();
+      stretch_graphs_ = 0;
       return r.kind;
     }
     const c10::FunctionSchema& schema = op.schema();
@@ -224,8 +227,13 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
     // A long stretch is cut into graphs of about graph_ops_ ops, where no fused group is
     // pending: each launches as soon as the host has handed out its ops, so the GPU runs it
     // while the host goes through the next (one graph per stretch left the GPU idle until the
-    // stretch's end: a step that reads its loss ran host and GPU one after the other).
-    if (open_ && graph_ops_ > 0 && segment_ops_ >= graph_ops_ && between_groups) close_segment();
+    // stretch's end: a step that reads its loss ran host and GPU one after the other). The
+    // stretch's first graphs are smaller (a quarter, then half of graph_ops_): after a wait the
+    // GPU has work again sooner.
+    if (open_ && graph_ops_ > 0 && segment_ops_ >= graph_limit() && between_groups) {
+      close_segment();
+      ++stretch_graphs_;
+    }
     open_segment();
     ++segment_ops_;
     r.segment = static_cast<int>(segments_.size()) - 1;
@@ -417,6 +425,9 @@ void Replay::end_capture() {
   const auto& stats =
       c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_));
   pool_bytes_ = std::max<std::int64_t>(0, stats.reserved_bytes[0].current - reserved_before_);
+  capture_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - capture_began_)
+          .count();
   if (segments_.empty()) {
     fail("the iteration has no GPU work to capture");
     return;

@@ -188,6 +188,10 @@ void Executor::drop_replay(Plan& plan, const std::string& why) {
   plan.replayed += plan.replay->replayed();
   plan.replay_rescued += plan.replay->rescued();
   plan.replay_pool_bytes = plan.replay->pool_bytes();
+  if (plan.replay->capture_ms() > 0) {
+    ++plan.replay_captures;
+    plan.replay_capture_ms += plan.replay->capture_ms();
+  }
   plan.replay.reset();  // what the program still holds on the graphs' memory is copied out
 }
 
