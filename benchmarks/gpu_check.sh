@@ -187,7 +187,7 @@ if want verdicts; then
     done
     echo "== break-even of the MLP example (300 iterations), cold and warm cache"
     for r in cold1 warm1 cold2 warm2 cold3 warm3 bare; do
-      echo "$r: $(grep -m1 -oE 'interpreter kernel for device 0 ready in [0-9.]+ ms' "$OUT/breakeven_$r.txt") | $(grep -m1 -oE 'hot at iteration [0-9]+, fused from iteration [0-9]+' "$OUT/breakeven_$r.txt") | $(grep -m1 -oE 'reached at iteration [0-9]+ \([0-9]+ after hot\)' "$OUT/breakeven_$r.txt") | $(grep -m1 -E '^VERDICT' "$OUT/breakeven_$r.txt") | cross-check $(grep -m1 -oE 'per iteration: [0-9.]+x' "$OUT/breakeven_$r.txt")"
+      echo "$r: $(grep -m1 -oE 'interpreter kernel for device 0 ready in [0-9.]+ ms' "$OUT/breakeven_$r.txt") | $(grep -m1 -oE 'hot at iteration [0-9]+, fused from iteration [0-9]+' "$OUT/breakeven_$r.txt") | $(grep -m1 -oE 'reached at iteration [0-9]+ \([0-9]+ after hot\)' "$OUT/breakeven_$r.txt") | $(grep -m1 -E '^VERDICT' "$OUT/breakeven_$r.txt") | cross-check $(grep -m1 -oE 'per iteration: [0-9.]+x' "$OUT/breakeven_$r.txt") | $(grep -m1 -oE 'replay: .*' "$OUT/breakeven_$r.txt")"
     done
   } | tee "$OUT/verdicts.txt"
   unset HOTPATH_CACHE_DIR
