@@ -123,3 +123,38 @@ TEST_CASE("replay is judged as a configuration of its own", "[governor][replay]"
     CHECK(plans.no_replay_calls == 1);
   }
 }
+
+TEST_CASE("replay begun before the plan was judged is checked against the plan's last iterations",
+          "[governor][replay]") {
+  // As RoPE ran: the plan's kernels took 0.07 ms, the replayed step 0.28 (it copied its inputs
+  // at every replay), eager 0.42. Replay began before the plan's first verdict, so it was judged
+  // against eager alone, and kept.
+  FakePlans plans;
+  hotpath::detail::Governor gov(plans, config());
+  Feed feed{gov};
+  gov.set_clock([&] { return feed.now; });
+  Loop loop{plans, feed};
+  feed.run(6, 10.0);
+  plans.fused = true;
+  plans.final_tiers = true;
+  loop.plan_ms = 2.0;
+  loop.run(12);  // the plan alone, not yet judged
+  REQUIRE(judged(gov, feed) == 0);
+  loop.replay = true;
+  SECTION("slower than the plan: let go, the plan stays") {
+    loop.replay_ms = 7.0;
+    loop.run(60);
+    CHECK(plans.no_replay_calls == 1);
+    CHECK(plans.why.find("the plan alone's 2.000 ms just before replay") != std::string::npos);
+    loop.replay = false;  // the executor let it go
+    loop.run(80);
+    CHECK(judged(gov, feed) == Approx(5.0));  // the plan judged on its own: 10 ms against 2
+    CHECK(plans.reverts == 0);
+  }
+  SECTION("faster than the plan: kept") {
+    loop.replay_ms = 1.0;
+    loop.run(60);
+    CHECK(plans.no_replay_calls == 0);
+    CHECK(judged(gov, feed) == Approx(10.0));
+  }
+}

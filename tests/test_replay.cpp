@@ -192,6 +192,23 @@ TEST_CASE("a batch at a new address every step is copied in where the graph read
   check_replayed(r, 30);
 }
 
+TEST_CASE("a large batch is read where it stays, and copied in once it moves", "[gpu][replay]") {
+  if (!have_gpu()) return;
+  // 2 MiB a batch (above kStaticMaxBytes): the graph reads the first where it is; from step 30
+  // the batches alternate, replay leaves at the first that moved, and a new capture reads a
+  // static copy refreshed each replay.
+  std::vector<torch::Tensor> xs;
+  for (int k = 0; k < 2; ++k) xs.push_back(torch::randn({8192, 64}, torch::kCUDA));
+  REQUIRE(xs[0].nbytes() > hotpath::detail::kStaticMaxBytes);
+  auto y = torch::randn({8192, 64}, torch::kCUDA);
+  const Run r = check(70, [&](int i, Model& model, Opt& opt, Kept& kept) {
+    const std::size_t b = i < 30 ? 0 : static_cast<std::size_t>(i % 2);
+    kept.push_back(train_step(model, opt, xs[b], y).detach());
+  });
+  check_replayed(r, 25);
+  CHECK(r.stats.last().fusion.replay_captures >= 2);
+}
+
 TEST_CASE("a batch sliced from a larger tensor at another place each step is copied in",
           "[gpu][replay]") {
   if (!have_gpu()) return;

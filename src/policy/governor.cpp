@@ -455,6 +455,8 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     return;
   }
   const std::size_t windows = s.rounds.size();
+  // Asked before the window's samples are cleared (replay against the plan's last iterations).
+  const std::string replay_loss = slower ? "" : replay_loses_to_plan(signature, s, iv, m, e);
   const RatioInterval kept = s.verdict;
   const std::int64_t kept_fused = s.verdict_fused, kept_eager = s.verdict_eager;
   record_evidence(signature, s, round, s.baseline_fresh, slower ? &iv : nullptr);
@@ -489,12 +491,8 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
     return;
   }
   s.baseline_fresh = false;  // it ages from here on
-  if (s.replaying && s.plan_verdict.known() && iv.low > s.plan_verdict.high) {
-    stop_replay(
-        signature, s,
-        concat("replayed, fused median ", ms_text(m), " vs ", s.baseline_plain ? "plain " : "",
-               "eager ", ms_text(e), " (ratio ", interval_text(iv),
-               " at 95%), slower than the plan alone (ratio ", interval_text(s.plan_verdict), ")"));
+  if (!replay_loss.empty()) {
+    stop_replay(signature, s, replay_loss);
     return;
   }
   if (s.phase != Phase::Settled) {

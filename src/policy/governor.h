@@ -209,6 +209,9 @@ class Governor {
     std::int64_t plan_verdict_fused = 0, plan_verdict_eager = 0;
     bool replay_stopped = false;
     bool plain_due = false;
+    // The plan's fused samples from just before replay began, when replay began before the plan
+    // had a verdict of its own: what replay's first kept verdict is checked against.
+    std::vector<double> plan_before_replay;
     // While the interpreter's stand-in is on trial (kernels still compiling): the iterations that
     // ran it, and those between them that ran its groups eagerly (judge_stand_in); the first
     // kSwitchIterations of them pay for the switch from eager and are left out.
@@ -316,6 +319,10 @@ class Governor {
   bool replay_sample(std::uint64_t signature, Sig& s, const Pending& p);
   // Replay lost (against plain eager, or against the plan alone): let go, the plan judged again.
   void stop_replay(std::uint64_t signature, Sig& s, const std::string& why);
+  // Why replay, kept against eager with interval `iv`, loses to the plan alone (its verdict, or
+  // its fused iterations just before replay); "" if it does not, or nothing says so.
+  std::string replay_loses_to_plan(std::uint64_t signature, const Sig& s, const RatioInterval& iv,
+                                   double m, double e) const;
   void apply(std::uint64_t signature, Sig& s);
   void revert(std::uint64_t signature, Sig& s, const std::string& why);
   void remember(std::uint64_t signature, const Sig& s, bool compile);

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "policy/governor.h"
+#include "policy/ratio_interval.h"
 #include "trace/signature.h"
 
 namespace hotpath::detail {
@@ -13,6 +14,10 @@ namespace {
 // a new capture on its way): one or two between replays are an iteration that left the graphs
 // and the one that observed before a new capture.
 constexpr int kReplayGone = 8;
+// Replay judged against the plan's iterations before it (not interleaved with them): at least
+// this many of those, and replay slower by more than this ratio over the whole interval.
+constexpr std::size_t kPlanBeforeReplay = 5;
+constexpr double kReplayLossMargin = 1.05;
 }  // namespace
 
 bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) {
@@ -37,6 +42,9 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
     s.plan_verdict = s.verdict;
     s.plan_verdict_fused = s.verdict_fused;
     s.plan_verdict_eager = s.verdict_eager;
+    // Without a verdict of the plan's own, its last fused samples are what replay must beat.
+    s.plan_before_replay.clear();
+    if (!s.plan_verdict.known()) s.plan_before_replay.assign(s.recent.begin(), s.recent.end());
   }
   // What was judged of the other configuration says nothing of this one: a verdict of its own,
   // against plain eager timed beside it, replaces it.
@@ -46,6 +54,28 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
                   s.replaying ? ": replayed as CUDA graphs from here on; judged again"
                               : ": no longer replayed as CUDA graphs; judged again"));
   return true;
+}
+
+std::string Governor::replay_loses_to_plan(std::uint64_t signature, const Sig& s,
+                                           const RatioInterval& iv, double m, double e) const {
+  if (!s.replaying) return "";
+  if (s.plan_verdict.known()) {
+    if (!(iv.low > s.plan_verdict.high)) return "";
+    return concat("replayed, fused median ", ms_text(m), " vs ", s.baseline_plain ? "plain " : "",
+                  "eager ", ms_text(e), " (ratio ", interval_text(iv),
+                  " at 95%), slower than the plan alone (ratio ", interval_text(s.plan_verdict),
+                  ")");
+  }
+  // Replay began before the plan was judged: its window against the plan's fused iterations
+  // just before it (not interleaved, so only a clear loss counts).
+  if (s.plan_before_replay.size() < kPlanBeforeReplay || s.judged.empty()) return "";
+  const RatioInterval vs_plan = ratio_of_medians(s.judged, s.plan_before_replay,
+                                                 signature ^ static_cast<std::uint64_t>(s.timed));
+  if (!(vs_plan.low > kReplayLossMargin)) return "";
+  return concat("replayed, fused median ", ms_text(m), " vs the plan alone's ",
+                ms_text(median_of(s.plan_before_replay)), " just before replay (ratio ",
+                interval_text(vs_plan), " at 95% over ", s.judged.size(), " and ",
+                s.plan_before_replay.size(), " iterations)");
 }
 
 void Governor::stop_replay(std::uint64_t signature, Sig& s, const std::string& why) {
