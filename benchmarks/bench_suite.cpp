@@ -227,12 +227,30 @@ double iqr(const std::vector<double>& v) { return quantile(v, 0.75) - quantile(v
 
 // The row of one workload: measured side by side, and what the governor said of the same run.
 nlohmann::json measure(const std::string& name, const Workload& wl, int iters, int block,
-                       int warmup, const std::string& cache) {
+                       int warmup, const std::string& cache, int kernels,
+                       const std::string& trace_dir) {
   nlohmann::json row{
       {"workload", name}, {"sizes", wl.sizes}, {"dtype", wl.dtype}, {"mode", wl.mode}};
   auto c = config(cache, false);
   c.log_level = hotpath::LogLevel::Warn;
-  const SideBySide r = side_by_side(iters, warmup, wl.step, wl.step, c, block);
+  // --kernels N: the top N kernels of one iteration a side from the CUDA profiler, eager and
+  // hotpath as the governor left it (replayed, if it was).
+  const auto profile = [&] {
+    const KernelLists k = profile_both(
+        3, wl.step,
+        [&] {
+          wl.step();
+          hotpath::step();
+        },
+        trace_dir, name + "_");
+    for (const auto* side : {&k.eager, &k.hot}) {
+      std::vector<KernelLine> top(*side);
+      if (top.size() > static_cast<std::size_t>(kernels)) top.resize(kernels);
+      print_kernels(side == &k.eager ? "eager" : "hotpath", top);
+    }
+  };
+  const SideBySide r = side_by_side(iters, warmup, wl.step, wl.step, c, block,
+                                    kernels > 0 ? std::function<void()>(profile) : nullptr);
   const double e = median(r.eager), h = median(r.hot);
   row["eager_ms"] = e;
   row["hotpath_ms"] = h;
@@ -380,6 +398,8 @@ int main(int argc, char** argv) {
                   "op_bench,attention_memory",
               csv_path, json_path;
   std::string cache = "/tmp/hotpath-suite-cache";
+  int kernels = 0;
+  std::string trace;
   int iters = 100, block = bench::kBlock, warmup = 10, sweep_iters = 20;
   bool list = false;
   Shapes s;
@@ -395,6 +415,13 @@ int main(int argc, char** argv) {
   app.add_option("--csv", csv_path, "write the rows as CSV here");
   app.add_option("--json", json_path, "write the rows as JSON here");
   app.add_option("--cache", cache, "hotpath's kernel cache directory");
+  app.add_option("--kernels", kernels,
+                 "print each workload's top N kernels per iteration, eager and hotpath (CUDA "
+                 "profiler)")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--trace", trace,
+                 "with --kernels: write the profiler's traces (Chrome format) to this directory, "
+                 "<workload>_eager_trace.json and <workload>_hotpath_trace.json");
   app.add_flag("--list", list, "name the workloads and exit");
   app.add_option("--chain-n", s.chain_n, "matmul_chain: x is n x n")->check(CLI::Range(1, 65536));
   app.add_option("--chain-layers", s.chain_layers, "matmul_chain: layers")
@@ -494,7 +521,7 @@ int main(int argc, char** argv) {
                   wl.sizes.c_str());
       std::fflush(stdout);
       row = wl.quick ? suite::quick_side_by_side(wl, sweep_iters, cache)
-                     : measure(wl.name, wl, iters, block, warmup, cache);
+                     : measure(wl.name, wl, iters, block, warmup, cache, kernels, trace);
       if (wl.bytes > 0 && row["status"] == "ok") {
         if (copy == 0) copy = suite::copy_gbps();
         row["copy_gbps"] = copy;

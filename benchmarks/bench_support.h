@@ -145,9 +145,11 @@ inline void append(std::vector<double>& to, const std::vector<double>& from) {
 }
 
 // `block`: iterations per interleaved block (kBlock unless a caller asks for longer ones).
+// before_disable, if given, runs last with hotpath still enabled (a profile of both sides).
 inline SideBySide side_by_side(int iters, int warmup, const std::function<void()>& eager,
                                const std::function<void()>& hot, const hotpath::Config& c,
-                               int block = kBlock) {
+                               int block = kBlock,
+                               const std::function<void()>& before_disable = {}) {
   SideBySide r;
   time_iterations(warmup, [&](int) {
     peak_of(r.eager_peak_bytes, eager);
@@ -193,6 +195,7 @@ inline SideBySide side_by_side(int iters, int warmup, const std::function<void()
   r.fused_in = governor_state().first - fused_before;
   r.stats = hotpath::stats();
   r.report = hotpath::report();
+  if (before_disable) before_disable();
   hotpath::disable_hot_path_detection();
   return r;
 }
