@@ -205,8 +205,13 @@ TEST_CASE("a large batch is read where it stays, and copied in once it moves", "
     const std::size_t b = i < 30 ? 0 : static_cast<std::size_t>(i % 2);
     kept.push_back(train_step(model, opt, xs[b], y).detach());
   });
-  check_replayed(r, 25);
-  CHECK(r.stats.last().fusion.replay_captures >= 2);
+  // The step whose batch moved left the graphs (and its plan: one divergence), and was captured
+  // again from there.
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replay_off.empty());
+  CHECK(f.replayed_iterations >= 25);
+  CHECK(f.divergences <= 1);
+  CHECK(f.replay_captures >= 2);
 }
 
 TEST_CASE("a batch sliced from a larger tensor at another place each step is copied in",
