@@ -3,6 +3,8 @@
 // its own (the figure reported is the replayed loop's, not the plan's before it); replay that is
 // slower than plain eager, or than the plan alone, is let go while the plan stays; replay gone
 // for good is judged again as the plan.
+#include <tuple>
+
 #include "fake_plans.h"
 
 using namespace hotpath_test;
@@ -25,6 +27,24 @@ struct Loop {
   }
 };
 
+// The governor on a fake plan and clock, after 6 iterations of eager under the hook (10 ms)
+// and with the plan's kernels in from then on.
+struct Setup {
+  FakePlans plans;
+  hotpath::detail::Governor gov{plans, config()};
+  Feed feed{gov};
+  Loop loop{plans, feed};
+  Setup() {
+    gov.set_clock([this] { return feed.now; });
+    feed.run(6, 10.0);
+    plans.fused = true;
+    plans.final_tiers = true;
+  }
+  std::tuple<FakePlans&, hotpath::detail::Governor&, Feed&, Loop&> parts() {
+    return {plans, gov, feed, loop};
+  }
+};
+
 double judged(hotpath::detail::Governor& gov, const Feed& feed) {
   return report_of(gov, feed.count).speedup_judged;
 }
@@ -36,14 +56,8 @@ TEST_CASE("a plan replayed from its first iteration on its own kernels is judged
   // As the 12-layer LM runs: its kernels are in after the plan has run for a while on the
   // interpreter, and the iterations after them are captured at once. (An earlier governor
   // waited for a plan-alone sample that never came, and never judged the plan.)
-  FakePlans plans;
-  hotpath::detail::Governor gov(plans, config());
-  Feed feed{gov};
-  gov.set_clock([&] { return feed.now; });
-  Loop loop{plans, feed};
-  feed.run(6, 10.0);
-  plans.fused = true;
-  plans.final_tiers = true;
+  Setup setup;
+  auto [plans, gov, feed, loop] = setup.parts();
   loop.replay = true;
   loop.run(80);
   CHECK(judged(gov, feed) == Approx(2.0));
@@ -54,14 +68,8 @@ TEST_CASE("a plan replayed from its first iteration on its own kernels is judged
 }
 
 TEST_CASE("replay is judged as a configuration of its own", "[governor][replay]") {
-  FakePlans plans;
-  hotpath::detail::Governor gov(plans, config());
-  Feed feed{gov};
-  gov.set_clock([&] { return feed.now; });
-  Loop loop{plans, feed};
-  feed.run(6, 10.0);  // eager under the hook, before the plan
-  plans.fused = true;
-  plans.final_tiers = true;
+  Setup setup;
+  auto [plans, gov, feed, loop] = setup.parts();
   // The plan's first window, eager timed again in a warm process, the window judged against it.
   loop.run(80);
   REQUIRE(judged(gov, feed) == Approx(1.25));  // 10 ms against 8 ms
@@ -129,14 +137,8 @@ TEST_CASE("replay begun before the plan was judged is checked against the plan's
   // As RoPE ran: the plan's kernels took 0.07 ms, the replayed step 0.28 (it copied its inputs
   // at every replay), eager 0.42. Replay began before the plan's first verdict, so it was judged
   // against eager alone, and kept.
-  FakePlans plans;
-  hotpath::detail::Governor gov(plans, config());
-  Feed feed{gov};
-  gov.set_clock([&] { return feed.now; });
-  Loop loop{plans, feed};
-  feed.run(6, 10.0);
-  plans.fused = true;
-  plans.final_tiers = true;
+  Setup setup;
+  auto [plans, gov, feed, loop] = setup.parts();
   loop.plan_ms = 2.0;
   loop.run(12);  // the plan alone, not yet judged
   REQUIRE(judged(gov, feed) == 0);
