@@ -192,6 +192,23 @@ TEST_CASE("a batch at a new address every step is copied in where the graph read
   check_replayed(r, 30);
 }
 
+TEST_CASE("a value inside a fused group that the loop keeps in some steps is written in those",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  // Under no_grad nothing after the group reads h, so its kernel skips writing it (as the plan
+  // does) except where someone holds it at the launch: here the loop, in one step of four.
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  auto probe = torch::randn({2048, 64}, torch::kCUDA);
+  const Run r = check(60, [&](int i, Model& model, Opt& opt, Kept& kept) {
+    train_step(model, opt, x, y);
+    torch::NoGradGuard no_grad;
+    auto h = probe * 1.5 + 0.25;
+    kept.push_back((h * h - probe).relu());
+    if (i % 4 == 1) kept.push_back(h);
+  });
+  check_replayed(r, 30);
+}
+
 TEST_CASE("a large batch is read where it stays, and copied in once it moves", "[gpu][replay]") {
   if (!have_gpu()) return;
   // 2 MiB a batch (above kStaticMaxBytes): the graph reads the first where it is; from step 30

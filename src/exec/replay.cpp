@@ -217,6 +217,14 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecor
       continue;
     }
     at::Tensor t = placeholder(index, k);
+    if (r.outs[k].opt_node >= 0) {
+      Node::Optional& o = segments_[static_cast<std::size_t>(r.segment)]
+                              .nodes[static_cast<std::size_t>(r.outs[k].opt_node)]
+                              .optional[static_cast<std::size_t>(r.outs[k].opt_slot)];
+      o.handed = true;
+      o.tensor = c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr());
+      o.storage = t.storage().getWeakStorageImpl();
+    }
     const int released = r.outs[k].released_after;
     handed_[released >= 0 ? static_cast<std::size_t>(released) + 1 : segments_.size()].push_back(
         t.storage().getWeakStorageImpl());
@@ -265,6 +273,14 @@ void Replay::launch_pending() {
   for (Node& n : s.nodes) {
     for (std::int64_t* launches : n.launches) ++*launches;
     bool changed = false;
+    for (Node::Optional& o : n.optional) {
+      void* const ptr = written(n, o) ? o.shadow : nullptr;
+      o.handed = false;
+      if (std::memcmp(&n.words[o.word], &ptr, sizeof ptr) != 0) {
+        std::memcpy(&n.words[o.word], &ptr, sizeof ptr);
+        changed = true;
+      }
+    }
     for (const auto& [param, index, argument] : n.scalars) {
       const float v = static_cast<float>(record(index).args.at(argument).toScalar().toDouble());
       if (std::memcmp(&n.words[param], &v, sizeof v) != 0) {
@@ -284,6 +300,27 @@ void Replay::launch_pending() {
   refills_.clear();
   s.graph->replay();
   records_.clear();
+}
+
+bool Replay::written(const Node& n, const Node::Optional& o) const {
+  if (!o.handed) return true;
+  // Tensors on its memory besides the one handed out (a view, autograd's saved copy): held.
+  const c10::intrusive_ptr<c10::StorageImpl> storage = o.storage.lock();
+  const c10::intrusive_ptr<c10::TensorImpl> impl = o.tensor.lock();
+  const std::size_t on_storage = storage ? storage.use_count() - 1 : 0;
+  if (on_storage > (impl ? 1U : 0U)) return true;
+  if (!impl) return false;  // nobody holds it: nothing can read it
+  // References besides the group members' own arguments (the program, a later op): held.
+  const std::size_t refs = impl.use_count() - 1;
+  const at::Tensor t(impl);
+  std::size_t ours = 0;
+  for (const std::size_t m : n.members[o.group]) {
+    const auto it = std::lower_bound(records_.begin(), records_.end(), m,
+                                     [](const Record& r, std::size_t i) { return r.index < i; });
+    if (it != records_.end() && it->index == m)
+      ours += static_cast<std::size_t>(count_refs(t, it->args));
+  }
+  return refs > ours;
 }
 
 Replay::Held Replay::held(const at::Tensor& t) const {

@@ -184,6 +184,9 @@ class Replay {
     std::int64_t offset = 0;
     int released_after = -1;  // the segment after whose end the pool may reuse it; -1: the last
     TensorMeta meta;          // the shadow's sizes, strides and dtype
+    // A fused group's output its kernel may skip (Node::optional[opt_slot] of node opt_node in
+    // its segment), or -1.
+    int opt_node = -1, opt_slot = -1;
   };
   struct OpRecipe {
     Kind kind = Kind::kView;
@@ -205,6 +208,19 @@ class Replay {
     std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> scalars;
     at::Tensor workspace;
     std::vector<std::int64_t*> launches;  // the groups' counts (PlanGroup::launches)
+    // Outputs of its groups that nothing after the group may read (an intermediate value of the
+    // group's): as the plan does, the kernel writes one only where, at the launch, someone
+    // besides the group's own members holds it (the program, autograd, a view of it); the word
+    // holds its shadow's address or null. `members`: each group's op indices.
+    struct Optional {
+      std::size_t word = 0, op = 0, group = 0;
+      void* shadow = nullptr;
+      bool handed = false;  // handed out in this replay (else: written)
+      c10::weak_intrusive_ptr<c10::TensorImpl> tensor{c10::intrusive_ptr<c10::TensorImpl>()};
+      c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
+    };
+    std::vector<Optional> optional;
+    std::vector<std::vector<std::size_t>> members;
   };
   struct Segment {
     std::unique_ptr<at::cuda::CUDAGraph> graph;
@@ -262,6 +278,8 @@ class Replay {
   void rescue(int segment);
   void rescue(std::vector<Handed>& due);
   void launch_pending();
+  // Whether the group's kernel must write optional output `o` in this replay (Node::optional).
+  bool written(const Node& n, const Node::Optional& o) const;
   void release();
 
   int device_;

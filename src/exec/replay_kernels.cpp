@@ -51,6 +51,9 @@ void Replay::launch_words(const Launch& l, std::uint64_t* w, std::size_t first, 
   const PlanGroup& g = *l.group;
   const auto& args = g.spec.args;
   int vector_ok = l.vector_ok;
+  const std::size_t group = n.members.size();
+  n.members.push_back(l.indices);
+  const int node = static_cast<int>(segments_.back().nodes.size());  // n is pushed after this
   for (std::size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
     const std::size_t idx = l.indices.at(static_cast<std::size_t>(a.member));
@@ -67,6 +70,20 @@ void Replay::launch_words(const Launch& l, std::uint64_t* w, std::size_t first, 
         reinterpret_cast<std::uintptr_t>(ptr) % static_cast<std::uintptr_t>(g.spec.vec_bytes) != 0)
       vector_ok = 0;
     std::memcpy(&w[i], &ptr, sizeof ptr);
+    Out* out = a.output >= 0 && ptr != nullptr &&
+                       l.members.at(static_cast<std::size_t>(a.member))->out_alias < 0
+                   ? &ops_[idx].outs.at(static_cast<std::size_t>(a.output))
+                   : nullptr;
+    if (a.optional && out != nullptr && out->opt_node < 0) {
+      out->opt_node = node;
+      out->opt_slot = static_cast<int>(n.optional.size());
+      Node::Optional o;
+      o.word = first + i;
+      o.op = idx;
+      o.group = group;
+      o.shadow = ptr;
+      n.optional.push_back(std::move(o));
+    }
   }
   if (g.spec.index64)
     std::memcpy(&w[args.size()], &l.numel64, sizeof l.numel64);
