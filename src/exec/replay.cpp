@@ -273,14 +273,20 @@ void Replay::launch_pending() {
   for (Node& n : s.nodes) {
     for (std::int64_t* launches : n.launches) ++*launches;
     bool changed = false;
+    int writes = 0;
+    bool skips_changed = false;
     for (Node::Optional& o : n.optional) {
       void* const ptr = written(n, o) ? o.shadow : nullptr;
+      writes += ptr != nullptr;
       o.handed = false;
       if (std::memcmp(&n.words[o.word], &ptr, sizeof ptr) != 0) {
         std::memcpy(&n.words[o.word], &ptr, sizeof ptr);
-        changed = true;
+        changed = skips_changed = true;
       }
     }
+    if (skips_changed)
+      log_debug(concat("hotpath: replay ", iteration_, ", segment ", seg, ": a kernel node writes ",
+                       writes, " of its ", n.optional.size(), " values written only where held"));
     for (const auto& [param, index, argument] : n.scalars) {
       const float v = static_cast<float>(record(index).args.at(argument).toScalar().toDouble());
       if (std::memcmp(&n.words[param], &v, sizeof v) != 0) {

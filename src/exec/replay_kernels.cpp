@@ -9,6 +9,7 @@
 
 #include "codegen/kernel.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "dispatch/hook_key.h"
 #include "driver/cuda_driver.h"
 #include "exec/plan.h"
@@ -91,6 +92,9 @@ void Replay::launch_words(const Launch& l, std::uint64_t* w, std::size_t first, 
     std::memcpy(&w[args.size()], &l.numel32, sizeof l.numel32);
   std::memcpy(&w[args.size() + 1], &vector_ok, sizeof vector_ok);
   n.launches.push_back(l.launches);
+  log_debug(concat("hotpath: replay node for group ", g.name, ": ", l.blocks, " blocks, vector ",
+                   vector_ok, " (the plan's launch: ", l.vector_ok, "), ", n.optional.size(),
+                   " value(s) it writes only where held"));
 }
 
 void Replay::capture_launch(const Launch& l) {
