@@ -314,19 +314,24 @@ bool Replay::written(const Node& n, const Node::Optional& o) const {
   const c10::intrusive_ptr<c10::StorageImpl> storage = o.storage.lock();
   const c10::intrusive_ptr<c10::TensorImpl> impl = o.tensor.lock();
   const std::size_t on_storage = storage ? storage.use_count() - 1 : 0;
-  if (on_storage > (impl ? 1U : 0U)) return true;
-  if (!impl) return false;  // nobody holds it: nothing can read it
   // References besides the group members' own arguments (the program, a later op): held.
-  const std::size_t refs = impl.use_count() - 1;
-  const at::Tensor t(impl);
+  const std::size_t refs = impl ? impl.use_count() - 1 : 0;
   std::size_t ours = 0;
-  for (const std::size_t m : n.members[o.group]) {
-    const auto it = std::lower_bound(records_.begin(), records_.end(), m,
-                                     [](const Record& r, std::size_t i) { return r.index < i; });
-    if (it != records_.end() && it->index == m)
-      ours += static_cast<std::size_t>(count_refs(t, it->args));
+  if (impl) {
+    const at::Tensor t(impl);
+    for (const std::size_t m : n.members[o.group]) {
+      const auto it = std::lower_bound(records_.begin(), records_.end(), m,
+                                       [](const Record& r, std::size_t i) { return r.index < i; });
+      if (it != records_.end() && it->index == m)
+        ours += static_cast<std::size_t>(count_refs(t, it->args));
+    }
   }
-  return refs > ours;
+  const bool held = on_storage > (impl ? 1U : 0U) || refs > ours;
+  if (iteration_ <= 1)
+    log_debug(concat("hotpath: replay: op ", o.op, "'s value: ", on_storage,
+                     " tensor(s) on its memory, ", refs, " reference(s) to it, ", ours,
+                     " of them its group's: ", held ? "written" : "skipped"));
+  return held;
 }
 
 Replay::Held Replay::held(const at::Tensor& t) const {
