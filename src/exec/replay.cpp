@@ -264,11 +264,9 @@ void Replay::launch_pending() {
   rescue(seg);
   Segment& s = segments_[static_cast<std::size_t>(seg)];
   auto record = [&](std::size_t index) -> const Record& {
-    const auto it = std::lower_bound(records_.begin(), records_.end(), index,
-                                     [](const Record& r, std::size_t i) { return r.index < i; });
-    HOTPATH_CHECK(it != records_.end() && it->index == index, "op ", index,
-                  " of a replayed segment was not deferred");
-    return *it;
+    const Record* r = deferred(index);
+    HOTPATH_CHECK(r != nullptr, "op ", index, " of a replayed segment was not deferred");
+    return *r;
   };
   for (Node& n : s.nodes) {
     for (std::int64_t* launches : n.launches) ++*launches;
@@ -308,6 +306,12 @@ void Replay::launch_pending() {
   records_.clear();
 }
 
+const Replay::Record* Replay::deferred(std::size_t index) const {
+  const auto it = std::lower_bound(records_.begin(), records_.end(), index,
+                                   [](const Record& r, std::size_t i) { return r.index < i; });
+  return it != records_.end() && it->index == index ? &*it : nullptr;
+}
+
 bool Replay::written(const Node& n, const Node::Optional& o) const {
   if (!o.handed) return true;
   // Tensors on its memory besides the one handed out (a view, autograd's saved copy): held.
@@ -319,12 +323,8 @@ bool Replay::written(const Node& n, const Node::Optional& o) const {
   std::size_t ours = 0;
   if (impl) {
     const at::Tensor t(impl);
-    for (const std::size_t m : n.members[o.group]) {
-      const auto it = std::lower_bound(records_.begin(), records_.end(), m,
-                                       [](const Record& r, std::size_t i) { return r.index < i; });
-      if (it != records_.end() && it->index == m)
-        ours += static_cast<std::size_t>(count_refs(t, it->args));
-    }
+    for (const std::size_t m : n.members[o.group])
+      if (const Record* r = deferred(m)) ours += static_cast<std::size_t>(count_refs(t, r->args));
   }
   const bool held = on_storage > (impl ? 1U : 0U) || refs > ours;
   if (iteration_ <= 1)

@@ -278,6 +278,8 @@ class Replay {
   void rescue(int segment);
   void rescue(std::vector<Handed>& due);
   void launch_pending();
+  // The deferred record of op `index` in the segment about to launch, or nullptr.
+  const Record* deferred(std::size_t index) const;
   // Whether the group's kernel must write optional output `o` in this replay (Node::optional).
   bool written(const Node& n, const Node::Optional& o) const;
   void release();
