@@ -284,8 +284,10 @@ int main(int argc, char** argv) {
   // The sleep must outlast the host's queueing of a block: kBlock steps of host time.
   const double host_ms = std::max(median(r.eager_host), median(r.hot_host));
   const auto sleep_cycles = static_cast<std::int64_t>(host_ms * kBlock * 1.5 * 2.0e6);
+  const hotpath::Stats host0 = hotpath::stats();
   const Breakdown bd = interleaved_breakdown(
       3, [&] { eager.step(); }, [&] { hot_step(kLead); }, sleep_cycles);
+  const hotpath::Stats host1 = hotpath::stats();
   const auto &eager_gpu = bd.eager_gpu, &hot_gpu = bd.hot_gpu;
   const auto &eager_host = bd.eager_host, &hot_host = bd.hot_host;
   std::printf(
@@ -300,6 +302,23 @@ int main(int argc, char** argv) {
       ops > 0 ? 1e3 * median(eager_host) / static_cast<double>(ops) : 0.0, median(hot_host),
       ops > 0 ? 1e3 * median(hot_host) / static_cast<double>(ops) : 0.0,
       median(eager_host) / median(hot_host));
+  if (host1.host_ops > host0.host_ops) {  // HOTPATH_HOST_PROFILE=1: the hook's share of it
+    const double n = static_cast<double>(host1.host_ops - host0.host_ops);
+    std::printf(
+        "  of which hotpath's hook (HOTPATH_HOST_PROFILE): %.2f us per op of its own (record "
+        "%.2f, data flow %.2f, guard %.2f, defer %.2f, launch %.2f, copies %.2f, graphs %.2f, "
+        "commit %.2f), %.2f us per op in the ATen work it ran below itself (%.0f ops timed)\n",
+        (host1.host_hook_us - host0.host_hook_us) / n,
+        (host1.host_record_us - host0.host_record_us) / n,
+        (host1.host_flow_us - host0.host_flow_us) / n,
+        (host1.host_guard_us - host0.host_guard_us) / n,
+        (host1.host_defer_us - host0.host_defer_us) / n,
+        (host1.host_launch_us - host0.host_launch_us) / n,
+        (host1.host_copy_us - host0.host_copy_us) / n,
+        (host1.host_graph_us - host0.host_graph_us) / n,
+        (host1.host_commit_us - host0.host_commit_us) / n,
+        (host1.host_below_us - host0.host_below_us) / n, n);
+  }
   if (csv) {
     csv << "gpu_bound,ms," << median(eager_gpu) << "," << median(hot_gpu) << ","
         << median(eager_gpu) / median(hot_gpu) << ",,\n";

@@ -34,6 +34,12 @@ struct Result {
   std::string name;
   int64_t ops = 0;
   double eager_us = 0, hotpath_us = 0;
+  // Config::host_profile, where it was on: per op timed, the hook's own time and that of the ATen
+  // work it ran below itself (negative: not measured).
+  double hook_us_per_op = -1, below_us_per_op = -1;
+  // ... and of the hook's: record, data flow, guard, defer, launch, copies, graphs, commit
+  // (Stats::host_*_us)
+  double parts_us_per_op[8] = {};
 };
 
 // Interception alone: fusion is off here (bench_fusion measures it), so that both sides run the
@@ -140,6 +146,7 @@ Result measure_replayed(const Workload& w, int rounds, int iters) {
   c.revert_window = 1000000;  // measured here, not judged
   c.stand_aside = false;
   c.replay = true;
+  c.host_profile = true;  // a few clock reads an op: what the hook itself takes, and where
   hotpath::enable_hot_path_detection(c);
   for (int i = 0; i < 20; ++i) {
     w.iteration();
@@ -153,7 +160,8 @@ Result measure_replayed(const Workload& w, int rounds, int iters) {
   Result r;
   r.name = w.name;
   r.ops = hotpath::stats().last().ops_per_iteration;
-  const std::int64_t before = hotpath::stats().last().fusion.replayed_iterations;
+  const hotpath::Stats s0 = hotpath::stats();
+  const std::int64_t before = s0.last().fusion.replayed_iterations;
   std::vector<double> eager, hp;
   for (int round = 0; round < rounds; ++round) {
     {
@@ -162,7 +170,19 @@ Result measure_replayed(const Workload& w, int rounds, int iters) {
     }
     time_host(w, true, iters, true, hp, true);
   }
-  const auto f = hotpath::stats().last().fusion;
+  const hotpath::Stats s1 = hotpath::stats();
+  if (s1.host_ops > s0.host_ops) {
+    const double n = static_cast<double>(s1.host_ops - s0.host_ops);
+    r.hook_us_per_op = (s1.host_hook_us - s0.host_hook_us) / n;
+    r.below_us_per_op = (s1.host_below_us - s0.host_below_us) / n;
+    const double d[8] = {
+        s1.host_record_us - s0.host_record_us, s1.host_flow_us - s0.host_flow_us,
+        s1.host_guard_us - s0.host_guard_us,   s1.host_defer_us - s0.host_defer_us,
+        s1.host_launch_us - s0.host_launch_us, s1.host_copy_us - s0.host_copy_us,
+        s1.host_graph_us - s0.host_graph_us,   s1.host_commit_us - s0.host_commit_us};
+    for (int k = 0; k < 8; ++k) r.parts_us_per_op[k] = d[k] / n;
+  }
+  const auto f = s1.last().fusion;
   if (f.replayed_iterations - before < static_cast<std::int64_t>(rounds) * iters)
     std::fprintf(stderr, "bench_overhead: %s: only %lld of %d iterations replayed%s%s\n",
                  w.name.c_str(), static_cast<long long>(f.replayed_iterations - before),
@@ -241,20 +261,40 @@ int main(int argc, char** argv) {
       "\ndevice: %s%s, LibTorch %s, %d rounds x %d iterations each side, medians\n", device.c_str(),
       cuda ? (" (" + std::string(torch::cuda::device_count() > 0 ? "GPU" : "") + ")").c_str() : "",
       hotpath::libtorch_version().c_str(), rounds, iters);
-  std::printf("%-40s %6s %12s %12s %14s\n", "workload", "ops", "eager us", "hotpath us",
-              "overhead/op us");
+  std::printf("%-40s %6s %12s %12s %14s %12s %12s\n", "workload", "ops", "eager us", "hotpath us",
+              "overhead/op us", "host/op us", "hook/op us");
   // (the fused row's "overhead" is negative where deferring an op costs less than running it; the
-  // replayed row's hotpath column over its ops is the host's cost per op while replaying)
+  // replayed row's hotpath column over its ops is the host's cost per op while replaying, and of
+  // that, with Config::host_profile, what the hook itself took: the rest is LibTorch's C++ API,
+  // autograd and dispatch down to the hook, and the loop's own code)
   for (const auto& r : results) {
-    std::printf("%-40s %6lld %12.1f %12.1f %14.3f\n", r.name.c_str(), (long long)r.ops, r.eager_us,
+    std::printf("%-40s %6lld %12.1f %12.1f %14.3f", r.name.c_str(), (long long)r.ops, r.eager_us,
                 r.hotpath_us, (r.hotpath_us - r.eager_us) / r.ops);
+    if (r.hook_us_per_op >= 0)
+      std::printf(" %12.3f %12.3f", r.hotpath_us / r.ops, r.hook_us_per_op);
+    std::printf("\n");
+  }
+  for (const auto& r : results) {
+    if (r.hook_us_per_op < 0) continue;
+    std::printf(
+        "%s: the hook's %.3f us an op: record %.3f, data flow %.3f, guard %.3f, defer %.3f, "
+        "launch %.3f, copies %.3f, graphs %.3f, commit %.3f (the rest in the session); ATen below "
+        "it %.3f\n",
+        r.name.c_str(), r.hook_us_per_op, r.parts_us_per_op[0], r.parts_us_per_op[1],
+        r.parts_us_per_op[2], r.parts_us_per_op[3], r.parts_us_per_op[4], r.parts_us_per_op[5],
+        r.parts_us_per_op[6], r.parts_us_per_op[7], r.below_us_per_op);
   }
   if (!csv.empty()) {
     std::ofstream f(csv);
-    f << "device,workload,ops_per_iteration,eager_us_median,hotpath_us_median,overhead_us_per_op\n";
+    f << "device,workload,ops_per_iteration,eager_us_median,hotpath_us_median,overhead_us_per_op,"
+         "hook_us_per_op,below_us_per_op\n";
     for (const auto& r : results) {
       f << device << ",\"" << r.name << "\"," << r.ops << "," << r.eager_us << "," << r.hotpath_us
-        << "," << (r.hotpath_us - r.eager_us) / r.ops << "\n";
+        << "," << (r.hotpath_us - r.eager_us) / r.ops << ",";
+      if (r.hook_us_per_op >= 0)
+        f << r.hook_us_per_op << "," << r.below_us_per_op << "\n";
+      else
+        f << ",\n";
     }
   }
   return 0;

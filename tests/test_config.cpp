@@ -50,6 +50,8 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   EnvVar g("HOTPATH_REPLAY", "0");
   CHECK(defaults.replay_graph_ops == 16);
   EnvVar o("HOTPATH_REPLAY_GRAPH_OPS", "0");  // one graph per stretch
+  CHECK_FALSE(defaults.host_profile);
+  EnvVar h("HOTPATH_HOST_PROFILE", "1");
   const auto c = hotpath::config_from_env(defaults);
   CHECK(c.revert_window == 40);
   CHECK(c.revert_margin == Approx(0.1));
@@ -58,6 +60,7 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   CHECK_FALSE(c.compile_kernels);
   CHECK_FALSE(c.replay);
   CHECK(c.replay_graph_ops == 0);
+  CHECK(c.host_profile);
 }
 
 TEST_CASE("unusable environment values are rejected by name", "[config]") {
@@ -105,6 +108,10 @@ TEST_CASE("unusable environment values are rejected by name", "[config]") {
   SECTION("replay") {
     EnvVar t("HOTPATH_REPLAY", "graphs");
     CHECK(error_of({}).find("HOTPATH_REPLAY='graphs'") != std::string::npos);
+  }
+  SECTION("host profile") {
+    EnvVar t("HOTPATH_HOST_PROFILE", "yes");
+    CHECK(error_of({}).find("HOTPATH_HOST_PROFILE='yes'") != std::string::npos);
   }
   SECTION("ops per replayed graph") {
     EnvVar t("HOTPATH_REPLAY_GRAPH_OPS", "-4");

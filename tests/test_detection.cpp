@@ -134,6 +134,36 @@ TEST_CASE("forward, backward and optimizer ops are all seen", "[detect]") {
   CHECK(s.signatures[1].count == 5);
 }
 
+TEST_CASE("the host profile splits an op's time between the hook and ATen below it", "[detect]") {
+  Mlp mlp;
+  SECTION("off by default: nothing is timed") {
+    Enabled on(3);
+    for (int i = 0; i < 4; ++i) mlp.train_step();
+    const auto s = hotpath::stats();
+    CHECK(s.ops_seen > 0);
+    CHECK(s.host_ops == 0);
+    CHECK(s.host_hook_us == 0);
+    CHECK(hotpath::format_stats(s).find("host:") == std::string::npos);
+  }
+  SECTION("on: every op the hook saw, on the autograd threads too") {
+    hotpath::Config c;
+    c.threshold = 3;
+    c.host_profile = true;
+    Enabled on(c);
+    for (int i = 0; i < 4; ++i) {
+      mlp.train_step();
+      hotpath::step();
+    }
+    const auto s = hotpath::stats();
+    CHECK(s.ops_seen > 0);
+    CHECK(s.host_ops >= s.ops_seen);  // and the ops it ran eagerly without recording them
+    // Eager ops (no plans on the CPU here) run below the hook: most of their time is ATen's.
+    CHECK(s.host_below_us > 0);
+    CHECK(s.host_hook_us > 0);
+    CHECK(hotpath::format_stats(s).find(" us an op in hotpath's hook") != std::string::npos);
+  }
+}
+
 TEST_CASE("an unmarked training loop's steps are found at its forward passes", "[detect]") {
   Mlp mlp;
   std::int64_t ops_per_iteration = 0;

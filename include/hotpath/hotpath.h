@@ -68,13 +68,17 @@ struct Config {
   // pending), each launched as soon as the host has gone through its ops, so that the GPU works
   // while the host goes on; 0: one graph per stretch. HOTPATH_REPLAY_GRAPH_OPS.
   int replay_graph_ops = 16;
+  // Time what the hook itself costs the host per op (a few clock reads an op): stats() then says
+  // how long the ops it saw spent in hotpath, apart from the ATen work it ran below itself.
+  // HOTPATH_HOST_PROFILE (0/1).
+  bool host_profile = false;
 };
 
 // Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD, HOTPATH_LOG_LEVEL
 // (trace|debug|info|warn|error|off), HOTPATH_FUSE (0/1), HOTPATH_FUSE_CPU (0/1) and
 // HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1), HOTPATH_REVERT_WINDOW, HOTPATH_REVERT_MARGIN,
 // HOTPATH_REMEMBER (0/1), HOTPATH_COMPILE_KERNELS (0/1), HOTPATH_STAND_ASIDE (0/1) and
-// HOTPATH_REPLAY (0/1) on top of
+// HOTPATH_REPLAY (0/1), HOTPATH_HOST_PROFILE (0/1) on top of
 // `base`. Throws hotpath::Error
 // on a value it cannot use, naming the variable and the value.
 Config config_from_env(Config base = Config{});
@@ -219,6 +223,20 @@ struct Stats {
   double aside_seconds = 0;      // planned pauses, in total
   std::string aside_reason;      // why, the last time
   bool standing_aside = false;   // now
+  // Config::host_profile: the ops the hook timed (on every thread working for this one) since
+  // detection was first enabled, the hook's own time over them (recording, guards, plans,
+  // hotpath's launches) and the time of the ops it ran below itself (ATen's dispatch under the
+  // hook and its kernels). The rest of an op's host cost (the C++ API, autograd, the dispatch
+  // down to the hook) is LibTorch's, with or without hotpath.
+  std::int64_t host_ops = 0;
+  double host_hook_us = 0, host_below_us = 0;
+  // ... of host_hook_us: building each op's record (metadata, hash), its data flow and the step
+  // detector, a plan's guard, deferring the op into a fused group or handing out its replayed
+  // output, launching hotpath's kernels (or setting a replayed graph's parameters), copying moving
+  // inputs where a replay's graphs read them, launching those graphs, completing and keeping the
+  // record (with what an iteration's end sets off: the governor, new plans).
+  double host_record_us = 0, host_flow_us = 0, host_guard_us = 0, host_defer_us = 0,
+         host_launch_us = 0, host_copy_us = 0, host_graph_us = 0, host_commit_us = 0;
 
   std::int64_t hot_signatures() const;
   // The signature of the most recent completed iteration (id 0 when there is none yet).

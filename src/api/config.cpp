@@ -70,6 +70,9 @@ Config config_from_env(Config base) {
         static_cast<int>(parse_integer("HOTPATH_REPLAY_GRAPH_OPS", v, 0, 1'000'000));
   }
   if (const char* v = env("HOTPATH_LOG_TIME")) base.log_time = parse_flag("HOTPATH_LOG_TIME", v);
+  if (const char* v = env("HOTPATH_HOST_PROFILE")) {
+    base.host_profile = parse_flag("HOTPATH_HOST_PROFILE", v);
+  }
   if (const char* v = env("HOTPATH_LOG_LEVEL")) {
     const std::string s = v;
     if (s == "trace")

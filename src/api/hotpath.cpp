@@ -171,6 +171,16 @@ std::string format_stats(const Stats& s) {
        << " s planned; the loop ran plain eager meanwhile)" << (s.standing_aside ? ", now" : "")
        << ": " << s.aside_reason << "\n";
   }
+  if (s.host_ops > 0) {
+    const double n = static_cast<double>(s.host_ops);
+    os << "  host: " << s.host_ops << " op(s) timed, " << std::fixed << std::setprecision(2)
+       << s.host_hook_us / n << " us an op in hotpath's hook, " << s.host_below_us / n
+       << " us in the ATen work it ran below itself; of the hook's: record " << s.host_record_us / n
+       << ", data flow " << s.host_flow_us / n << ", guard " << s.host_guard_us / n << ", defer "
+       << s.host_defer_us / n << ", launch " << s.host_launch_us / n << ", copies "
+       << s.host_copy_us / n << ", graphs " << s.host_graph_us / n << ", commit "
+       << s.host_commit_us / n << std::defaultfloat << "\n";
+  }
   for (const auto& sig : s.signatures) {
     os << "  " << sig.hex << "  " << sig.count << "x  " << sig.ops_per_iteration << " ops";
     if (sig.hot) os << "  hot since iteration " << sig.hot_at_iteration;

@@ -77,6 +77,8 @@ bool param_storage(const c10::StorageImpl* s) {
   const auto it = tls_param_storages.find(s);
   return it != tls_param_storages.end() && !it->second.expired();
 }
+thread_local HostLaps* tls_host_laps = nullptr;
+
 // About one op in this many runs the wake-up check while standing aside.
 constexpr double kWakeSampling = 1e-3;
 
@@ -320,6 +322,17 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       drop_wake_callback();
     }
   }
+  // Config::host_profile: this op's laps, ended by the code below (dispatch/host_laps.h).
+  HostLaps laps;
+  struct Timing {
+    HostLaps*& current;
+    HostLaps* outer;
+    ~Timing() { current = outer; }
+  } timing{current_host_laps(), current_host_laps()};
+  if (session->profiling_host()) {
+    laps.last = std::chrono::steady_clock::now();
+    timing.current = &laps;
+  }
   const OpInfo& info = op_info(op);
   const auto& schema = op.schema();
   const std::size_t nargs = schema.arguments().size();
@@ -357,11 +370,16 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   rec.grad_enabled = c10::GradMode::is_enabled();
 
   OpCall call(op, keys & below, stack, info, owned, inputs);
+  host_lap(kRecordPart);
   call.owner = owner;
   call.back_from_plain = back_from_plain;
   call.back_from_aside = back_from_aside;
   session->on_op(call);
   spare = std::move(owned);
+  if (timing.current == &laps) {
+    laps.lap(kOtherPart);
+    session->add_host(laps);
+  }
 }
 
 // Probes the key for the calling thread (not attached yet) and registers the fallback.
@@ -408,6 +426,8 @@ ThreadOwner::~ThreadOwner() {
 }
 
 }  // namespace
+
+HostLaps*& current_host_laps() { return tls_host_laps; }
 
 const TensorPtrs& OpCall::finish() {
   OpRecord& rec = *record_;

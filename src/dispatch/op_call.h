@@ -8,8 +8,10 @@
 #include <ATen/core/stack.h>
 #include <c10/util/SmallVector.h>
 
+#include <atomic>
 #include <memory>
 
+#include "dispatch/host_laps.h"
 #include "dispatch/op_record.h"
 
 namespace hotpath::detail {
@@ -41,7 +43,11 @@ class OpCall {
   // The op's input tensors, in record().inputs order.
   const TensorPtrs& inputs() const { return inputs_; }
   // Runs the op below the hook: its outputs are on the stack.
-  void run_eager() { op.redispatchBoxed(below, stack); }
+  void run_eager() {
+    host_lap(kOtherPart);
+    op.redispatchBoxed(below, stack);
+    host_lap(kBelowPart);
+  }
   // After the op ran (eagerly or by a plan, its outputs on the stack): adds the outputs'
   // metadata to the record and completes its key; returns the output tensors.
   const TensorPtrs& finish();
@@ -59,6 +65,31 @@ class OpSink {
  public:
   virtual ~OpSink() = default;
   virtual void on_op(OpCall& call) = 0;
+
+  // Config::host_profile: the hook times each op's parts (host_laps.h) and adds them up, over
+  // every thread working for the owner.
+  struct HostCounters {
+    std::int64_t ops = 0;
+    std::int64_t ns[kHostParts] = {};
+  };
+  void profile_host(bool on) { profile_.store(on, std::memory_order_relaxed); }
+  bool profiling_host() const { return profile_.load(std::memory_order_relaxed); }
+  void add_host(const HostLaps& laps) {
+    host_ops_.fetch_add(1, std::memory_order_relaxed);
+    for (int p = 0; p < kHostParts; ++p)
+      host_ns_[p].fetch_add(laps.ns[p], std::memory_order_relaxed);
+  }
+  HostCounters host_counters() const {
+    HostCounters c;
+    c.ops = host_ops_.load(std::memory_order_relaxed);
+    for (int p = 0; p < kHostParts; ++p) c.ns[p] = host_ns_[p].load(std::memory_order_relaxed);
+    return c;
+  }
+
+ private:
+  std::atomic<bool> profile_{false};
+  std::atomic<std::int64_t> host_ops_{0};
+  std::atomic<std::int64_t> host_ns_[kHostParts] = {};
 };
 
 }  // namespace hotpath::detail

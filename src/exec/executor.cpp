@@ -246,6 +246,7 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
     }
   }
   ++cursor_;
+  host_lap(kGuardPart);
   if (mode_ == Mode::kReplay) return replay_step(p, index, *as, keys, stack, rec, inputs);
   bool handled = false;
   const PlanGroup* group =
@@ -272,9 +273,17 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
       return false;
     }
     handled = true;
-    if (p.launch) run_group(p.group);
+    if (p.launch) {
+      host_lap(kDeferPart);
+      run_group(p.group);
+      host_lap(kLaunchPart);
+    }
   }
-  if (p.batch >= 0) run_batch(p.batch);
+  if (p.batch >= 0) {
+    host_lap(kDeferPart);
+    run_batch(p.batch);
+    host_lap(kLaunchPart);
+  }
   if (cursor_ == armed_->ops.size()) complete_iteration();
   return handled;
 }

@@ -260,6 +260,7 @@ void Replay::rescue(std::vector<Handed>& due) {
 
 void Replay::launch_pending() {
   if (records_.empty()) return;
+  host_lap(kDeferPart);
   const int seg = ops_[records_.front().index].segment;
   rescue(seg);
   Segment& s = segments_[static_cast<std::size_t>(seg)];
@@ -298,12 +299,15 @@ void Replay::launch_pending() {
     set_kernel_node_params(s.graph->raw_cuda_graph_exec(), n.node, *n.kernel, n.blocks, n.block, 0,
                            params.data(), n.multi);
   }
+  host_lap(kLaunchPart);
   for (const auto& [st, value] : refills_)
     copy_bytes(statics_[static_cast<std::size_t>(st)].data_ptr(), value.const_data_ptr(),
                span_bytes(value), device_);
   refills_.clear();
+  host_lap(kCopyPart);
   s.graph->replay();
   records_.clear();
+  host_lap(kGraphPart);
 }
 
 const Replay::Record* Replay::deferred(std::size_t index) const {

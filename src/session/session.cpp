@@ -20,7 +20,9 @@ void Session::on_op(OpCall& call) {
     }
   }
   OpRecord& rec = call.record();
+  host_lap(kOtherPart);
   recorder.resolve_inputs(rec, call.inputs());
+  host_lap(kFlowPart);
 
   // The governor times iterations between boundaries; in an auto-detected loop the boundary is
   // the op where the detector expects the next iteration to start.
@@ -44,9 +46,12 @@ void Session::on_op(OpCall& call) {
   }
 
   // A hot plan may run the op itself (deferred into a fused group); otherwise it runs eagerly.
-  if (!executor.intercept(call.op, call.below, call.stack, rec, call.inputs())) call.run_eager();
+  const bool planned = executor.intercept(call.op, call.below, call.stack, rec, call.inputs());
+  host_lap(kDeferPart);  // what the executor did after its last lap
+  if (!planned) call.run_eager();
   const TensorPtrs& outputs = call.finish();
   recorder.commit(call.owned_record(), outputs);
+  host_lap(kCommitPart);
 }
 
 PlanControl::Run Session::ran(std::uint64_t signature, std::int64_t first) const {
@@ -282,6 +287,21 @@ void Session::fill_stats(Stats& s) const {
   s.aside_seconds = aside_seconds;
   s.aside_reason = aside_times > 0 ? aside_reason : std::string();
   s.standing_aside = aside_now_.load(std::memory_order_relaxed);
+  const HostCounters h = host_counters();
+  auto us = [&](HostPart p) { return static_cast<double>(h.ns[p]) / 1e3; };
+  s.host_ops = h.ops;
+  s.host_record_us = us(kRecordPart);
+  s.host_flow_us = us(kFlowPart);
+  s.host_guard_us = us(kGuardPart);
+  s.host_defer_us = us(kDeferPart);
+  s.host_launch_us = us(kLaunchPart);
+  s.host_copy_us = us(kCopyPart);
+  s.host_graph_us = us(kGraphPart);
+  s.host_commit_us = us(kCommitPart);
+  s.host_hook_us = s.host_record_us + s.host_flow_us + s.host_guard_us + s.host_defer_us +
+                   s.host_launch_us + s.host_copy_us + s.host_graph_us + s.host_commit_us +
+                   us(kOtherPart);
+  s.host_below_us = us(kBelowPart);
 }
 
 }  // namespace hotpath::detail

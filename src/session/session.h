@@ -27,6 +27,7 @@ struct Session final : OpSink, PlanControl {
         governor(*this, config),
         aside_policy(config.threshold),
         aside_enabled(config.stand_aside) {
+    profile_host(config.host_profile);
     recorder.set_hot_listener([this](HotTrace&& t) {
       const std::uint64_t sig = t.signature;
       const std::optional<Decision> d = governor.remembered(sig);
@@ -49,6 +50,7 @@ struct Session final : OpSink, PlanControl {
     recorder.configure(config);
     executor.configure(config);
     governor.configure(config);
+    profile_host(config.host_profile);
     std::lock_guard<std::mutex> lock(aside_mu);
     aside_policy.configure(config.threshold);
     aside_enabled = config.stand_aside;
