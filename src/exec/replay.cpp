@@ -4,7 +4,6 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/from_blob.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -76,11 +75,14 @@ std::int64_t span_bytes(const at::TensorBase& t) {
 
 void copy_bytes(void* dst, const void* src, std::int64_t n, int device) {
   if (n == 0) return;
-  c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
-  at::AutoDispatchBelowADInplaceOrView below;
-  const at::TensorOptions bytes = at::TensorOptions().dtype(at::kByte).device(
-      c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
-  at::from_blob(dst, {n}, bytes).copy_(at::from_blob(const_cast<void*>(src), {n}, bytes));
+  // A copy of raw bytes on the current stream, as ATen's copy_ of two byte tensors would make it,
+  // without building them and a TensorIterator (a replay refreshes its static inputs with these).
+  const c10::cuda::CUDAStream stream =
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device));
+  const cudaError_t e = cudaMemcpyAsync(dst, src, static_cast<std::size_t>(n),
+                                        cudaMemcpyDeviceToDevice, stream.stream());
+  HOTPATH_CHECK(e == cudaSuccess, "a copy of ", n,
+                " bytes on the GPU failed: ", cudaGetErrorString(e));
 }
 
 int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
@@ -305,7 +307,15 @@ void Replay::launch_pending() {
                span_bytes(value), device_);
   refills_.clear();
   host_lap(kCopyPart);
-  s.graph->replay();
+  // The graph straight to the driver: CUDAGraph::replay() first prepares the random number
+  // generators a graph drew from (it builds a message string, asks for the device and whether
+  // the stream captures, every launch), and no replayed graph draws any: a plan with an op that
+  // does is never captured (Executor::arm_replay).
+  const c10::cuda::CUDAStream stream =
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_));
+  const cudaError_t e = cudaGraphLaunch(s.graph->raw_cuda_graph_exec(), stream.stream());
+  HOTPATH_CHECK(e == cudaSuccess, "launching replay segment ", seg,
+                "'s CUDA graph failed: ", cudaGetErrorString(e));
   records_.clear();
   host_lap(kGraphPart);
 }
