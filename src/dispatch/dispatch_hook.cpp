@@ -322,16 +322,19 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       drop_wake_callback();
     }
   }
-  // Config::host_profile: this op's laps, ended by the code below (dispatch/host_laps.h).
-  HostLaps laps;
+  // Config::host_profile: this op's laps, ended by the code below (dispatch/host_laps.h); when
+  // it is off nothing is set up (the hook runs for every op).
+  std::optional<HostLaps> laps;
   struct Timing {
-    HostLaps*& current;
-    HostLaps* outer;
-    ~Timing() { current = outer; }
-  } timing{current_host_laps(), current_host_laps()};
+    HostLaps* laps = nullptr;
+    ~Timing() {
+      if (laps != nullptr) current_host_laps() = nullptr;
+    }
+  } timing;
   if (session->profiling_host()) {
-    laps.last = std::chrono::steady_clock::now();
-    timing.current = &laps;
+    laps.emplace().last = std::chrono::steady_clock::now();
+    timing.laps = &*laps;
+    current_host_laps() = timing.laps;
   }
   const OpInfo& info = op_info(op);
   const auto& schema = op.schema();
@@ -376,9 +379,9 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   call.back_from_aside = back_from_aside;
   session->on_op(call);
   spare = std::move(owned);
-  if (timing.current == &laps) {
-    laps.lap(kOtherPart);
-    session->add_host(laps);
+  if (laps) {
+    laps->lap(kOtherPart);
+    session->add_host(*laps);
   }
 }
 
