@@ -228,28 +228,26 @@ TEST_CASE("a value inside a fused group that the loop keeps in some steps is wri
   check_replayed(replayed, 30);
 }
 
-TEST_CASE("a batch is read where it stays, and copied in once it moves", "[gpu][replay]") {
+TEST_CASE("a large batch is read where it stays, and copied in once it moves", "[gpu][replay]") {
   if (!have_gpu()) return;
-  // 8 KiB and 2 MiB a batch: the graph reads the first where it is; from step 30 the batches
-  // alternate, replay leaves at the first that moved, and a new capture reads a static copy
-  // refreshed each replay.
-  for (const std::int64_t rows : {32, 8192}) {
-    CAPTURE(rows);
-    std::vector<torch::Tensor> xs;
-    for (int k = 0; k < 2; ++k) xs.push_back(torch::randn({rows, 64}, torch::kCUDA));
-    auto y = torch::randn({rows, 64}, torch::kCUDA);
-    const Run r = check(70, [&](int i, Model& model, Opt& opt, Kept& kept) {
-      const std::size_t b = i < 30 ? 0 : static_cast<std::size_t>(i % 2);
-      kept.push_back(train_step(model, opt, xs[b], y).detach());
-    });
-    // The step whose batch moved left the graphs (and its plan: one divergence), and was
-    // captured again from there.
-    const auto f = r.stats.last().fusion;
-    CHECK(f.replay_off.empty());
-    CHECK(f.replayed_iterations >= 25);
-    CHECK(f.divergences <= 1);
-    CHECK(f.replay_captures >= 2);
-  }
+  // 2 MiB a batch (above kStaticMaxBytes): the graph reads the first where it is; from step 30
+  // the batches alternate, replay leaves at the first that moved, and a new capture reads a
+  // static copy refreshed each replay.
+  std::vector<torch::Tensor> xs;
+  for (int k = 0; k < 2; ++k) xs.push_back(torch::randn({8192, 64}, torch::kCUDA));
+  REQUIRE(xs[0].nbytes() > hotpath::detail::kStaticMaxBytes);
+  auto y = torch::randn({8192, 64}, torch::kCUDA);
+  const Run r = check(70, [&](int i, Model& model, Opt& opt, Kept& kept) {
+    const std::size_t b = i < 30 ? 0 : static_cast<std::size_t>(i % 2);
+    kept.push_back(train_step(model, opt, xs[b], y).detach());
+  });
+  // The step whose batch moved left the graphs (and its plan: one divergence), and was captured
+  // again from there.
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replay_off.empty());
+  CHECK(f.replayed_iterations >= 25);
+  CHECK(f.divergences <= 1);
+  CHECK(f.replay_captures >= 2);
 }
 
 TEST_CASE("a batch sliced from a larger tensor at another place each step is copied in",

@@ -53,12 +53,13 @@ constexpr std::int64_t kReplayAfter = 10;
 constexpr int kReplayAttempts = 2;
 constexpr int kReplayDivergences = 3;
 constexpr std::size_t kReplayRelearns = 8;
-// Inputs from outside the iteration are read where they are unless they were seen to move (in
-// the iteration observed before the capture, or in a replay: that one leaves replay for a new
-// capture, up to kReplayRelearns times, which reads a copy refreshed each replay). A copy of
-// each 64 MiB input at every replay made RoPE's replayed step 0.28 ms against the plan's 0.07;
-// even a small one costs the host a copy call each replay (0.23-0.28 us an op of the small MLP
-// step's two, 2026-11-26-host-profile.md).
+// Inputs from outside the iteration up to this size are read through a static copy refreshed
+// each replay (unless they are parameters or state the iteration writes): a batch that has not
+// moved yet may move later, and such a copy costs the GPU about a microsecond. Larger ones are
+// read where they are unless they were seen to move (an input that moves later leaves replay for
+// a new capture that copies it): a copy of each 64 MiB input at every replay made RoPE's
+// replayed step 0.28 ms against the plan's 0.07.
+constexpr std::size_t kStaticMaxBytes = std::size_t{1} << 20;
 
 // The tensors among an op's returns on `stack`, in order (a list's in order); the address a
 // tensor's data starts at (nullptr: undefined, or no storage).

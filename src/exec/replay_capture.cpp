@@ -180,16 +180,17 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
             in.ref = *v;
             in.saved = true;
           } else {
-            // Read where it is, unless it moves: the observed iteration saw it elsewhere, or an
-            // earlier replay did (a copy each replay then). Parameters and state the iteration
-            // writes in place stay where they are.
+            // A copy each replay unless it stays where it is: a parameter, state the iteration
+            // writes in place, or (too large to copy) one the observed iteration saw there too.
+            // An input seen to move in an earlier replay is copied whatever its size.
             const auto& seen =
                 observed_.size() > index ? observed_[index] : std::vector<const void*>{};
             const bool param = in.outside.requires_grad() && in.outside.is_leaf();
             const bool state = written_.count(at) > 0;
+            const bool small = in.outside.nbytes() <= kStaticMaxBytes;
             const bool elsewhere = k < seen.size() && seen[k] != at;
             in.moving = !t.written && !param && !state &&
-                        (elsewhere || moved_.count(std::make_pair(index, k)) > 0);
+                        (small || elsewhere || moved_.count(std::make_pair(index, k)) > 0);
           }
         }
       }
