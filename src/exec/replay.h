@@ -67,7 +67,7 @@ std::vector<at::Tensor> returned_tensors(const torch::jit::Stack& stack, std::si
 const void* data_address(const at::TensorBase& t);
 // The bytes from a tensor's first element to its last, as it is laid out.
 std::int64_t span_bytes(const at::TensorBase& t);
-// Copies n bytes on `device` (the current stream), outside the hook and below autograd.
+// Copies n bytes on `device` (its current stream), a raw cudaMemcpyAsync: nothing through ATen.
 void copy_bytes(void* dst, const void* src, std::int64_t n, int device);
 // Ops the graph after `cut` graphs of a stretch takes before it is cut (graph_ops:
 // Config::replay_graph_ops, > 0): a quarter of graph_ops for the first, half for the second, then
