@@ -22,6 +22,7 @@
 #include "autocast_scope.h"
 #include "bench_support.h"
 #include "crash_backtrace.h"
+#include "host_share.h"
 #include "models/transformer_lm.h"
 
 using namespace bench;
@@ -302,23 +303,8 @@ int main(int argc, char** argv) {
       ops > 0 ? 1e3 * median(eager_host) / static_cast<double>(ops) : 0.0, median(hot_host),
       ops > 0 ? 1e3 * median(hot_host) / static_cast<double>(ops) : 0.0,
       median(eager_host) / median(hot_host));
-  if (host1.host_ops > host0.host_ops) {  // HOTPATH_HOST_PROFILE=1: the hook's share of it
-    const double n = static_cast<double>(host1.host_ops - host0.host_ops);
-    std::printf(
-        "  of which hotpath's hook (HOTPATH_HOST_PROFILE): %.2f us per op of its own (record "
-        "%.2f, data flow %.2f, guard %.2f, defer %.2f, launch %.2f, copies %.2f, graphs %.2f, "
-        "commit %.2f), %.2f us per op in the ATen work it ran below itself (%.0f ops timed)\n",
-        (host1.host_hook_us - host0.host_hook_us) / n,
-        (host1.host_record_us - host0.host_record_us) / n,
-        (host1.host_flow_us - host0.host_flow_us) / n,
-        (host1.host_guard_us - host0.host_guard_us) / n,
-        (host1.host_defer_us - host0.host_defer_us) / n,
-        (host1.host_launch_us - host0.host_launch_us) / n,
-        (host1.host_copy_us - host0.host_copy_us) / n,
-        (host1.host_graph_us - host0.host_graph_us) / n,
-        (host1.host_commit_us - host0.host_commit_us) / n,
-        (host1.host_below_us - host0.host_below_us) / n, n);
-  }
+  if (const bench::HostShare h = bench::host_share(host0, host1); h.ops > 0)
+    std::printf("  of which, HOTPATH_HOST_PROFILE: %s\n", bench::host_share_text(h).c_str());
   if (csv) {
     csv << "gpu_bound,ms," << median(eager_gpu) << "," << median(hot_gpu) << ","
         << median(eager_gpu) / median(hot_gpu) << ",,\n";

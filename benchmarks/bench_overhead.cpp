@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 #include "crash_backtrace.h"
+#include "host_share.h"
 
 #include <algorithm>
 #include <chrono>
@@ -34,12 +35,8 @@ struct Result {
   std::string name;
   int64_t ops = 0;
   double eager_us = 0, hotpath_us = 0;
-  // Config::host_profile, where it was on: per op timed, the hook's own time and that of the ATen
-  // work it ran below itself (negative: not measured).
-  double hook_us_per_op = -1, below_us_per_op = -1;
-  // ... and of the hook's: record, data flow, guard, defer, launch, copies, graphs, commit
-  // (Stats::host_*_us)
-  double parts_us_per_op[8] = {};
+  // Config::host_profile, where it was on (host.ops > 0): the hook's share per op.
+  bench::HostShare host;
 };
 
 // Interception alone: fusion is off here (bench_fusion measures it), so that both sides run the
@@ -171,17 +168,7 @@ Result measure_replayed(const Workload& w, int rounds, int iters) {
     time_host(w, true, iters, true, hp, true);
   }
   const hotpath::Stats s1 = hotpath::stats();
-  if (s1.host_ops > s0.host_ops) {
-    const double n = static_cast<double>(s1.host_ops - s0.host_ops);
-    r.hook_us_per_op = (s1.host_hook_us - s0.host_hook_us) / n;
-    r.below_us_per_op = (s1.host_below_us - s0.host_below_us) / n;
-    const double d[8] = {
-        s1.host_record_us - s0.host_record_us, s1.host_flow_us - s0.host_flow_us,
-        s1.host_guard_us - s0.host_guard_us,   s1.host_defer_us - s0.host_defer_us,
-        s1.host_launch_us - s0.host_launch_us, s1.host_copy_us - s0.host_copy_us,
-        s1.host_graph_us - s0.host_graph_us,   s1.host_commit_us - s0.host_commit_us};
-    for (int k = 0; k < 8; ++k) r.parts_us_per_op[k] = d[k] / n;
-  }
+  r.host = bench::host_share(s0, s1);
   const auto f = s1.last().fusion;
   if (f.replayed_iterations - before < static_cast<std::int64_t>(rounds) * iters)
     std::fprintf(stderr, "bench_overhead: %s: only %lld of %d iterations replayed%s%s\n",
@@ -270,19 +257,12 @@ int main(int argc, char** argv) {
   for (const auto& r : results) {
     std::printf("%-40s %6lld %12.1f %12.1f %14.3f", r.name.c_str(), (long long)r.ops, r.eager_us,
                 r.hotpath_us, (r.hotpath_us - r.eager_us) / r.ops);
-    if (r.hook_us_per_op >= 0)
-      std::printf(" %12.3f %12.3f", r.hotpath_us / r.ops, r.hook_us_per_op);
+    if (r.host.ops > 0) std::printf(" %12.3f %12.3f", r.hotpath_us / r.ops, r.host.hook);
     std::printf("\n");
   }
   for (const auto& r : results) {
-    if (r.hook_us_per_op < 0) continue;
-    std::printf(
-        "%s: the hook's %.3f us an op: record %.3f, data flow %.3f, guard %.3f, defer %.3f, "
-        "launch %.3f, copies %.3f, graphs %.3f, commit %.3f (the rest in the session); ATen below "
-        "it %.3f\n",
-        r.name.c_str(), r.hook_us_per_op, r.parts_us_per_op[0], r.parts_us_per_op[1],
-        r.parts_us_per_op[2], r.parts_us_per_op[3], r.parts_us_per_op[4], r.parts_us_per_op[5],
-        r.parts_us_per_op[6], r.parts_us_per_op[7], r.below_us_per_op);
+    if (r.host.ops > 0)
+      std::printf("%s: %s\n", r.name.c_str(), bench::host_share_text(r.host).c_str());
   }
   if (!csv.empty()) {
     std::ofstream f(csv);
@@ -291,8 +271,8 @@ int main(int argc, char** argv) {
     for (const auto& r : results) {
       f << device << ",\"" << r.name << "\"," << r.ops << "," << r.eager_us << "," << r.hotpath_us
         << "," << (r.hotpath_us - r.eager_us) / r.ops << ",";
-      if (r.hook_us_per_op >= 0)
-        f << r.hook_us_per_op << "," << r.below_us_per_op << "\n";
+      if (r.host.ops > 0)
+        f << r.host.hook << "," << r.host.below << "\n";
       else
         f << ",\n";
     }
