@@ -1,7 +1,8 @@
 // Interception + hashing overhead per op: the same loops run eager and with hotpath detection
 // enabled, interleaved in rounds in one process, on the same inputs. Reports medians. Also what an
 // op deferred into a fused group costs the host, and on a GPU what an op costs the host while its
-// step is replayed as CUDA graphs (the host's time until the step's body returns).
+// step is replayed as CUDA graphs (the host's time until the step's body returns), and on a GPU
+// where a step with a host sync (the example's MLP step) spends its time, eager and replayed.
 //
 //   bench_overhead [--device cpu|cuda] [--rounds R] [--iters K] [--csv FILE]
 #include <hotpath/hotpath.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -181,6 +183,147 @@ Result measure_replayed(const Workload& w, int rounds, int iters) {
   return r;
 }
 
+// The example's MLP+AdamW step (1024-4096-1024, batch 256) with a host sync in each step (its
+// loss read with item() after the forward pass, as a loop that logs each step's loss does):
+// plain eager (under Pause) and replayed, in interleaved blocks, no other synchronisation. Per
+// step: its time (start to next start), the time the host waited in item(), and the rest (the
+// host walking the step's ops). Beside it, the same step without item() (a block's time over its
+// steps: the GPU's time per step where the GPU is the bottleneck) and the step's five matrix
+// products alone: what the GPU cannot do without, whatever the host does.
+struct SyncedSplit {
+  double eager_step = 0, eager_wait = 0, replay_step = 0, replay_wait = 0;
+  double eager_free = 0, replay_free = 0, products = 0;
+  std::int64_t replayed = 0, steps = 0, replayed_free = 0;
+  bench::HostShare host;
+};
+
+SyncedSplit measure_synced(int rounds, int iters) {
+  const torch::Device dev(torch::kCUDA);
+  torch::manual_seed(0);
+  torch::nn::Sequential model(torch::nn::Linear(1024, 4096), torch::nn::GELU(),
+                              torch::nn::Linear(4096, 1024));
+  model->to(dev);
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+  const auto x = torch::randn({256, 1024}, dev), y = torch::randn({256, 1024}, dev);
+  using clock = std::chrono::steady_clock;
+  auto block = [&](std::vector<double>& steps, std::vector<double>& waits, bool mark) {
+    torch::cuda::synchronize();
+    clock::time_point start = clock::now();
+    for (int i = 0; i <= iters; ++i) {  // the first step of a block is not counted
+      opt.zero_grad();
+      auto loss = torch::mse_loss(model->forward(x), y);
+      const clock::time_point before = clock::now();
+      loss.item<double>();
+      const clock::time_point after = clock::now();
+      loss.backward();
+      opt.step();
+      if (mark) hotpath::step();
+      const clock::time_point end = clock::now();
+      if (i > 0) {
+        steps.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+        waits.push_back(std::chrono::duration<double, std::micro>(after - before).count());
+      }
+      start = end;
+    }
+  };
+  // Without item(): a block's time after its first step, synchronised at both ends, over its
+  // steps.
+  auto free_block = [&](std::vector<double>& per_step, bool mark) {
+    clock::time_point start;
+    for (int i = 0; i <= iters; ++i) {
+      if (i == 1) {
+        torch::cuda::synchronize();
+        start = clock::now();
+      }
+      opt.zero_grad();
+      torch::mse_loss(model->forward(x), y).backward();
+      opt.step();
+      if (mark) hotpath::step();
+    }
+    torch::cuda::synchronize();
+    per_step.push_back(std::chrono::duration<double, std::micro>(clock::now() - start).count() /
+                       iters);
+  };
+  hotpath::Config c;
+  c.threshold = 10;
+  c.remember = false;
+  c.revert_window = 1000000;  // measured here, not judged
+  c.stand_aside = false;
+  c.replay = true;
+  c.host_profile = true;
+  hotpath::enable_hot_path_detection(c);
+  std::vector<double> es, ew, rs, rw;
+  block(rs, rw, true);
+  hotpath::wait_for_compilation();
+  for (int i = 0; i < 3; ++i) block(rs, rw, true);  // the plan runs whole, then is captured
+  rs.clear();
+  rw.clear();
+  const hotpath::Stats s0 = hotpath::stats();
+  for (int round = 0; round < rounds; ++round) {
+    {
+      hotpath::Pause pause;
+      block(es, ew, false);
+    }
+    block(rs, rw, true);
+  }
+  const hotpath::Stats s1 = hotpath::stats();
+  SyncedSplit r;
+  // Replayed iterations since `s` over all signatures (the step with and without item() are two).
+  auto replayed_since = [](const hotpath::Stats& s) {
+    std::int64_t n = 0;
+    for (const auto& sig : hotpath::stats().signatures) n += sig.fusion.replayed_iterations;
+    for (const auto& sig : s.signatures) n -= sig.fusion.replayed_iterations;
+    return n;
+  };
+  std::vector<double> ef, rf;
+  // Without item() the step is another signature: it turns hot, compiles and is captured first.
+  free_block(rf, true);
+  hotpath::wait_for_compilation();
+  for (int i = 0; i < 3; ++i) free_block(rf, true);
+  rf.clear();
+  const hotpath::Stats s2 = hotpath::stats();
+  for (int round = 0; round < rounds; ++round) {
+    {
+      hotpath::Pause pause;
+      free_block(ef, false);
+    }
+    free_block(rf, true);
+  }
+  r.replayed_free = replayed_since(s2);
+  hotpath::disable_hot_path_detection();
+  // The products of a step: forward h = x W1^T, out = g(h) W2^T; backward dW2 = dout^T g(h),
+  // dg = dout W2, dW1 = dh^T x (x needs no gradient).
+  const auto w1 = torch::randn({4096, 1024}, dev), w2 = torch::randn({1024, 4096}, dev);
+  const auto h = torch::randn({256, 4096}, dev), dout = torch::randn({256, 1024}, dev);
+  auto products = [&] {
+    torch::mm(x, w1.t());
+    torch::mm(h, w2.t());
+    torch::mm(dout.t(), h);
+    torch::mm(dout, w2);
+    torch::mm(h.t(), x);
+  };
+  std::vector<double> pr;
+  for (int round = 0; round < rounds; ++round) {
+    products();
+    torch::cuda::synchronize();
+    const clock::time_point t0 = clock::now();
+    for (int i = 0; i < iters; ++i) products();
+    torch::cuda::synchronize();
+    pr.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count() / iters);
+  }
+  r.eager_free = median(ef);
+  r.replay_free = median(rf);
+  r.products = median(pr);
+  r.eager_step = median(es);
+  r.eager_wait = median(ew);
+  r.replay_step = median(rs);
+  r.replay_wait = median(rw);
+  r.replayed = s1.last().fusion.replayed_iterations - s0.last().fusion.replayed_iterations;
+  r.steps = static_cast<std::int64_t>(rounds) * (iters + 1);
+  r.host = bench::host_share(s0, s1);
+  return r;
+}
+
 int main(int argc, char** argv) {
   hotpath_tools::install_crash_backtrace();
   std::string device = torch::cuda::is_available() ? "cuda" : "cpu";
@@ -244,6 +387,9 @@ int main(int argc, char** argv) {
     results.push_back(measure_replayed(replayed, rounds, iters));
   }
 
+  std::optional<SyncedSplit> synced;
+  if (cuda) synced = measure_synced(std::max(2, rounds / 2), iters);
+
   std::printf(
       "\ndevice: %s%s, LibTorch %s, %d rounds x %d iterations each side, medians\n", device.c_str(),
       cuda ? (" (" + std::string(torch::cuda::device_count() > 0 ? "GPU" : "") + ")").c_str() : "",
@@ -263,6 +409,22 @@ int main(int argc, char** argv) {
   for (const auto& r : results) {
     if (r.host.ops > 0)
       std::printf("%s: %s\n", r.name.c_str(), bench::host_share_text(r.host).c_str());
+  }
+  if (synced) {
+    const SyncedSplit& y = *synced;
+    std::printf(
+        "\nMLP+AdamW step (1024-4096-1024, batch 256) with loss.item() after the forward pass, "
+        "medians in us:\n"
+        "  plain eager: step %.1f = host %.1f + waiting in item() %.1f\n"
+        "  replayed:    step %.1f = host %.1f + waiting in item() %.1f  (%.2fx; %lld of %lld steps "
+        "replayed)\n  replayed, %s\n"
+        "  without item(), a step (a block over its steps): plain eager %.1f, replayed %.1f; its "
+        "five matrix products alone %.1f (%lld of %lld steps replayed)\n",
+        y.eager_step, y.eager_step - y.eager_wait, y.eager_wait, y.replay_step,
+        y.replay_step - y.replay_wait, y.replay_wait, y.eager_step / y.replay_step,
+        static_cast<long long>(y.replayed), static_cast<long long>(y.steps),
+        bench::host_share_text(y.host).c_str(), y.eager_free, y.replay_free, y.products,
+        static_cast<long long>(y.replayed_free), static_cast<long long>(y.steps));
   }
   if (!csv.empty()) {
     std::ofstream f(csv);
