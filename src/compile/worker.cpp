@@ -10,6 +10,21 @@
 #include "common/log.h"
 
 namespace hotpath::detail {
+namespace {
+
+// Made in each thread that starts a worker; in the process's main thread its destruction, as the
+// process exits, stops both workers: the main thread's thread-local objects are destroyed before
+// any static one.
+struct ExitGuard {
+  ~ExitGuard() {
+    if (getpid() != static_cast<pid_t>(syscall(SYS_gettid))) return;
+    CompileWorker::instance().stop();
+    CompileWorker::side().stop();
+  }
+};
+thread_local ExitGuard exit_guard;
+
+}  // namespace
 
 CompileWorker& CompileWorker::instance() {
   static CompileWorker worker;
@@ -27,7 +42,8 @@ void* CompileWorker::entry(void* self) {
 }
 
 void CompileWorker::start_locked() {
-  if (started_) return;
+  if (started_ || stopped_) return;
+  (void)&exit_guard;  // made in this thread (see ExitGuard)
   // NVRTC recurses deeply on long expressions; the default thread stack is not always enough.
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -45,6 +61,7 @@ void CompileWorker::start() {
 
 void CompileWorker::submit(std::function<void()> job) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return;  // the process is exiting
   start_locked();
   jobs_.push_back(std::move(job));
   cv_.notify_one();
@@ -78,14 +95,23 @@ void CompileWorker::run() {
   }
 }
 
-CompileWorker::~CompileWorker() {
+void CompileWorker::stop() {
+  bool join = false;
+  std::deque<std::function<void()>> dropped;  // destroyed outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
     stop_ = true;
-    jobs_.clear();
+    dropped.swap(jobs_);
     cv_.notify_all();
+    join = started_;
+    started_ = false;
   }
-  if (started_) pthread_join(thread_, nullptr);
+  if (join) pthread_join(thread_, nullptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_cv_.notify_all();  // drain() returns: nothing is left to run
 }
+
+CompileWorker::~CompileWorker() { stop(); }
 
 }  // namespace hotpath::detail

@@ -1,7 +1,7 @@
 // Background threads that compile kernels, so that the training loop keeps running eagerly while
 // NVRTC works. Each worker runs its jobs in submission order: instance() builds plans, side()
 // the interpreter kernel, which takes seconds to compile where no prebuilt copy fits and must not
-// hold up the plans behind it.
+// hold up the plans behind it. Both stop as the process's main thread exits (stop()).
 #pragma once
 
 #include <pthread.h>
@@ -22,6 +22,12 @@ class CompileWorker {
   void start();
   // Blocks until every job submitted so far has finished (tests, shutdown).
   void drain();
+  // Drops the jobs not started, waits for the one running and ends the thread; later jobs are
+  // dropped. Both workers stop so as the process's main thread exits, before any static object
+  // is destroyed: a job still running then would otherwise go on among destroyed objects (the
+  // workers' own destructors run only after those constructed after them, in the job among
+  // them).
+  void stop();
   ~CompileWorker();
 
  private:
@@ -37,6 +43,7 @@ class CompileWorker {
   bool stop_ = false;
   pthread_t thread_{};
   bool started_ = false;
+  bool stopped_ = false;  // stop(): no thread, jobs dropped
 };
 
 }  // namespace hotpath::detail
