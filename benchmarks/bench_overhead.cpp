@@ -135,18 +135,24 @@ Result measure_fused(const Workload& w, bool cuda, int rounds, int iters) {
   return r;
 }
 
+// Replay on, measured here rather than judged, with the host profile (a few clock reads an op:
+// what the hook itself takes, and where).
+hotpath::Config replay_measured() {
+  hotpath::Config c;
+  c.threshold = 10;
+  c.remember = false;
+  c.revert_window = 1000000;
+  c.stand_aside = false;
+  c.replay = true;
+  c.host_profile = true;
+  return c;
+}
+
 // The step replayed as CUDA graphs (its own kernels compiled, Config::replay): the host's time
 // until the step's body returns, its GPU work queued, against plain eager's (under Pause), in
 // interleaved blocks. Over the ops, that is what an op costs the host while replaying.
 Result measure_replayed(const Workload& w, int rounds, int iters) {
-  hotpath::Config c;
-  c.threshold = 10;
-  c.remember = false;
-  c.revert_window = 1000000;  // measured here, not judged
-  c.stand_aside = false;
-  c.replay = true;
-  c.host_profile = true;  // a few clock reads an op: what the hook itself takes, and where
-  hotpath::enable_hot_path_detection(c);
+  hotpath::enable_hot_path_detection(replay_measured());
   for (int i = 0; i < 20; ++i) {
     w.iteration();
     hotpath::step();
@@ -244,14 +250,7 @@ SyncedSplit measure_synced(int rounds, int iters) {
     per_step.push_back(std::chrono::duration<double, std::micro>(clock::now() - start).count() /
                        iters);
   };
-  hotpath::Config c;
-  c.threshold = 10;
-  c.remember = false;
-  c.revert_window = 1000000;  // measured here, not judged
-  c.stand_aside = false;
-  c.replay = true;
-  c.host_profile = true;
-  hotpath::enable_hot_path_detection(c);
+  hotpath::enable_hot_path_detection(replay_measured());
   std::vector<double> es, ew, rs, rw;
   block(rs, rw, true);
   hotpath::wait_for_compilation();
