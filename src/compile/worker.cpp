@@ -12,9 +12,9 @@
 namespace hotpath::detail {
 namespace {
 
-// Made in each thread that starts a worker; in the process's main thread its destruction, as the
-// process exits, stops both workers: the main thread's thread-local objects are destroyed before
-// any static one.
+// Made in each thread that submits to a worker or starts it; in the process's main thread its
+// destruction, as the process exits, stops both workers: the main thread's thread-local objects
+// are destroyed before any static one.
 struct ExitGuard {
   ~ExitGuard() {
     if (getpid() != static_cast<pid_t>(syscall(SYS_gettid))) return;
@@ -42,8 +42,8 @@ void* CompileWorker::entry(void* self) {
 }
 
 void CompileWorker::start_locked() {
-  if (started_ || stopped_) return;
   (void)&exit_guard;  // made in this thread (see ExitGuard)
+  if (started_ || stopped_) return;
   // NVRTC recurses deeply on long expressions; the default thread stack is not always enough.
   pthread_attr_t attr;
   pthread_attr_init(&attr);

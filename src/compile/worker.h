@@ -23,7 +23,7 @@ class CompileWorker {
   // Blocks until every job submitted so far has finished (tests, shutdown).
   void drain();
   // Drops the jobs not started, waits for the one running and ends the thread; later jobs are
-  // dropped. Both workers stop so as the process's main thread exits, before any static object
+  // dropped. Both workers stop when the process's main thread exits, before any static object
   // is destroyed: a job still running then would otherwise go on among destroyed objects (the
   // workers' own destructors run only after those constructed after them, in the job among
   // them).
