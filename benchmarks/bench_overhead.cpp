@@ -267,13 +267,15 @@ SyncedSplit measure_synced(int rounds, int iters) {
   }
   const hotpath::Stats s1 = hotpath::stats();
   SyncedSplit r;
-  // Replayed iterations since `s` over all signatures (the step with and without item() are two).
-  auto replayed_since = [](const hotpath::Stats& s) {
+  // Iterations replayed between two snapshots, over all signatures (the step with and without
+  // item() are two).
+  auto replayed_between = [](const hotpath::Stats& a, const hotpath::Stats& b) {
     std::int64_t n = 0;
-    for (const auto& sig : hotpath::stats().signatures) n += sig.fusion.replayed_iterations;
-    for (const auto& sig : s.signatures) n -= sig.fusion.replayed_iterations;
+    for (const auto& sig : b.signatures) n += sig.fusion.replayed_iterations;
+    for (const auto& sig : a.signatures) n -= sig.fusion.replayed_iterations;
     return n;
   };
+  r.replayed = replayed_between(s0, s1);
   std::vector<double> ef, rf;
   // Without item() the step is another signature: it turns hot, compiles and is captured first.
   free_block(rf, true);
@@ -288,7 +290,7 @@ SyncedSplit measure_synced(int rounds, int iters) {
     }
     free_block(rf, true);
   }
-  r.replayed_free = replayed_since(s2);
+  r.replayed_free = replayed_between(s2, hotpath::stats());
   hotpath::disable_hot_path_detection();
   // The products of a step: forward h = x W1^T, out = g(h) W2^T; backward dW2 = dout^T g(h),
   // dg = dout W2, dW1 = dh^T x (x needs no gradient).
@@ -317,7 +319,6 @@ SyncedSplit measure_synced(int rounds, int iters) {
   r.eager_wait = median(ew);
   r.replay_step = median(rs);
   r.replay_wait = median(rw);
-  r.replayed = s1.last().fusion.replayed_iterations - s0.last().fusion.replayed_iterations;
   r.steps = static_cast<std::int64_t>(rounds) * (iters + 1);
   r.host = bench::host_share(s0, s1);
   return r;
