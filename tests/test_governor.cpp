@@ -4,6 +4,7 @@
 // the same cache directory) picks up the verdicts. (How sure a verdict is: test_governor_evidence.)
 #include <dirent.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "governor_support.h"
@@ -231,6 +232,24 @@ TEST_CASE("a win is judged against eager timed in a warm process, not its first 
   loop.cold_ms = 8.0;
   loop.run(100);
   check_kept(10.0, 6.0);  // not 18 ms: that would claim 3x where the loop gains 1.67x
+  // Nor are they charged to hotpath in the totals: the iterations before hot (threshold 5) stand
+  // apart, as they ran, on both sides.
+  const auto rep = hotpath::report();
+  const auto* r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  const std::string text = hotpath::format_report(*r);
+  INFO(text);
+  CHECK(r->before_hot_iterations >= 3);
+  CHECK(r->before_hot_iterations <= 5);
+  CHECK(r->before_hot_ms == Approx(18.0 * static_cast<double>(r->before_hot_iterations)));
+  CHECK(text.find("Before hot (first " + std::to_string(r->before_hot_iterations) + " iters):") !=
+        std::string::npos);
+  const double eager =
+      r->before_hot_ms + 10.0 * static_cast<double>(r->warmup_iterations + r->steady_iterations);
+  const double ran = r->before_hot_ms + r->warmup_ms + r->steady_ms;
+  char overall[64];
+  std::snprintf(overall, sizeof overall, "COMPILE WINS (%.2fx faster overall)", eager / ran);
+  CHECK(text.find(overall) != std::string::npos);
   hotpath::disable_hot_path_detection();
 }
 
@@ -392,6 +411,36 @@ TEST_CASE("a winner that has not repaid its compile yet says so", "[governor][re
     CHECK(text.find("VERDICT: COMPILE WINS (1.16x faster overall) · steady state 1.25x · "
                     "break-even at iteration 12") != std::string::npos);
   }
+}
+
+TEST_CASE("a process's slow start before hot is not charged to the compile", "[governor][report]") {
+  // The MLP example on an H200 read "1.01x faster overall" beside a steady 2.82x: its first
+  // iterations (CUDA's context, cuBLAS's handles) took longer than the eager median times their
+  // number, and the difference went on hotpath's side of the totals.
+  hotpath::SignatureReport r;
+  r.hex = "0123abcd";
+  r.ops_per_iteration = 10;
+  r.iterations = r.timed_iterations = 40;
+  r.hot_at_iteration = 10;
+  r.first_fused_iteration = 12;
+  r.eager_median_ms = 1.0;
+  r.fused_median_ms = 0.5;
+  r.before_hot_iterations = 10;
+  r.before_hot_ms = 9 * 1.0 + 30.0;  // the first iteration: 31 ms
+  r.warmup_iterations = 2;
+  r.warmup_ms = 2 * 1.0 + 3.0;  // the loop waited 3 ms for the compile
+  r.steady_iterations = 28;
+  r.steady_ms = 28 * 0.5;
+  r.break_even_projected = r.break_even_actual = 18;
+  r.verdict = hotpath::Verdict::CompileWins;
+  const std::string text = hotpath::format_report(r);
+  INFO(text);
+  // (39 + 30) / (39 + 5 + 14) = 1.19x; charging the 30 ms start would read 0.69x.
+  CHECK(text.find("VERDICT: COMPILE WINS (1.19x faster overall) · steady state 2.00x · "
+                  "break-even at iteration 18") != std::string::npos);
+  CHECK(text.find("Before hot (first 10 iters):") != std::string::npos);
+  CHECK(text.find("Warm-up (2 iters from hot):") != std::string::npos);
+  CHECK(text.find("TOTAL TIME:") != std::string::npos);
 }
 
 TEST_CASE("an unmarked training loop is judged against itself without hotpath",

@@ -301,7 +301,13 @@ struct SignatureReport {
   // Eager under the hook (the iterations before the plan ran, in a process still warming up):
   // against a plain baseline, what the hook costs a loop it does not fuse. 0: not timed.
   double hooked_eager_ms = 0;
-  // Warm-up: the timed iterations before fused kernels first ran; steady: the rest.
+  // The timed iterations before the signature turned hot: they ran eagerly under the hook, and
+  // the first of them pay for the process's own start (CUDA's context, cuBLAS's handles, the
+  // allocator's first blocks) as plain eager would; the report leaves them out of its ratios.
+  std::int64_t before_hot_iterations = 0;
+  double before_hot_ms = 0;
+  // Warm-up: the timed iterations from hot until fused kernels first ran (what the compile cost
+  // the loop); steady: the rest.
   std::int64_t warmup_iterations = 0;
   double warmup_ms = 0;
   std::int64_t steady_iterations = 0;

@@ -248,11 +248,17 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     s.early.clear();
   }
   if (s.first_fused < 0) {
-    s.warm_n++;
-    s.warm_ms += ms;
     if (!p.fused && s.eager.size() < kEagerCap) s.eager.push_back(ms);
-    if (s.hot_count >= 0 && p.it.count > s.hot_count && p.it.first >= s.hot_op)
+    // After hot: the iterations that ran once hotpath knew the signature (an auto-detected loop
+    // closes its first iterations together, after more have run).
+    if (s.hot_count >= 0 && p.it.count > s.hot_count && p.it.first >= s.hot_op) {
+      s.warm_n++;
+      s.warm_ms += ms;
       s.early.push_back({p.it.count, ms});
+    } else {
+      s.cold_n++;
+      s.cold_ms += ms;
+    }
     return;
   }
   // (An iteration of the trial that ran the groups eagerly may have launched nothing: not fused.)

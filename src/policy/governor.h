@@ -218,9 +218,11 @@ class Governor {
     std::vector<double> stand_in, stand_in_eager;
     int stand_in_switch = kSwitchIterations;
     bool stand_in_judged = false;
-    // Totals of timed iterations before (warm-up) and from (steady) the first fused one.
-    std::int64_t warm_n = 0, steady_n = 0;
-    double warm_ms = 0, steady_ms = 0;
+    // Totals of timed iterations: before the signature turned hot (cold: eager, under the hook,
+    // in a process that may still be warming up), from hot to the first fused one (warm-up), and
+    // from the first fused one on (steady).
+    std::int64_t cold_n = 0, warm_n = 0, steady_n = 0;
+    double cold_ms = 0, warm_ms = 0, steady_ms = 0;
     // Break-even: samples after hot until the baseline is frozen, then a running sum.
     std::vector<Sample> early;
     double net_ms = 0;

@@ -91,6 +91,8 @@ void Governor::fill_report(const Stats& stats, Report& report) {
         r.speedup_samples_fused = s.verdict_fused;
         r.speedup_samples_eager = s.verdict_eager;
       }
+      r.before_hot_iterations = s.cold_n;
+      r.before_hot_ms = s.cold_ms;
       r.warmup_iterations = s.warm_n;
       r.warmup_ms = s.warm_ms;
       r.steady_iterations = s.steady_n;
