@@ -35,6 +35,7 @@ struct Driver {
   CUresult (*cuEventDestroy)(CUevent) = nullptr;
   CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
   CUresult (*cuEventQuery)(CUevent) = nullptr;
+  CUresult (*cuEventSynchronize)(CUevent) = nullptr;
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent) = nullptr;
   // CUDA graphs (replay): optional, replay is off without them.
   CUresult (*cuStreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,
@@ -85,6 +86,7 @@ const Driver& driver() {
         bind(lib, "cuEventCreate", d.cuEventCreate) &&
         bind(lib, "cuEventDestroy_v2", d.cuEventDestroy) &&
         bind(lib, "cuEventRecord", d.cuEventRecord) && bind(lib, "cuEventQuery", d.cuEventQuery) &&
+        bind(lib, "cuEventSynchronize", d.cuEventSynchronize) &&
         bind(lib, "cuEventElapsedTime_v2", d.cuEventElapsedTime);
     bind(lib, "cuFuncLoad", d.cuFuncLoad);
     bind(lib, "cuStreamGetCaptureInfo_v3", d.cuStreamGetCaptureInfo);
@@ -258,6 +260,10 @@ bool CudaEvent::done() const {
   if (r == CUDA_ERROR_NOT_READY) return false;
   HOTPATH_CU_CHECK(r);
   return true;
+}
+
+void CudaEvent::wait() const {
+  HOTPATH_CU_CHECK(checked_driver().cuEventSynchronize(static_cast<CUevent>(event_)));
 }
 
 float CudaEvent::elapsed_ms(const CudaEvent& start, const CudaEvent& end) {

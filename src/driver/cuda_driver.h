@@ -80,6 +80,7 @@ class CudaEvent {
   CudaEvent& operator=(const CudaEvent&) = delete;
   void record(void* stream);  // a CUstream / cudaStream_t
   bool done() const;          // the work before the record has finished
+  void wait() const;          // blocks the host until it has
   // Milliseconds between two recorded events that are both done.
   static float elapsed_ms(const CudaEvent& start, const CudaEvent& end);
 
