@@ -137,8 +137,9 @@ Result measure_fused(const Workload& w, bool cuda, int rounds, int iters) {
 
 // Replay on, measured here rather than judged, with the host profile (a few clock reads an op:
 // what the hook itself takes, and where).
-hotpath::Config replay_measured() {
+hotpath::Config replay_measured(bool fast_lane = true) {
   hotpath::Config c;
+  c.replay_fast_lane = fast_lane;
   c.threshold = 10;
   c.remember = false;
   c.revert_window = 1000000;
@@ -151,8 +152,9 @@ hotpath::Config replay_measured() {
 // The step replayed as CUDA graphs (its own kernels compiled, Config::replay): the host's time
 // until the step's body returns, its GPU work queued, against plain eager's (under Pause), in
 // interleaved blocks. Over the ops, that is what an op costs the host while replaying.
-Result measure_replayed(const Workload& w, int rounds, int iters) {
-  hotpath::enable_hot_path_detection(replay_measured());
+// `fast_lane`: Config::replay_fast_lane.
+Result measure_replayed(const Workload& w, int rounds, int iters, bool fast_lane) {
+  hotpath::enable_hot_path_detection(replay_measured(fast_lane));
   for (int i = 0; i < 20; ++i) {
     w.iteration();
     hotpath::step();
@@ -198,6 +200,11 @@ Result measure_replayed(const Workload& w, int rounds, int iters) {
 // products alone: what the GPU cannot do without, whatever the host does.
 struct SyncedSplit {
   double eager_step = 0, eager_wait = 0, replay_step = 0, replay_wait = 0;
+  // Replayed with Config::replay_fast_lane off (each replayed op recorded in full), in the same
+  // rounds.
+  double recorded_step = 0, recorded_wait = 0;
+  std::int64_t replayed_recorded = 0;
+  bench::HostShare host_recorded;
   double eager_free = 0, replay_free = 0, products = 0;
   std::int64_t replayed = 0, steps = 0, replayed_free = 0;
   bench::HostShare host;
@@ -257,15 +264,6 @@ SyncedSplit measure_synced(int rounds, int iters) {
   for (int i = 0; i < 3; ++i) block(rs, rw, true);  // the plan runs whole, then is captured
   rs.clear();
   rw.clear();
-  const hotpath::Stats s0 = hotpath::stats();
-  for (int round = 0; round < rounds; ++round) {
-    {
-      hotpath::Pause pause;
-      block(es, ew, false);
-    }
-    block(rs, rw, true);
-  }
-  const hotpath::Stats s1 = hotpath::stats();
   SyncedSplit r;
   // Iterations replayed between two snapshots, over all signatures (the step with and without
   // item() are two).
@@ -275,7 +273,27 @@ SyncedSplit measure_synced(int rounds, int iters) {
     for (const auto& sig : a.signatures) n -= sig.fusion.replayed_iterations;
     return n;
   };
-  r.replayed = replayed_between(s0, s1);
+  // A replayed block with the fast lane on or off: its steps, replayed iterations and host
+  // profile added to the kind's.
+  std::vector<double> cs, cw;
+  auto replayed_block = [&](bool fast, std::vector<double>& steps, std::vector<double>& waits,
+                            std::int64_t& replayed, bench::HostShare& host) {
+    hotpath::enable_hot_path_detection(replay_measured(fast));
+    const hotpath::Stats a = hotpath::stats();
+    block(steps, waits, true);
+    const hotpath::Stats b = hotpath::stats();
+    replayed += replayed_between(a, b);
+    bench::add_host_share(host, bench::host_share(a, b));
+  };
+  for (int round = 0; round < rounds; ++round) {
+    {
+      hotpath::Pause pause;
+      block(es, ew, false);
+    }
+    replayed_block(true, rs, rw, r.replayed, r.host);
+    replayed_block(false, cs, cw, r.replayed_recorded, r.host_recorded);
+  }
+  hotpath::enable_hot_path_detection(replay_measured());
   std::vector<double> ef, rf;
   // Without item() the step is another signature: it turns hot, compiles and is captured first.
   free_block(rf, true);
@@ -319,8 +337,9 @@ SyncedSplit measure_synced(int rounds, int iters) {
   r.eager_wait = median(ew);
   r.replay_step = median(rs);
   r.replay_wait = median(rw);
+  r.recorded_step = median(cs);
+  r.recorded_wait = median(cw);
   r.steps = static_cast<std::int64_t>(rounds) * (iters + 1);
-  r.host = bench::host_share(s0, s1);
   return r;
 }
 
@@ -384,7 +403,10 @@ int main(int argc, char** argv) {
   // 4. The whole MLP step replayed as CUDA graphs: host time until the body returns (GPU only).
   if (cuda) {
     Workload replayed{"MLP+AdamW step, replayed (host only)", mlp.iteration};
-    results.push_back(measure_replayed(replayed, rounds, iters));
+    results.push_back(measure_replayed(replayed, rounds, iters, true));
+    // ... and with each replayed op recorded in full, as before the fast lane.
+    Workload recorded{"MLP+AdamW step, replayed, no fast lane", mlp.iteration};
+    results.push_back(measure_replayed(recorded, rounds, iters, false));
   }
 
   std::optional<SyncedSplit> synced;
@@ -418,12 +440,17 @@ int main(int argc, char** argv) {
         "  plain eager: step %.1f = host %.1f + waiting in item() %.1f\n"
         "  replayed:    step %.1f = host %.1f + waiting in item() %.1f  (%.2fx; %lld of %lld steps "
         "replayed)\n  replayed, %s\n"
+        "  replayed, no fast lane: step %.1f = host %.1f + waiting in item() %.1f  (%.2fx; %lld "
+        "of %lld steps replayed)\n  replayed, no fast lane, %s\n"
         "  without item(), a step (a block over its steps): plain eager %.1f, replayed %.1f; its "
         "five matrix products alone %.1f (%lld of %lld steps replayed)\n",
         y.eager_step, y.eager_step - y.eager_wait, y.eager_wait, y.replay_step,
         y.replay_step - y.replay_wait, y.replay_wait, y.eager_step / y.replay_step,
         static_cast<long long>(y.replayed), static_cast<long long>(y.steps),
-        bench::host_share_text(y.host).c_str(), y.eager_free, y.replay_free, y.products,
+        bench::host_share_text(y.host).c_str(), y.recorded_step, y.recorded_step - y.recorded_wait,
+        y.recorded_wait, y.eager_step / y.recorded_step,
+        static_cast<long long>(y.replayed_recorded), static_cast<long long>(y.steps),
+        bench::host_share_text(y.host_recorded).c_str(), y.eager_free, y.replay_free, y.products,
         static_cast<long long>(y.replayed_free), static_cast<long long>(y.steps));
   }
   if (!csv.empty()) {

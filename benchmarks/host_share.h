@@ -34,6 +34,24 @@ inline HostShare host_share(const hotpath::Stats& a, const hotpath::Stats& b) {
   return h;
 }
 
+// Adds `d` (another stretch) to `into`, each weighed by its ops.
+inline void add_host_share(HostShare& into, const HostShare& d) {
+  const double n = into.ops + d.ops;
+  if (d.ops <= 0) return;
+  auto mix = [&](double& a, double b) { a = (a * into.ops + b * d.ops) / n; };
+  mix(into.hook, d.hook);
+  mix(into.below, d.below);
+  mix(into.record, d.record);
+  mix(into.flow, d.flow);
+  mix(into.guard, d.guard);
+  mix(into.defer, d.defer);
+  mix(into.launch, d.launch);
+  mix(into.copies, d.copies);
+  mix(into.graphs, d.graphs);
+  mix(into.commit, d.commit);
+  into.ops = n;
+}
+
 inline std::string host_share_text(const HostShare& h) {
   char line[512];
   std::snprintf(line, sizeof line,

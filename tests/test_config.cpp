@@ -50,6 +50,8 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   EnvVar g("HOTPATH_REPLAY", "0");
   CHECK(defaults.replay_graph_ops == 16);
   EnvVar o("HOTPATH_REPLAY_GRAPH_OPS", "0");  // one graph per stretch
+  CHECK(defaults.replay_fast_lane);
+  EnvVar fl("HOTPATH_REPLAY_FAST_LANE", "0");
   CHECK_FALSE(defaults.host_profile);
   EnvVar h("HOTPATH_HOST_PROFILE", "1");
   const auto c = hotpath::config_from_env(defaults);
@@ -60,6 +62,7 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   CHECK_FALSE(c.compile_kernels);
   CHECK_FALSE(c.replay);
   CHECK(c.replay_graph_ops == 0);
+  CHECK_FALSE(c.replay_fast_lane);
   CHECK(c.host_profile);
 }
 

@@ -68,6 +68,10 @@ struct Config {
   // pending), each launched as soon as the host has gone through its ops, so that the GPU works
   // while the host goes on; 0: one graph per stretch. HOTPATH_REPLAY_GRAPH_OPS.
   int replay_graph_ops = 16;
+  // The replay fast lane: an op of a replayed iteration is guarded against the capture without a
+  // record of it being built (its metadata hashed, its data flow looked up, the plan's key kept);
+  // off, replayed ops are recorded as every other op is. HOTPATH_REPLAY_FAST_LANE (0/1).
+  bool replay_fast_lane = true;
   // Time what the hook itself costs the host per op (a few clock reads an op): stats() then says
   // how long the ops it saw spent in hotpath, apart from the ATen work it ran below itself.
   // HOTPATH_HOST_PROFILE (0/1).
@@ -78,9 +82,9 @@ struct Config {
 // (trace|debug|info|warn|error|off), HOTPATH_FUSE (0/1), HOTPATH_FUSE_CPU (0/1) and
 // HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1), HOTPATH_REVERT_WINDOW, HOTPATH_REVERT_MARGIN,
 // HOTPATH_REMEMBER (0/1), HOTPATH_COMPILE_KERNELS (0/1), HOTPATH_STAND_ASIDE (0/1) and
-// HOTPATH_REPLAY (0/1), HOTPATH_HOST_PROFILE (0/1) on top of
-// `base`. Throws hotpath::Error
-// on a value it cannot use, naming the variable and the value.
+// HOTPATH_REPLAY (0/1), HOTPATH_REPLAY_GRAPH_OPS, HOTPATH_REPLAY_FAST_LANE (0/1),
+// HOTPATH_HOST_PROFILE (0/1) on top of `base`. Throws hotpath::Error on a value it cannot use,
+// naming the variable and the value.
 Config config_from_env(Config base = Config{});
 
 // Starts intercepting the ATen ops of the calling thread (and the autograd work it launches).

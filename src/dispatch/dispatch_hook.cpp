@@ -162,50 +162,82 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   return it->second;
 }
 
-std::uint64_t hash_meta(std::uint64_t h, TensorMeta& m, const at::TensorBase& t) {
-  m.defined = t.defined();
-  if (!m.defined) return hash_combine(h, 0x5a);
-  m.dtype = t.scalar_type();
-  m.device = t.device();
-  h = hash_combine(h, static_cast<std::uint64_t>(m.dtype));
-  h = hash_combine(h, static_cast<std::uint64_t>(m.device.type()) * 256 +
-                          static_cast<std::uint64_t>(m.device.index() + 1));
+// Hashes a tensor's metadata; fills `m` with it unless it is null (the fast lane keeps none).
+std::uint64_t hash_meta(std::uint64_t h, TensorMeta* m, const at::TensorBase& t) {
+  const bool defined = t.defined();
+  if (m != nullptr) m->defined = defined;
+  if (!defined) return hash_combine(h, 0x5a);
+  const c10::ScalarType dtype = t.scalar_type();
+  const c10::Device device = t.device();
+  if (m != nullptr) {
+    m->dtype = dtype;
+    m->device = device;
+  }
+  h = hash_combine(h, static_cast<std::uint64_t>(dtype));
+  h = hash_combine(h, static_cast<std::uint64_t>(device.type()) * 256 +
+                          static_cast<std::uint64_t>(device.index() + 1));
   if (t.layout() != c10::kStrided)
     return hash_combine(h, 0x1000 + static_cast<std::uint64_t>(t.layout()));
   const auto sizes = t.sizes();
   const auto strides = t.strides();
-  m.sizes.assign(sizes.begin(), sizes.end());
-  m.strides.assign(strides.begin(), strides.end());
-  // The storage offset is kept but not hashed: kernels index from the data pointer, which
-  // includes it, so a batch sliced from a larger tensor at another place each step is the same
-  // op (alignment, which vector loads need, is checked at each launch).
-  m.storage_offset = t.storage_offset();
+  if (m != nullptr) {
+    m->sizes.assign(sizes.begin(), sizes.end());
+    m->strides.assign(strides.begin(), strides.end());
+    // The storage offset is kept but not hashed: kernels index from the data pointer, which
+    // includes it, so a batch sliced from a larger tensor at another place each step is the same
+    // op (alignment, which vector loads need, is checked at each launch).
+    m->storage_offset = t.storage_offset();
+  }
   h = hash_combine(h, sizes.size());
   for (auto s : sizes) h = hash_combine(h, static_cast<std::uint64_t>(s));
   for (auto s : strides) h = hash_combine(h, static_cast<std::uint64_t>(s));
   return h;
 }
 
+// Where hash_input puts the tensors it meets: a record's inputs (RecordInputs), or the fast
+// lane's (FastInputs, no metadata kept). Both hash alike.
+struct RecordInputs {
+  OpRecord& rec;
+  TensorPtrs& tensors;
+  bool& reads_param() { return rec.reads_param; }
+  bool& writes_param() { return rec.writes_param; }
+  TensorMeta* add(const at::TensorBase& t, std::int32_t arg, bool written) {
+    rec.inputs.emplace_back();
+    rec.inputs.back().argument = arg;
+    rec.inputs.back().written = written;
+    tensors.push_back(&t);
+    return &rec.inputs.back().meta;
+  }
+};
+struct FastSink {
+  FastInputs& in;
+  bool& reads_param() { return in.reads_param; }
+  bool& writes_param() { return in.writes_param; }
+  TensorMeta* add(const at::TensorBase& t, std::int32_t arg, bool written) {
+    in.tensors.push_back(&t);
+    in.argument.push_back(arg);
+    in.written.push_back(written ? 1 : 0);
+    return nullptr;
+  }
+};
+
+template <class Sink>
 std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg, bool scalar,
-                         bool position, bool written, OpRecord& rec, TensorPtrs& tensors) {
+                         bool position, bool written, Sink& sink) {
   if (v.isTensor()) {
     // A leaf that requires grad: a parameter (a loss that requires grad is no leaf: its item()
     // or detach() after the optimizer step is not a forward pass).
     const at::TensorBase& t = v.toTensor();
     if (t.requires_grad() && t.is_leaf()) {
-      rec.reads_param = true;
-      rec.writes_param = rec.writes_param || written;
+      sink.reads_param() = true;
+      sink.writes_param() = sink.writes_param() || written;
       if (t.has_storage()) note_param_storage(t.storage());
-    } else if (written && !rec.writes_param && t.has_storage()) {
+    } else if (written && !sink.writes_param() && t.has_storage()) {
       // An optimizer may update a parameter through p.data() (LibTorch's SGD does): an alias
       // that does not require grad, on the parameter's storage.
-      rec.writes_param = param_storage(t.storage().unsafeGetStorageImpl());
+      sink.writes_param() = param_storage(t.storage().unsafeGetStorageImpl());
     }
-    rec.inputs.emplace_back();
-    rec.inputs.back().argument = arg;
-    rec.inputs.back().written = written;
-    tensors.push_back(&v.toTensor());
-    return hash_meta(hash_combine(h, 0x7e), rec.inputs.back().meta, v.toTensor());
+    return hash_meta(hash_combine(h, 0x7e), sink.add(v.toTensor(), arg, written), v.toTensor());
   }
   if (scalar && (v.isScalar() || v.isNone())) {
     // The value is a run-time argument; only its kind is structural.
@@ -217,8 +249,7 @@ std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg
   if (v.isList()) {
     const auto list = v.toListRef();
     h = hash_combine(h, 0x1157 + list.size());
-    for (const c10::IValue& e : list)
-      h = hash_input(h, e, arg, false, false, written, rec, tensors);
+    for (const c10::IValue& e : list) h = hash_input(h, e, arg, false, false, written, sink);
     return h;
   }
   if (position && (v.isInt() || v.isSymInt() || v.isNone()))
@@ -279,14 +310,14 @@ std::uint64_t hash_outputs(std::uint64_t h, const OpInfo& info, const torch::jit
     if (r.isTensor()) {
       rec.outputs.emplace_back();
       rec.output_alias.push_back(info.return_alias[i]);
-      h = hash_meta(h, rec.outputs.back(), r.toTensor());
+      h = hash_meta(h, &rec.outputs.back(), r.toTensor());
       outputs.push_back(&r.toTensor());
     } else if (r.isList()) {
       for (const c10::IValue& e : r.toListRef()) {
         if (!e.isTensor()) continue;
         rec.outputs.emplace_back();
         rec.output_alias.push_back(-1);
-        h = hash_meta(h, rec.outputs.back(), e.toTensor());
+        h = hash_meta(h, &rec.outputs.back(), e.toTensor());
         outputs.push_back(&e.toTensor());
       }
     }
@@ -339,6 +370,29 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const OpInfo& info = op_info(op);
   const auto& schema = op.schema();
   const std::size_t nargs = schema.arguments().size();
+  if (session->fast_lane_open() && !back_from_plain && !back_from_aside) {
+    // A replayed iteration: guarded against its capture with no record built.
+    thread_local FastInputs fast;
+    fast.clear();
+    FastSink sink{fast};
+    std::uint64_t h = info.name_hash;
+    const auto args = torch::jit::last(*stack, nargs);
+    for (std::size_t i = 0; i < nargs; ++i) {
+      h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
+                     info.position_argument[i], info.written[i], sink);
+    }
+    fast.input_key = h;
+    fast.name_key = info.name_hash;
+    fast.grad_enabled = c10::GradMode::is_enabled();
+    host_lap(kRecordPart);
+    if (session->fast_op(op, keys & below, stack, fast, owner)) {
+      if (laps) {
+        laps->lap(kOtherPart);
+        session->add_host(*laps);
+      }
+      return;
+    }
+  }
   // The record to fill: one the recorder handed back for reuse (see OpRing::push_back).
   thread_local std::unique_ptr<OpRecord> spare;
   std::unique_ptr<OpRecord> owned = std::move(spare);
@@ -356,9 +410,10 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   {
     const auto args = torch::jit::last(*stack, nargs);
     rec.args.reserve(nargs);
+    RecordInputs sink{rec, inputs};
     for (std::size_t i = 0; i < nargs; ++i) {
       h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
-                     info.position_argument[i], info.written[i], rec, inputs);
+                     info.position_argument[i], info.written[i], sink);
       // Lists of numbers are kept (a reduction's dims); lists that may hold tensors are not, nor
       // objects (a collective's process group: a record must not keep it alive).
       const c10::IValue& a = args[i];
@@ -440,6 +495,25 @@ const TensorPtrs& OpCall::finish() {
   rec.key = rec.planned_key != 0 ? rec.planned_key : h;
   if (rec.planned_key != 0 && !rec.output_alias.empty()) rec.output_alias[0] = rec.planned_alias;
   return outputs_;
+}
+
+std::uint64_t fast_outputs(std::uint64_t input_key, const c10::OperatorHandle& op,
+                           const torch::jit::Stack& stack, TensorPtrs& outputs, bool hash) {
+  std::uint64_t h = input_key;
+  const std::size_t nret = op.schema().returns().size();
+  for (const c10::IValue& r : torch::jit::last(stack, nret)) {
+    if (r.isTensor()) {
+      if (hash) h = hash_meta(h, nullptr, r.toTensor());
+      outputs.push_back(&r.toTensor());
+    } else if (r.isList()) {
+      for (const c10::IValue& e : r.toListRef()) {
+        if (!e.isTensor()) continue;
+        if (hash) h = hash_meta(h, nullptr, e.toTensor());
+        outputs.push_back(&e.toTensor());
+      }
+    }
+  }
+  return h;
 }
 
 std::string hook_key_conflict(bool foreign_fallback, bool included_by_others) {

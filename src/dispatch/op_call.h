@@ -59,12 +59,48 @@ class OpCall {
   TensorPtrs outputs_;
 };
 
+// An op of a replayed iteration as the hook sees it on the fast lane (OpSink::fast_op): no
+// record, only what guarding it against the capture needs. `input_key` is OpRecord::input_key's
+// hash of the same op; the tensors are in the order a record would list them.
+struct FastInputs {
+  std::uint64_t input_key = 0;
+  std::uint64_t name_key = 0;
+  TensorPtrs tensors;
+  c10::SmallVector<std::int32_t, 8> argument;  // per tensor: its schema argument
+  c10::SmallVector<std::uint8_t, 8> written;   // per tensor: the schema marks it mutated
+  bool grad_enabled = true;
+  bool reads_param = false;
+  bool writes_param = false;
+  void clear() {
+    input_key = name_key = 0;
+    tensors.clear();
+    argument.clear();
+    written.clear();
+    grad_enabled = true;
+    reads_param = writes_param = false;
+  }
+};
+
+// After an op of the fast lane ran: its output tensors, in the order OpCall::finish lists them;
+// with `hash`, returns the key a record of it would get (OpRecord::key) from its input_key.
+std::uint64_t fast_outputs(std::uint64_t input_key, const c10::OperatorHandle& op,
+                           const torch::jit::Stack& stack, TensorPtrs& outputs, bool hash);
+
 // Where an attached thread's ops go (the session). Called on the owner thread and on autograd
 // threads working for it, with the hook's key excluded.
 class OpSink {
  public:
   virtual ~OpSink() = default;
   virtual void on_op(OpCall& call) = 0;
+  // While a replayed iteration is under way: the hook offers each op here first, with no record
+  // built. True: the op was handled whole (its outputs are on the stack). False: nothing was done;
+  // the op goes to on_op as any other. `owner`: on the thread that enabled hotpath.
+  virtual bool fast_lane_open() const { return false; }
+  virtual bool fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
+                       torch::jit::Stack* stack, const FastInputs& in, bool owner) {
+    (void)op, (void)below, (void)stack, (void)in, (void)owner;
+    return false;
+  }
 
   // Config::host_profile: the hook times each op's parts (host_laps.h) and adds them up, over
   // every thread working for the owner.

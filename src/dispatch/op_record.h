@@ -89,6 +89,10 @@ struct OpRecord {
   // recorded as the plan has it, so that the iteration keeps the plan's signature.
   std::uint64_t planned_key = 0;
   std::int32_t planned_alias = -1;
+  // Kept by the recorder for an op of a replayed iteration that took the fast lane
+  // (Recorder::commit_fast): its operator, key and grad mode only; no inputs, arguments or
+  // outputs. An iteration with such records is never hashed or traced from them.
+  bool light = false;
 
   // Empty again for another op; the inline buffers stay.
   void clear() {
@@ -98,6 +102,7 @@ struct OpRecord {
     grad_enabled = true;
     reads_param = false;
     writes_param = false;
+    light = false;
     inputs.clear();
     args.clear();
     outputs.clear();

@@ -90,18 +90,26 @@ bool Executor::try_arm() {
   iter_start_ = pos.next_op;
   iteration_ = pos.iterations + 1;
   outside_.clear();
-  mode_ = Mode::kPlan;
+  set_mode(Mode::kPlan);
   if (config_.replay) arm_replay(plan);
   return true;
 }
 
 bool Executor::guard(const PlanOp& p, const OpRecord& rec, bool check_key) {
-  if ((check_key && rec.input_key != p.input_key) || rec.inputs.size() != p.refs.size())
-    return false;
+  if (check_key && rec.input_key != p.input_key) return false;
+  return guard_flow(
+      p, rec.inputs.size(), [&](std::size_t k) { return rec.inputs[k].meta.defined; },
+      [&](std::size_t k) { return rec.inputs[k].ref; });
+}
+
+bool Executor::guard_flow(const PlanOp& p, std::size_t inputs,
+                          c10::function_ref<bool(std::size_t)> defined,
+                          c10::function_ref<ValueRef(std::size_t)> ref) {
+  if (inputs != p.refs.size()) return false;
   for (std::size_t k = 0; k < p.refs.size(); ++k) {
-    if (!rec.inputs[k].meta.defined) continue;
+    if (!defined(k)) continue;
     const ValueRef e = p.refs[k];
-    const ValueRef a = rec.inputs[k].ref;
+    const ValueRef a = ref(k);
     if (e.producer >= 0) {
       if (a.producer != iter_start_ + e.producer || a.output != e.output) return false;
     } else {
@@ -195,6 +203,10 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
 }
 
 void Executor::diverge(const std::string& why) {
+  if (mode_ == Mode::kReplay) {
+    recorder_.note_replayed(iter_start_, static_cast<std::int64_t>(armed_->ops.size()),
+                            armed_->signature, /*left=*/true);
+  }
   if (mode_ != Mode::kPlan) leave_replay(why);
   materialize_all();
   restore_unwritten(true);  // the op that left the plan may read a value a kernel skipped
@@ -464,7 +476,12 @@ void Executor::materialize_all() {
 void Executor::complete_iteration() {
   materialize_all();  // empty unless a group's kernel could not run
   if (mode_ == Mode::kCapture) armed_->replay->end_capture();
-  if (mode_ == Mode::kReplay) armed_->replay->end_replay();
+  if (mode_ == Mode::kReplay) {
+    armed_->replay->end_replay();
+    // Its ops that took the fast lane left the recorder no record to hash: it has the plan's.
+    recorder_.note_replayed(iter_start_, static_cast<std::int64_t>(armed_->ops.size()),
+                            armed_->signature, /*left=*/false);
+  }
   ++armed_->fused_iterations;
   ++armed_->steady;
   completed_[completed_next_++ % std::size(completed_)] =
@@ -541,7 +558,7 @@ void Executor::run_eager(const std::vector<const Deferred*>& members,
 void Executor::disarm() {
   if (!armed_) return;
   const std::shared_ptr<Plan> plan = std::move(armed_);  // leaves armed_ empty
-  mode_ = Mode::kPlan;
+  set_mode(Mode::kPlan);
   if (plan->reverted && plan->replay) drop_replay(*plan, "");
   uncount_if_reverted(*plan);
 }

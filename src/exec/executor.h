@@ -13,6 +13,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 #include <c10/util/flat_hash_map.h>
 
@@ -87,6 +88,18 @@ class Executor {
   // `inputs`: the op's input tensors, in rec.inputs order.
   bool intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
                  OpRecord& rec, const TensorPtrs& inputs);
+  // The replay fast lane (OpSink::fast_op): an op of a replayed iteration, past its first, with
+  // no record. Refused (kDeclined, nothing done) unless the full path would take it the same
+  // way: the op the plan has next, its inputs' metadata and arguments (in.input_key), their data
+  // flow (as the recorder resolves it) and where the capture had them. kHandled: its outputs
+  // are on the stack; kEager: run it below the hook (a view, or one the host waits on). `key`:
+  // the record key the plan has for it.
+  enum class Fast { kDeclined, kHandled, kEager };
+  Fast fast_replay(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                   torch::jit::Stack* stack, const FastInputs& in, std::uint64_t& key);
+  // Whether an iteration is being replayed, its ops offered to the fast lane (lock-free, for the
+  // hook; Config::replay_fast_lane).
+  bool replaying() const { return replaying_.load(std::memory_order_relaxed); }
   // An explicit iteration boundary (step(), Iteration scope) is about to be recorded.
   void on_boundary();
   // Materialises anything pending (and computes skipped values still held) and disarms
@@ -190,6 +203,9 @@ class Executor {
   void prepare_verify(const PlanGroup& g, LaunchArgs& l);
   void verify(PlanGroup& g, const std::vector<Deferred*>& members, LaunchArgs& l);
   bool guard(const PlanOp& p, const OpRecord& rec, bool check_key);
+  // The guard's data flow check: `ref(k)` is input k's value, `defined(k)` whether it is one.
+  bool guard_flow(const PlanOp& p, std::size_t inputs, c10::function_ref<bool(std::size_t)> defined,
+                  c10::function_ref<ValueRef(std::size_t)> ref);
   // Why guard refused an op of the planned name (for the divergence's log line).
   std::string mismatch(const PlanOp& p, const OpRecord& rec) const;
   // The recorded in-place op to run instead of `rec` when autograd asked for its out-of-place
@@ -262,6 +278,12 @@ class Executor {
   std::int64_t divergence_logs_ = 0;
   enum class Mode { kPlan, kObserve, kCapture, kReplay };
   Mode mode_ = Mode::kPlan;  // of the armed iteration
+  void set_mode(Mode m) {
+    mode_ = m;
+    replaying_.store(m == Mode::kReplay && armed_ != nullptr && config_.replay_fast_lane,
+                     std::memory_order_relaxed);
+  }
+  std::atomic<bool> replaying_{false};
   bool launched_ = false;    // the armed iteration has launched a kernel
   bool waited_ = false;      // ... a group ran eagerly, waiting for its kernel (no interpreter)
   bool stood_in_ = false;    // ... the interpreter ran a group whose kernel is still compiling

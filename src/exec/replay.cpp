@@ -148,10 +148,10 @@ void Replay::begin_replay(std::int64_t iter_start) {
   moved_input_.reset();
 }
 
-Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecord& rec,
-                               const TensorPtrs& inputs, const c10::OperatorHandle& op,
-                               c10::DispatchKeySet keys, torch::jit::Stack* stack,
-                               std::string& why) {
+Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const TensorPtrs& inputs,
+                               c10::ArrayRef<ValueRef> refs, c10::ArrayRef<std::uint8_t> written,
+                               const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                               torch::jit::Stack* stack, std::string& why) {
   const OpRecipe& r = ops_[index];
   if (r.kind == Kind::kView) return Step::kEager;
   if (r.kind == Kind::kLive) {
@@ -175,9 +175,9 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecor
                     [&](const auto& e) { return e.first == k; }))
       continue;
     if (data_address(*inputs[k]) != r.input_ptrs[k]) {
-      const ValueRef ref = k < rec.inputs.size() ? rec.inputs[k].ref : ValueRef{};
+      const ValueRef ref = k < refs.size() ? refs[k] : ValueRef{};
       const bool outside = ref.producer < iter_start_;
-      if (outside && !rec.inputs[k].written) moved_input_ = std::make_pair(index, k);
+      if (outside && k < written.size() && written[k] == 0) moved_input_ = std::make_pair(index, k);
       why = concat("input ", k, " (",
                    outside ? std::string("from outside the iteration")
                            : concat("output ", ref.output, " of op ", ref.producer - iter_start_),
@@ -187,10 +187,12 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecor
       return Step::kLeave;
     }
   }
+  const std::size_t nargs = op.schema().arguments().size();
+  const auto args = torch::jit::last(*stack, nargs);
   for (const auto& [a, v] : r.scalars) {
-    if (a >= rec.args.size() || !same_value(rec.args[a], v)) {
+    if (a >= args.size() || !same_value(args[a], v)) {
       why = concat("scalar argument ", a, " is ",
-                   a < rec.args.size() ? value_text(rec.args[a]) : std::string("missing"),
+                   a < args.size() ? value_text(args[a]) : std::string("missing"),
                    " where the captured iteration's was ", value_text(v));
       return Step::kLeave;
     }
@@ -203,7 +205,6 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const OpRecor
       }
     }
   }
-  const std::size_t nargs = op.schema().arguments().size();
   records_.push_back(Record{index, op, keys, {}});
   Record& d = records_.back();
   for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nargs); it != stack->end(); ++it)

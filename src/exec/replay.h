@@ -152,7 +152,10 @@ class Replay {
   // The op at `index` (guarded against the plan already). kHandled: its outputs are on the
   // stack; kEager: run it eagerly (a view, or an op the host waits on: the pending graph has
   // launched); kLeave: it differs from the captured iteration (`why`): call leave().
-  Step replay_op(std::size_t index, const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs,
+  // `inputs`: its tensors; `refs` and `written`: where each came from and whether the op writes
+  // it; its arguments are on `stack`.
+  Step replay_op(std::size_t index, const PlanOp& p, const TensorPtrs& inputs,
+                 c10::ArrayRef<ValueRef> refs, c10::ArrayRef<std::uint8_t> written,
                  const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
                  std::string& why);
   void end_replay();  // the iteration's last op: its last graph launches

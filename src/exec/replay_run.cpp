@@ -3,6 +3,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -41,7 +42,7 @@ void Executor::arm_replay(Plan& plan) {
     plan.replay_attempts = 0;
   }
   if (plan.replay && plan.replay->ready()) {
-    mode_ = Mode::kReplay;
+    set_mode(Mode::kReplay);
     plan.replay->begin_replay(iter_start_);
     return;
   }
@@ -53,7 +54,7 @@ void Executor::arm_replay(Plan& plan) {
       plan.replay->fail(concat("a capture could not start: ", e.what()));
       return;
     }
-    mode_ = Mode::kCapture;
+    set_mode(Mode::kCapture);
     tiers_final_ = false;  // the capture costs the host: not an iteration the governor judges
     log_debug(concat("hotpath: signature ", plan.hex, ": capturing iteration ", iteration_,
                      " as CUDA graphs"));
@@ -78,14 +79,21 @@ void Executor::arm_replay(Plan& plan) {
                                          config_.replay_graph_ops);
   plan.replay->set_moved(plan.replay_moved);
   plan.replay->begin_observe(iter_start_);
-  mode_ = Mode::kObserve;
+  set_mode(Mode::kObserve);
 }
 
 bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::OperatorHandle& op,
                            c10::DispatchKeySet keys, torch::jit::Stack* stack, const OpRecord& rec,
                            const TensorPtrs& inputs) {
   std::string why;
-  const Replay::Step step = armed_->replay->replay_op(index, p, rec, inputs, op, keys, stack, why);
+  c10::SmallVector<ValueRef, 8> refs;
+  c10::SmallVector<std::uint8_t, 8> written;
+  for (const TensorInput& in : rec.inputs) {
+    refs.push_back(in.ref);
+    written.push_back(in.written ? 1 : 0);
+  }
+  const Replay::Step step =
+      armed_->replay->replay_op(index, p, inputs, refs, written, op, keys, stack, why);
   if (step == Replay::Step::kLeave) {
     diverge(concat("op ", index, ": ", full_name(p.op_name, p.op_overload),
                    " differs from the captured iteration's: ", why));
@@ -95,6 +103,40 @@ bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::Operat
   if (armed_->first_fused_iteration < 0) armed_->first_fused_iteration = iteration_;
   if (cursor_ == armed_->ops.size()) complete_iteration();
   return step == Replay::Step::kHandled;
+}
+
+Executor::Fast Executor::fast_replay(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                                     torch::jit::Stack* stack, const FastInputs& in,
+                                     std::uint64_t& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The iteration's first op arms it through the full path; a guard that fails, an in-place
+  // twin (Executor::in_place_twin) or anything else out of the ordinary goes there too.
+  if (!armed_ || mode_ != Mode::kReplay || cursor_ == 0 || cursor_ >= armed_->ops.size())
+    return Fast::kDeclined;
+  const std::size_t index = cursor_;
+  const PlanOp& p = armed_->ops[index];
+  if (in.input_key != p.input_key || in.tensors.size() != p.refs.size()) return Fast::kDeclined;
+  if (std::string_view(op.schema().name()) != p.op_name ||
+      std::string_view(op.schema().overload_name()) != p.op_overload)
+    return Fast::kDeclined;
+  c10::SmallVector<ValueRef, 8> refs(in.tensors.size());
+  recorder_.resolve_fast(in.tensors, refs.data());
+  if (!guard_flow(
+          p, in.tensors.size(), [&](std::size_t k) { return in.tensors[k]->defined(); },
+          [&](std::size_t k) { return refs[k]; }))
+    return Fast::kDeclined;
+  host_lap(kGuardPart);
+  std::string why;
+  const Replay::Step step =
+      armed_->replay->replay_op(index, p, in.tensors, refs, in.written, op, keys, stack, why);
+  // The full path meets the same op in the same state and leaves the plan there, logging why.
+  if (step == Replay::Step::kLeave) return Fast::kDeclined;
+  ++cursor_;
+  key = p.key;
+  launched_ = true;
+  if (armed_->first_fused_iteration < 0) armed_->first_fused_iteration = iteration_;
+  if (cursor_ == armed_->ops.size()) complete_iteration();
+  return step == Replay::Step::kHandled ? Fast::kHandled : Fast::kEager;
 }
 
 void Executor::capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
@@ -159,7 +201,7 @@ void Executor::capture_launches(const std::vector<PlanGroup*>& groups,
 void Executor::leave_replay(const std::string& why) {
   Plan& plan = *armed_;
   const Mode mode = mode_;
-  mode_ = Mode::kPlan;
+  set_mode(Mode::kPlan);
   if (mode == Mode::kObserve) return;  // the next iteration that runs whole is captured
   if (mode == Mode::kCapture) {
     plan.replay->fail(concat("the captured iteration left the plan (", why, ")"));

@@ -54,6 +54,40 @@ void Session::on_op(OpCall& call) {
   host_lap(kCommitPart);
 }
 
+bool Session::fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
+                      torch::jit::Stack* stack, const FastInputs& in, bool owner) {
+  // What on_op would do first for the owner goes through on_op: a check after a plain block,
+  // standing aside, the governor's boundary stamp and the periodic judgement.
+  if (owner && (check_.plan || aside_due())) return false;
+  const std::int64_t index = recorder.next_index();
+  if (index == recorder.boundary_due() || (owner && index % kJudgeOps == 0)) return false;
+  std::uint64_t key = 0;
+  const Executor::Fast how = executor.fast_replay(op, below, stack, in, key);
+  if (how == Executor::Fast::kDeclined) return false;
+  host_lap(kDeferPart);
+  if (how == Executor::Fast::kEager) {
+    host_lap(kOtherPart);
+    op.redispatchBoxed(below, stack);
+    host_lap(kBelowPart);
+  }
+  // A handed-out output has the plan's metadata; an op run below the hook is hashed as it came.
+  TensorPtrs outputs;
+  const std::uint64_t h =
+      fast_outputs(in.input_key, op, *stack, outputs, how == Executor::Fast::kEager);
+  if (how == Executor::Fast::kEager) key = h;
+  Recorder::FastOp f;
+  f.name = op.schema().name();
+  f.overload = op.schema().overload_name();
+  f.key = key;
+  f.name_key = in.name_key;
+  f.grad_enabled = in.grad_enabled;
+  f.reads_param = in.reads_param;
+  f.writes_param = in.writes_param;
+  recorder.commit_fast(f, outputs);
+  host_lap(kCommitPart);
+  return true;
+}
+
 PlanControl::Run Session::ran(std::uint64_t signature, std::int64_t first) const {
   const Executor::RunInfo r = executor.ran(signature, first);
   Run run;

@@ -60,6 +60,10 @@ struct Session final : OpSink, PlanControl {
 
   // Each op of the owner thread and of autograd threads working for it (OpSink).
   void on_op(OpCall& call) override;
+  // The replay fast lane (OpSink): ops of a replayed iteration, with no record built.
+  bool fast_lane_open() const override { return executor.replaying(); }
+  bool fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below, torch::jit::Stack* stack,
+               const FastInputs& in, bool owner) override;
 
   // What the governor sees of the plans and asks of them (PlanControl).
   Run ran(std::uint64_t signature, std::int64_t first) const override;

@@ -28,6 +28,15 @@ class OpRing {
     std::swap(slots_[(head_ + size_) & mask_], rec);
     ++size_;
   }
+  // Appends the record the next slot holds (made if it has none), to be filled in place: for
+  // records the recorder writes itself (Recorder::commit_fast).
+  OpRecord& push_blank() {
+    if (size_ == slots_.size()) grow();
+    std::unique_ptr<OpRecord>& slot = slots_[(head_ + size_) & mask_];
+    if (!slot) slot = std::make_unique<OpRecord>();
+    ++size_;
+    return *slot;
+  }
   // The slot keeps its record (and its buffers) until a later push_back takes it out.
   void pop_front() {
     head_ = (head_ + 1) & mask_;

@@ -99,15 +99,16 @@ void Recorder::resolve_inputs(OpRecord& rec, c10::ArrayRef<const at::TensorBase*
   std::lock_guard<std::mutex> lock(mu_);
   resolve_locked(rec, tensors);
   if (mode_ != BoundaryMode::Explicit && config_.auto_detect_period) {
-    detect_steps(rec);
+    detect_steps(rec.name_key, rec.grad_enabled, rec.reads_param, rec.writes_param);
     publish_locked();
     // Iterations closed here reach the listeners after the op (commit): the governor's stamp of
     // the boundary at this op is taken first.
   }
 }
 
-void Recorder::detect_steps(const OpRecord& rec) {
-  if (!training_ && rec.grad_enabled && rec.reads_param) {
+void Recorder::detect_steps(std::uint64_t name_key, bool grad_enabled, bool reads_param,
+                            bool writes_param) {
+  if (!training_ && grad_enabled && reads_param) {
     // A training loop: its steps are found at its forward passes. Whatever the period detector
     // had pending is dropped (it may have locked onto a part of a step).
     training_ = true;
@@ -118,8 +119,7 @@ void Recorder::detect_steps(const OpRecord& rec) {
   if (!training_) return;
   mode_ = BoundaryMode::Auto;
   boundaries_.clear();
-  if (steps_->feed(next_, rec.name_key, rec.grad_enabled, rec.reads_param, rec.writes_param,
-                   boundaries_))
+  if (steps_->feed(next_, name_key, grad_enabled, reads_param, writes_param, boundaries_))
     ++anchors_;
   const std::int64_t history = steps_->history_start();
   for (std::int64_t b : boundaries_) {
@@ -131,18 +131,56 @@ void Recorder::detect_steps(const OpRecord& rec) {
   if (steps_->locked()) passes_per_step_ = steps_->period();
 }
 
+ValueRef Recorder::ref_of(const at::TensorBase& t) {
+  const auto it = values_.find(t.unsafeGetTensorImpl());
+  if (it != values_.end()) return it->second.ref;
+  const ValueRef ref{-(++outside_ids_), 0};
+  track(t, ref);
+  return ref;
+}
+
 void Recorder::resolve_locked(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors) {
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const at::TensorBase& t = *tensors[i];
-    if (!t.defined()) continue;
-    const auto it = values_.find(t.unsafeGetTensorImpl());
-    if (it == values_.end()) {
-      rec.inputs[i].ref = ValueRef{-(++outside_ids_), 0};
-      track(t, rec.inputs[i].ref);
-    } else {
-      rec.inputs[i].ref = it->second.ref;
-    }
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i]->defined()) rec.inputs[i].ref = ref_of(*tensors[i]);
+}
+
+void Recorder::resolve_fast(c10::ArrayRef<const at::TensorBase*> tensors, ValueRef* refs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    refs[i] = tensors[i]->defined() ? ref_of(*tensors[i]) : ValueRef{};
+}
+
+void Recorder::commit_fast(const FastOp& op, c10::ArrayRef<const at::TensorBase*> outputs) {
+  bool events = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // What resolve_inputs does before an op, then what commit does after it.
+    if (mode_ != BoundaryMode::Explicit && config_.auto_detect_period)
+      detect_steps(op.name_key, op.grad_enabled, op.reads_param, op.writes_param);
+    const std::int64_t index = next_++;
+    register_outputs(index, outputs);
+    OpRecord& r = ops_.push_blank();
+    r.clear();
+    r.light = true;
+    r.name = op.name;
+    r.overload = op.overload;
+    r.key = op.key;
+    r.name_key = op.name_key;
+    r.grad_enabled = op.grad_enabled;
+    r.reads_param = op.reads_param;
+    r.writes_param = op.writes_param;
+    last_light_ = index;
+    after_op(index, op.key, op.name_key);
+    publish_locked();
+    events = !hot_traces_.empty() || !closed_.empty();
   }
+  if (events) notify_hot();
+}
+
+void Recorder::note_replayed(std::int64_t first, std::int64_t ops, std::uint64_t signature,
+                             bool left) {
+  std::lock_guard<std::mutex> lock(mu_);
+  replayed_ = Replayed{first, ops, signature, left};
 }
 
 void Recorder::commit(std::unique_ptr<OpRecord>& rec,
@@ -160,6 +198,14 @@ void Recorder::commit(std::unique_ptr<OpRecord>& rec,
 void Recorder::commit_locked(std::unique_ptr<OpRecord>& rec,
                              c10::ArrayRef<const at::TensorBase*> outputs) {
   const std::int64_t index = next_++;
+  register_outputs(index, outputs);
+  const std::uint64_t key = rec->key;
+  const std::uint64_t name_key = rec->name_key;
+  ops_.push_back(rec);
+  after_op(index, key, name_key);
+}
+
+void Recorder::register_outputs(std::int64_t index, c10::ArrayRef<const at::TensorBase*> outputs) {
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     const at::TensorBase& t = *outputs[o];
     if (!t.defined()) continue;
@@ -172,10 +218,9 @@ void Recorder::commit_locked(std::unique_ptr<OpRecord>& rec,
     }
   }
   sweep();
-  const std::uint64_t key = rec->key;
-  const std::uint64_t name_key = rec->name_key;
-  ops_.push_back(rec);
+}
 
+void Recorder::after_op(std::int64_t index, std::uint64_t key, std::uint64_t name_key) {
   if (mode_ == BoundaryMode::Explicit) {
     if (uses_scopes_ && scope_depth_ == 0) drop_pending(next_);  // ops between Iteration scopes
     const std::int64_t pending = next_ - seg_start_;
@@ -243,8 +288,33 @@ void Recorder::close_iteration(std::int64_t end) {
       }
     }
   }
+  if (last_light_ >= seg_start_) {
+    close_replayed(end, core_end);
+    return;
+  }
   const std::uint64_t sig = iteration_signature(ops_, base_, seg_start_, core_end);
   count(sig, seg_start_, core_end, end);
+  start_iteration_at(end);
+}
+
+void Recorder::close_replayed(std::int64_t end, std::int64_t core_end) {
+  // Ops of a replayed iteration took the fast lane: there are no records to hash, and the
+  // executor said which plan's iteration it was. One it did not speak of is dropped.
+  const Replayed r = replayed_;
+  if (r.first != seg_start_ || r.first + r.ops != core_end) {
+    drop_pending(end);
+    return;
+  }
+  if (!r.left) {
+    count(r.signature, seg_start_, core_end, end);
+  } else {
+    // It left the plan part-way and finished eagerly: not an iteration of the plan's signature
+    // (its ops were not all the plan's), but for the governor a sample of that plan, as any
+    // iteration that leaves a plan is (Governor::on_iteration).
+    const auto it = index_.find(r.signature);
+    const std::int64_t n = it != index_.end() ? signatures_[it->second].count : 0;
+    closed_.push_back(IterationEvent{r.signature, seg_start_, end, core_end, n, true, next_});
+  }
   start_iteration_at(end);
 }
 
@@ -298,7 +368,8 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t c
   }
   SignatureStats& s = signatures_[it->second];
   ++s.count;
-  if (!s.hot && (s.count >= config_.threshold || instant)) {
+  // (A range with light records has nothing to trace: it turns hot with a recorded one.)
+  if (!s.hot && (s.count >= config_.threshold || instant) && last_light_ < first) {
     s.hot = true;
     s.hot_at_iteration = iterations_;
     if (instant) {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -85,6 +86,22 @@ class Recorder {
   // comes back holding a record to fill for a later op (see OpRing::push_back), or nullptr.
   void commit(std::unique_ptr<OpRecord>& rec, c10::ArrayRef<const at::TensorBase*> outputs);
 
+  // The replay fast lane (OpSink::fast_op), where no record is built: where each of an op's
+  // tensors came from (as resolve_inputs finds it), before it runs ...
+  void resolve_fast(c10::ArrayRef<const at::TensorBase*> tensors, ValueRef* refs);
+  // ... and, after it ran, the op: what the step detector reads of it, the key its plan has for
+  // it, its outputs. Kept as a light record (OpRecord::light).
+  struct FastOp {
+    std::string_view name, overload;
+    std::uint64_t key = 0, name_key = 0;
+    bool grad_enabled = true, reads_param = false, writes_param = false;
+  };
+  void commit_fast(const FastOp& op, c10::ArrayRef<const at::TensorBase*> outputs);
+  // The executor's word on the replayed iteration of `signature` that started at global op
+  // `first`, its plan `ops` long: it ran to its end, or left the plan part-way (`left`). An
+  // iteration with light records is counted by it, not hashed.
+  void note_replayed(std::int64_t first, std::int64_t ops, std::uint64_t signature, bool left);
+
   void mark_step();
   void begin_scope();
   void end_scope();
@@ -121,9 +138,16 @@ class Recorder {
     ValueRef ref;
   };
   void commit_locked(std::unique_ptr<OpRecord>& rec, c10::ArrayRef<const at::TensorBase*> outputs);
+  void register_outputs(std::int64_t index, c10::ArrayRef<const at::TensorBase*> outputs);
+  // After op `index` joined the ring: boundaries found after it (marked loops, period detector).
+  void after_op(std::int64_t index, std::uint64_t key, std::uint64_t name_key);
+  ValueRef ref_of(const at::TensorBase& t);  // a tensor's value, mapped if new
+  // close_iteration's part for an iteration with light records.
+  void close_replayed(std::int64_t end, std::int64_t core_end);
   HotTrace make_trace(std::uint64_t signature, std::int64_t first, std::int64_t end) const;
   void close_iteration(std::int64_t end);  // [seg_start_, end) is one iteration
-  void detect_steps(const OpRecord& rec);  // the step detector, before `rec` runs
+  // The step detector, before an op runs.
+  void detect_steps(std::uint64_t name_key, bool grad_enabled, bool reads_param, bool writes_param);
   void resolve_locked(OpRecord& rec, c10::ArrayRef<const at::TensorBase*> tensors);
   void drop_pending(std::int64_t upto);         // ops [seg_start_, upto) belong to no iteration
   void start_iteration_at(std::int64_t first);  // releases the records before `first`
@@ -175,6 +199,15 @@ class Recorder {
   static constexpr std::int64_t kTrainingGrace = 16384;
   std::int64_t looking_since_ = 0;
   std::int64_t last_closed_ = 0;  // where the last iteration closed (or was dropped)
+
+  // The last op kept as a light record (-1: none), and the executor's word on the last replayed
+  // iteration (note_replayed).
+  std::int64_t last_light_ = -1;
+  struct Replayed {
+    std::int64_t first = -1, ops = 0;
+    std::uint64_t signature = 0;
+    bool left = false;
+  } replayed_;
 
   HotListener hot_listener_;
   IterationListener iteration_listener_;
