@@ -302,24 +302,27 @@ void drop_wake_callback() {
   tls_aside.callback.reset();
 }
 
-std::uint64_t hash_outputs(std::uint64_t h, const OpInfo& info, const torch::jit::Stack& stack,
-                           std::size_t nret, OpRecord& rec, TensorPtrs& outputs) {
+// The op's output tensors (a list's in order) into `outputs`, their metadata hashed onto `h`;
+// with a record (and the operator's facts), kept in it too.
+std::uint64_t hash_outputs(std::uint64_t h, const OpInfo* info, const torch::jit::Stack& stack,
+                           std::size_t nret, OpRecord* rec, TensorPtrs& outputs) {
   const auto rets = torch::jit::last(stack, nret);
+  auto add = [&](const at::TensorBase& t, std::int32_t alias) {
+    TensorMeta* m = nullptr;
+    if (rec != nullptr) {
+      m = &rec->outputs.emplace_back();
+      rec->output_alias.push_back(alias);
+    }
+    h = hash_meta(h, m, t);
+    outputs.push_back(&t);
+  };
   for (std::size_t i = 0; i < nret; ++i) {
     const c10::IValue& r = rets[i];
     if (r.isTensor()) {
-      rec.outputs.emplace_back();
-      rec.output_alias.push_back(info.return_alias[i]);
-      h = hash_meta(h, &rec.outputs.back(), r.toTensor());
-      outputs.push_back(&r.toTensor());
+      add(r.toTensor(), info != nullptr ? info->return_alias[i] : -1);
     } else if (r.isList()) {
-      for (const c10::IValue& e : r.toListRef()) {
-        if (!e.isTensor()) continue;
-        rec.outputs.emplace_back();
-        rec.output_alias.push_back(-1);
-        h = hash_meta(h, &rec.outputs.back(), e.toTensor());
-        outputs.push_back(&e.toTensor());
-      }
+      for (const c10::IValue& e : r.toListRef())
+        if (e.isTensor()) add(e.toTensor(), -1);
     }
   }
   return h;
@@ -491,29 +494,15 @@ const TensorPtrs& OpCall::finish() {
   OpRecord& rec = *record_;
   outputs_.clear();
   const std::uint64_t h =
-      hash_outputs(rec.input_key, info_, *stack, op.schema().returns().size(), rec, outputs_);
+      hash_outputs(rec.input_key, &info_, *stack, op.schema().returns().size(), &rec, outputs_);
   rec.key = rec.planned_key != 0 ? rec.planned_key : h;
   if (rec.planned_key != 0 && !rec.output_alias.empty()) rec.output_alias[0] = rec.planned_alias;
   return outputs_;
 }
 
 std::uint64_t fast_outputs(std::uint64_t input_key, const c10::OperatorHandle& op,
-                           const torch::jit::Stack& stack, TensorPtrs& outputs, bool hash) {
-  std::uint64_t h = input_key;
-  const std::size_t nret = op.schema().returns().size();
-  for (const c10::IValue& r : torch::jit::last(stack, nret)) {
-    if (r.isTensor()) {
-      if (hash) h = hash_meta(h, nullptr, r.toTensor());
-      outputs.push_back(&r.toTensor());
-    } else if (r.isList()) {
-      for (const c10::IValue& e : r.toListRef()) {
-        if (!e.isTensor()) continue;
-        if (hash) h = hash_meta(h, nullptr, e.toTensor());
-        outputs.push_back(&e.toTensor());
-      }
-    }
-  }
-  return h;
+                           const torch::jit::Stack& stack, TensorPtrs& outputs) {
+  return hash_outputs(input_key, nullptr, stack, op.schema().returns().size(), nullptr, outputs);
 }
 
 std::string hook_key_conflict(bool foreign_fallback, bool included_by_others) {
