@@ -218,11 +218,15 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
   Sig& s = sigs_[p.it.signature];
   ++s.timed;
   s.cuda_events = s.cuda_events || cuda;
-  // The iterations around the switch to fused kernels, where break-even is decided.
-  if (s.hot_count >= 0 && p.it.count <= s.hot_count + 30 && log_enabled(LogLevel::Debug)) {
-    log_debug(concat("hotpath: signature ", short_hex(p.it.signature), " iteration ", p.it.count,
-                     ": ", ms_text(ms),
-                     p.fused ? (p.final_tiers ? " fused" : " fused (stand-in)") : " eager"));
+  // The iterations around the switch to fused kernels, where break-even is decided; at trace
+  // level every iteration (what the report's sums are made of).
+  const bool early = s.hot_count >= 0 && p.it.count <= s.hot_count + 30;
+  if (log_enabled(early ? LogLevel::Debug : LogLevel::Trace)) {
+    log(early ? LogLevel::Debug : LogLevel::Trace,
+        concat("hotpath: signature ", short_hex(p.it.signature), " iteration ", p.it.count, ": ",
+               ms_text(ms), p.fused ? (p.final_tiers ? " fused" : " fused (stand-in)") : " eager",
+               p.replayed ? ", replayed" : "", p.switching ? ", after a switch" : "", " (ops ",
+               p.it.first, "-", p.it.end, ")"));
   }
   if (p.fused && s.first_fused < 0 && s.phase != Phase::Reverted) {
     s.first_fused = p.it.count;
