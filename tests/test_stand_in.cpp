@@ -258,3 +258,31 @@ TEST_CASE("a plan still being built is pending and not nothing to fuse", "[gover
   CHECK(built.verdict == hotpath::Verdict::NotCompiled);
   CHECK(built.reason == "nothing to fuse");
 }
+
+TEST_CASE("iterations that ran before every kernel was in stand apart in the report",
+          "[governor][report][stand-in]") {
+  // On an empty cache the MLP example with a host sync ran 467 iterations on the interpreter
+  // while NVRTC compiled its kernels (412 ms), and its steady-state row took them in at 0.82 ms
+  // against the kernels' 0.63.
+  FakePlans plans;
+  hotpath::detail::Governor gov(plans, config());
+  Feed feed{gov};
+  gov.set_clock([&] { return feed.now; });
+  feed.run(6, 10.0);  // eager under the hook: hot from the third
+  plans.fused = true;
+  plans.stand_in = true;  // the interpreter stands in for kernels still compiling
+  feed.run(5, 8.0);
+  plans.stand_in = false;
+  plans.final_tiers = true;  // every group on its own kernel
+  feed.run(10, 5.0);
+  const hotpath::SignatureReport r = report_of(gov, 21);
+  CHECK(r.before_hot_iterations + r.warmup_iterations == 6);
+  CHECK(r.interim_iterations == 5);
+  CHECK(r.interim_ms == Approx(5 * 8.0));
+  CHECK(r.steady_iterations == 10);
+  CHECK(r.steady_ms == Approx(10 * 5.0));
+  const std::string text = hotpath::format_report(r);
+  INFO(text);
+  CHECK(text.find("Kernels compiling (5 iters):") != std::string::npos);
+  CHECK(text.find("Steady state (remaining 10 iters):") != std::string::npos);
+}

@@ -311,9 +311,13 @@ struct SignatureReport {
   std::int64_t before_hot_iterations = 0;
   double before_hot_ms = 0;
   // Warm-up: the timed iterations from hot until fused kernels first ran (what the compile cost
-  // the loop); steady: the rest.
+  // the loop); interim: those after it that ran before every group had its own kernel (the
+  // interpreter or the groups' eager ops standing in for kernels still compiling, the iteration
+  // captured as CUDA graphs); steady: the rest.
   std::int64_t warmup_iterations = 0;
   double warmup_ms = 0;
+  std::int64_t interim_iterations = 0;
+  double interim_ms = 0;
   std::int64_t steady_iterations = 0;
   double steady_ms = 0;
   double compile_ms = 0;  // worker wall time for the plan's kernels

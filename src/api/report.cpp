@@ -59,7 +59,8 @@ std::string format_report(const SignatureReport& r) {
     std::snprintf(head, sizeof head, "%-40s %14s %14s %10s\n", "Results", "No Compile", "Compile",
                   "Speedup");
     os << "\n" << head << line << "\n";
-    const auto bn = r.before_hot_iterations, wn = r.warmup_iterations, sn = r.steady_iterations;
+    const auto bn = r.before_hot_iterations, wn = r.warmup_iterations, in = r.interim_iterations,
+               sn = r.steady_iterations;
     if (bn > 0) {
       os << row("Before hot (first " + std::to_string(bn) + " iters):", r.before_hot_ms,
                 r.before_hot_ms);
@@ -69,13 +70,18 @@ std::string format_report(const SignatureReport& r) {
                 r.warmup_ms);
       os << row("  Per iteration:", e, r.warmup_ms / static_cast<double>(wn));
     }
+    if (in > 0) {
+      os << row("Kernels compiling (" + std::to_string(in) + " iters):",
+                e * static_cast<double>(in), r.interim_ms);
+      os << row("  Per iteration:", e, r.interim_ms / static_cast<double>(in));
+    }
     os << row("Steady state (remaining " + std::to_string(sn) + " iters):",
               e * static_cast<double>(sn), r.steady_ms);
     if (sn > 0) os << row("  Per iteration:", e, r.steady_ms / static_cast<double>(sn));
     os << line << "\n";
-    const auto n = bn + wn + sn;
-    const double total = r.before_hot_ms + r.warmup_ms + r.steady_ms;
-    const double total_eager = r.before_hot_ms + e * static_cast<double>(wn + sn);
+    const auto n = bn + wn + in + sn;
+    const double total = r.before_hot_ms + r.warmup_ms + r.interim_ms + r.steady_ms;
+    const double total_eager = r.before_hot_ms + e * static_cast<double>(wn + in + sn);
     os << row("TOTAL TIME:", total_eager, total);
     if (n > 0)
       os << row("Average per iteration:", total_eager / static_cast<double>(n),
@@ -84,6 +90,11 @@ std::string format_report(const SignatureReport& r) {
       os << "(Before hot: on both sides those iterations as they ran, eagerly under the hook; "
             "their first ones pay for the process's start, as plain eager's would. The hook's "
             "cost in them is not counted here.)\n";
+    }
+    if (in > 0) {
+      os << "(Kernels compiling: fused iterations that ran before every group had its own kernel, "
+            "the interpreter or the groups' eager ops standing in; an iteration captured as CUDA "
+            "graphs counts here too.)\n";
     }
     os << "(No Compile from hot on: the eager median, " << ms_text(e) << ", times the iterations; ";
     if (r.baseline_plain)
@@ -138,8 +149,9 @@ std::string format_report(const SignatureReport& r) {
     }
   }
   const double overall_eager =
-      r.before_hot_ms + e * static_cast<double>(r.warmup_iterations + r.steady_iterations);
-  const double overall = r.before_hot_ms + r.warmup_ms + r.steady_ms;
+      r.before_hot_ms +
+      e * static_cast<double>(r.warmup_iterations + r.interim_iterations + r.steady_iterations);
+  const double overall = r.before_hot_ms + r.warmup_ms + r.interim_ms + r.steady_ms;
   std::string steady =
       r.steady_iterations > 0 && r.fused_median_ms > 0 ? ratio(e, r.fused_median_ms) : "-";
   if (r.speedup_judged > 0) {  // the judged figure, where there is one, and how sure it is

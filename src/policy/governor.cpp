@@ -278,8 +278,13 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
         judge_stand_in(p.it.signature, s);
     }
   }
-  s.steady_n++;
-  s.steady_ms += ms;
+  if (p.final_tiers) {
+    s.steady_n++;
+    s.steady_ms += ms;
+  } else {
+    s.interim_n++;
+    s.interim_ms += ms;
+  }
   if (s.eager_median > 0 && s.phase != Phase::Reverted) s.credit({p.it.count, ms}, s.eager_median);
   if (!s.ledger_closed && s.phase != Phase::Reverted) {
     s.ledger.push_back({p.it.count, ms});

@@ -219,10 +219,11 @@ class Governor {
     int stand_in_switch = kSwitchIterations;
     bool stand_in_judged = false;
     // Totals of timed iterations: before the signature turned hot (cold: eager, under the hook,
-    // in a process that may still be warming up), from hot to the first fused one (warm-up), and
-    // from the first fused one on (steady).
-    std::int64_t cold_n = 0, warm_n = 0, steady_n = 0;
-    double cold_ms = 0, warm_ms = 0, steady_ms = 0;
+    // in a process that may still be warming up), from hot to the first fused one (warm-up), from
+    // the first fused one on those that ran before every group had its own kernel (interim: the
+    // interpreter or eager groups standing in, the capture), and the rest (steady).
+    std::int64_t cold_n = 0, warm_n = 0, interim_n = 0, steady_n = 0;
+    double cold_ms = 0, warm_ms = 0, interim_ms = 0, steady_ms = 0;
     // Break-even: samples after hot until the baseline is frozen, then a running sum.
     std::vector<Sample> early;
     double net_ms = 0;

@@ -95,6 +95,8 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.before_hot_ms = s.cold_ms;
       r.warmup_iterations = s.warm_n;
       r.warmup_ms = s.warm_ms;
+      r.interim_iterations = s.interim_n;
+      r.interim_ms = s.interim_ms;
       r.steady_iterations = s.steady_n;
       r.steady_ms = s.steady_ms;
       r.break_even_actual = s.break_even;
