@@ -302,10 +302,11 @@ void drop_wake_callback() {
   tls_aside.callback.reset();
 }
 
-// The op's output tensors (a list's in order) into `outputs`, their metadata hashed onto `h`;
-// with a record (and the operator's facts), kept in it too.
+// The op's output tensors (a list's in order) into `outputs`, their metadata hashed onto `h`
+// (unless `hash` is false: `h` comes back as it was); with a record (and the operator's facts),
+// kept in it too.
 std::uint64_t hash_outputs(std::uint64_t h, const OpInfo* info, const torch::jit::Stack& stack,
-                           std::size_t nret, OpRecord* rec, TensorPtrs& outputs) {
+                           std::size_t nret, OpRecord* rec, TensorPtrs& outputs, bool hash = true) {
   const auto rets = torch::jit::last(stack, nret);
   auto add = [&](const at::TensorBase& t, std::int32_t alias) {
     TensorMeta* m = nullptr;
@@ -313,7 +314,7 @@ std::uint64_t hash_outputs(std::uint64_t h, const OpInfo* info, const torch::jit
       m = &rec->outputs.emplace_back();
       rec->output_alias.push_back(alias);
     }
-    h = hash_meta(h, m, t);
+    if (hash || m != nullptr) h = hash_meta(h, m, t);
     outputs.push_back(&t);
   };
   for (std::size_t i = 0; i < nret; ++i) {
@@ -501,8 +502,9 @@ const TensorPtrs& OpCall::finish() {
 }
 
 std::uint64_t fast_outputs(std::uint64_t input_key, const c10::OperatorHandle& op,
-                           const torch::jit::Stack& stack, TensorPtrs& outputs) {
-  return hash_outputs(input_key, nullptr, stack, op.schema().returns().size(), nullptr, outputs);
+                           const torch::jit::Stack& stack, TensorPtrs& outputs, bool hash) {
+  return hash_outputs(input_key, nullptr, stack, op.schema().returns().size(), nullptr, outputs,
+                      hash);
 }
 
 std::string hook_key_conflict(bool foreign_fallback, bool included_by_others) {

@@ -81,10 +81,10 @@ struct FastInputs {
   }
 };
 
-// After an op of the fast lane ran: its output tensors, in the order OpCall::finish lists them,
-// and the key a record of it would get (OpRecord::key) from its input_key.
+// After an op of the fast lane ran: its output tensors, in the order OpCall::finish lists them;
+// with `hash`, returns the key a record of it would get (OpRecord::key) from its input_key.
 std::uint64_t fast_outputs(std::uint64_t input_key, const c10::OperatorHandle& op,
-                           const torch::jit::Stack& stack, TensorPtrs& outputs);
+                           const torch::jit::Stack& stack, TensorPtrs& outputs, bool hash);
 
 // Where an attached thread's ops go (the session). Called on the owner thread and on autograd
 // threads working for it, with the hook's key excluded.

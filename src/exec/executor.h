@@ -242,6 +242,8 @@ class Executor {
   bool replay_step(const PlanOp& p, std::size_t index, const c10::OperatorHandle& op,
                    c10::DispatchKeySet keys, torch::jit::Stack* stack, const OpRecord& rec,
                    const TensorPtrs& inputs);
+  // After a replayed op (cursor_ past it): the iteration has launched; its last op completes it.
+  void replayed_op();
   // An op of the captured iteration that the plan runs eagerly: run here, then captured.
   void capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      torch::jit::Stack* stack, std::size_t index);

@@ -99,10 +99,14 @@ bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::Operat
                    " differs from the captured iteration's: ", why));
     return false;
   }
+  replayed_op();
+  return step == Replay::Step::kHandled;
+}
+
+void Executor::replayed_op() {
   launched_ = true;
   if (armed_->first_fused_iteration < 0) armed_->first_fused_iteration = iteration_;
   if (cursor_ == armed_->ops.size()) complete_iteration();
-  return step == Replay::Step::kHandled;
 }
 
 Executor::Fast Executor::fast_replay(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
@@ -133,9 +137,7 @@ Executor::Fast Executor::fast_replay(const c10::OperatorHandle& op, c10::Dispatc
   if (step == Replay::Step::kLeave) return Fast::kDeclined;
   ++cursor_;
   key = p.key;
-  launched_ = true;
-  if (armed_->first_fused_iteration < 0) armed_->first_fused_iteration = iteration_;
-  if (cursor_ == armed_->ops.size()) complete_iteration();
+  replayed_op();
   return step == Replay::Step::kHandled ? Fast::kHandled : Fast::kEager;
 }
 

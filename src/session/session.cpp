@@ -72,8 +72,9 @@ bool Session::fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
   }
   // A handed-out output has the plan's metadata; an op run below the hook is hashed as it came.
   TensorPtrs outputs;
-  const std::uint64_t h = fast_outputs(in.input_key, op, *stack, outputs);
-  if (how == Executor::Fast::kEager) key = h;
+  const bool eager = how == Executor::Fast::kEager;
+  const std::uint64_t h = fast_outputs(in.input_key, op, *stack, outputs, eager);
+  if (eager) key = h;
   Recorder::FastOp f;
   f.name = op.schema().name();
   f.overload = op.schema().overload_name();
