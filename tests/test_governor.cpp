@@ -151,6 +151,73 @@ TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[
   }
 }
 
+// The report's totals and its break-even from one run's samples, against one eager figure: the
+// sums cross where break-even is named, and a run behind at its end names none.
+static void check_sums_agree(const hotpath::SignatureReport& r) {
+  const double e = r.eager_median_ms;
+  const auto n = r.warmup_iterations + r.interim_iterations + r.steady_iterations;
+  const double behind = r.warmup_ms + r.interim_ms + r.steady_ms - e * static_cast<double>(n);
+  const std::string text = hotpath::format_report(r);
+  INFO(text);
+  if (behind > 0) {
+    CHECK(r.break_even_actual == -1);
+    CHECK(text.find("not repaid yet") != std::string::npos);
+    CHECK(text.find("break-even at iteration") == std::string::npos);
+  } else {
+    CHECK(r.break_even_actual >= r.first_fused_iteration);
+    CHECK(text.find("not repaid yet") == std::string::npos);
+    CHECK(text.find("break-even at iteration " + std::to_string(r.break_even_actual)) !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("break-even and the totals are taken against one eager figure as the machine drifts",
+          "[governor]") {
+  const hotpath_test::TempDir tmp("hotpath-governor-test");
+  enable_fresh(tmp.path());
+  FakeLoop loop{0, {-4.0}, one_group()};  // fused: 4 ms less than eager
+  loop.run(40);                           // the first plain block reads 10 ms
+  const hotpath::SignatureReport* r = nullptr;
+  {
+    const auto rep = hotpath::report();
+    r = hot_report(rep);
+    REQUIRE(r != nullptr);
+    CHECK(r->eager_median_ms == Approx(10.0));
+    check_sums_agree(*r);
+    CHECK(r->break_even_actual == r->first_fused_iteration);
+  }
+  // The machine slows down (eager 20 ms, fused 16) and the loop stalls for 900 ms: at 4 ms an
+  // iteration, not repaid for 225 iterations. Break-even named against the first block's figure
+  // would stand beside totals that are behind.
+  loop.base = 20;
+  loop.cold_iterations = 3;
+  loop.cold_ms = 300;
+  loop.run(100);
+  {
+    const auto rep = hotpath::report();
+    r = hot_report(rep);
+    REQUIRE(r != nullptr);
+    check_sums_agree(*r);
+    CHECK(r->break_even_actual == -1);
+  }
+  loop.cold_iterations = 0;
+  loop.run(800);
+  const auto rep = hotpath::report();
+  r = hot_report(rep);
+  REQUIRE(r != nullptr);
+  // Most plain iterations of the run were timed at 20 ms: the run's figure is theirs, not the
+  // last block's nor the first's alone.
+  CHECK(r->eager_median_ms == Approx(20.0));
+  CHECK(r->fused_median_ms == Approx(16.0));
+  check_sums_agree(*r);
+  // Against 20 ms the first stretch (fused at 6) ran about 360 ms ahead and the stall put the
+  // run about 520 ms behind: repaid some 130 iterations after it, not where the first block's
+  // figure had it.
+  CHECK(r->break_even_actual > 150);
+  CHECK(r->break_even_actual < 190);
+  hotpath::disable_hot_path_detection();
+}
+
 TEST_CASE("time spent in a Pause between iterations is not charged to the loop", "[governor]") {
   const hotpath_test::TempDir tmp("hotpath-governor-test");
   hotpath::disable_hot_path_detection();

@@ -25,7 +25,6 @@ constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tr
 // kept.
 constexpr std::size_t kStandInSamples = 5;
 constexpr std::size_t kStandInMaxSamples = 10;
-constexpr std::size_t kLedgerCap = 1024;  // break-even iterations kept for the first block
 
 // Each pooled round's own interval.
 template <typename Rounds>
@@ -247,9 +246,6 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
       s.baseline_remembered = false;
       s.baseline_rebased = false;
     }
-    if (s.eager_median > 0) s.charge_early(s.early, s.eager_median);
-    if (!s.ledger_closed) s.ledger_early = s.early;
-    s.early.clear();
   }
   if (s.first_fused < 0) {
     if (!p.fused && s.eager.size() < kEagerCap) s.eager.push_back(ms);
@@ -258,7 +254,7 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     if (s.hot_count >= 0 && p.it.count > s.hot_count && p.it.first >= s.hot_op) {
       s.warm_n++;
       s.warm_ms += ms;
-      s.early.push_back({p.it.count, ms});
+      s.ledger.add(p.it.count, ms);
     } else {
       s.cold_n++;
       s.cold_ms += ms;
@@ -285,11 +281,7 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     s.interim_n++;
     s.interim_ms += ms;
   }
-  if (s.eager_median > 0 && s.phase != Phase::Reverted) s.credit({p.it.count, ms}, s.eager_median);
-  if (!s.ledger_closed && s.phase != Phase::Reverted) {
-    s.ledger.push_back({p.it.count, ms});
-    if (s.ledger.size() >= kLedgerCap) s.ledger_closed = true;
-  }
+  s.ledger.add(p.it.count, ms);
   // Judged only as it will run from now on: not while the interpreter stands in for kernels,
   // nor in the iterations paying for a switch from plain eager.
   if (!p.fused || !p.final_tiers || p.epoch != s.epoch) return;

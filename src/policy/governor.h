@@ -24,6 +24,7 @@
 #include "driver/cuda_driver.h"
 #include "hotpath/hotpath.h"
 #include "policy/decisions.h"
+#include "policy/ledger.h"
 #include "policy/plan_control.h"
 #include "policy/ratio_interval.h"
 #include "trace/recorder.h"
@@ -129,10 +130,6 @@ class Governor {
   // Plain: a window was measured; the plain-eager block to judge it against is awaited.
   enum class Phase { Eager, Measuring, Trial, Rebase, Plain, Settled, Reverted };
   static constexpr int kTrialAll = -1;  // a trial position that leaves nothing out
-  struct Sample {
-    std::int64_t count;
-    double ms;
-  };
   struct Sig {
     Phase phase = Phase::Eager;
     bool cuda_events = false;
@@ -224,25 +221,15 @@ class Governor {
     // interpreter or eager groups standing in, the capture), and the rest (steady).
     std::int64_t cold_n = 0, warm_n = 0, interim_n = 0, steady_n = 0;
     double cold_ms = 0, warm_ms = 0, interim_ms = 0, steady_ms = 0;
-    // Break-even: samples after hot until the baseline is frozen, then a running sum.
-    std::vector<Sample> early;
-    double net_ms = 0;
-    double cost_ms = 0;  // what the iterations between hot and the first fused one cost
-    std::int64_t break_even = -1;
-    // Until this run's first plain-eager block: the iterations from hot on (`early`, then the
-    // ones from the first fused on), so that the sums above, taken against a baseline measured
-    // under the hook or remembered from an earlier run, are taken again against plain eager
-    // timed in this run (rebase_break_even). Closed then, or when it fills.
-    std::vector<Sample> ledger_early, ledger;
-    bool ledger_closed = false;
-    // The sums against `eager`: the iterations between hot and the first fused one cost what
-    // they took beyond it; each later one saves what it took less.
-    void charge_early(const std::vector<Sample>& samples, double eager) {
-      double cost = 0;
-      for (const Sample& x : samples) cost += x.ms - eager;
-      cost_ms = std::max(0.0, cost);
-      net_ms = -cost_ms;
-      break_even = -1;
+    // Every timed iteration from hot on (the warm-up, interim and steady rows' samples): the
+    // report's break-even and compile cost are read from it against the report's eager figure.
+    Ledger ledger;
+    // Every plain-eager iteration timed in this run (kPlainPool at most): the report's eager
+    // figure, the median over all of them (a machine whose speed drifts over the run is measured
+    // over the run, as the totals are).
+    std::vector<double> plain_all;
+    double report_eager() const {
+      return baseline_plain && !plain_all.empty() ? median_of(plain_all) : eager_median;
     }
     // What a window is judged against: the plain block's samples, or the baseline's median alone.
     std::vector<double> baseline_samples() const {
@@ -267,10 +254,6 @@ class Governor {
       refining = false;
       plain_due = true;
       phase = Phase::Measuring;
-    }
-    void credit(const Sample& x, double eager) {
-      net_ms += eager - x.ms;
-      if (break_even < 0 && net_ms >= 0) break_even = x.count;
     }
     std::string reason;
     // Plain-eager blocks (set_plain_blocks).
@@ -311,8 +294,6 @@ class Governor {
   void record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round, bool fresh,
                        const RatioInterval* loss);
   void plain_result(std::uint64_t signature, std::vector<double> samples);
-  // The break-even sums taken again from the ledger against this run's first plain block.
-  void rebase_break_even(std::uint64_t signature, Sig& s);
   // Asks for a plain-eager block to judge the judged windows against, if the loop allows one.
   bool want_plain(std::uint64_t signature, Sig& s);
   // Replay changes how fast a plan runs without changing its groups: the first replayed

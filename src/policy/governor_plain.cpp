@@ -12,6 +12,7 @@ namespace hotpath::detail {
 namespace {
 constexpr int kPlainTries = 3;               // plain-eager blocks cut short before giving up
 constexpr std::size_t kMinPartialBlock = 3;  // iterations a cut block keeps as samples
+constexpr std::size_t kPlainPool = 4096;     // plain-eager samples kept for the report's figure
 }  // namespace
 
 void Governor::set_plain_blocks(std::function<bool()> possible) {
@@ -150,22 +151,6 @@ void Governor::plain_block_cancel() {
   decide(signature, s);
 }
 
-void Governor::rebase_break_even(std::uint64_t signature, Sig& s) {
-  if (s.ledger_closed) return;
-  s.ledger_closed = true;
-  if (s.first_fused < 0) return;
-  // Against what plain eager takes, timed in this run.
-  const double e = s.eager_median;
-  const std::int64_t was = s.break_even;
-  s.charge_early(s.ledger_early, e);
-  for (const Sample& x : s.ledger) s.credit(x, e);
-  log_debug(concat("hotpath: signature ", short_hex(signature), ": break-even against plain eager ",
-                   ms_text(e), " timed in this run: iteration ", s.break_even, " (was ", was,
-                   "), compile cost ", ms_text(s.cost_ms)));
-  s.ledger_early.clear();
-  s.ledger.clear();
-}
-
 bool Governor::want_plain(std::uint64_t signature, Sig& s) {
   if (s.plain_never || !plain_possible_ || !plain_possible_()) return false;
   const double m = median_of(s.judged);
@@ -181,6 +166,8 @@ bool Governor::want_plain(std::uint64_t signature, Sig& s) {
 void Governor::plain_result(std::uint64_t signature, std::vector<double> samples) {
   Sig& s = sigs_[signature];
   if (s.phase != Phase::Plain || samples.empty()) return;
+  for (const double x : samples)
+    if (s.plain_all.size() < kPlainPool) s.plain_all.push_back(x);
   s.base = std::move(samples);
   s.eager_median = median_of(s.base);
   s.baseline_plain = true;
@@ -190,7 +177,6 @@ void Governor::plain_result(std::uint64_t signature, std::vector<double> samples
   s.rebased_warm = true;
   s.windows_since_plain = 0;
   s.phase = s.before_plain == Phase::Settled ? Phase::Settled : Phase::Measuring;
-  rebase_break_even(signature, s);
   log_info(concat("hotpath: signature ", short_hex(signature), ": plain eager ",
                   ms_text(s.eager_median), " per iteration over ", s.base.size(),
                   " iteration(s) (hook out of the dispatch), fused ",

@@ -75,7 +75,7 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.hot_at_iteration = s.hot_count;
       r.cuda_events = s.cuda_events;
       r.first_fused_iteration = s.first_fused;
-      r.eager_median_ms = s.eager_median > 0 ? s.eager_median : median_of(s.eager);
+      r.eager_median_ms = s.eager_median > 0 ? s.report_eager() : median_of(s.eager);
       r.hooked_eager_ms = s.hooked_median;
       r.baseline_remembered = s.baseline_remembered;
       r.baseline_plain = s.baseline_plain;
@@ -99,11 +99,15 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.interim_ms = s.interim_ms;
       r.steady_iterations = s.steady_n;
       r.steady_ms = s.steady_ms;
-      r.break_even_actual = s.break_even;
-      const double saving = r.eager_median_ms - r.fused_median_ms;
+      // Against the figure the totals are taken against: the break-even named is where the
+      // totals' sums cross, and stay across.
+      const double e = r.eager_median_ms;
+      if (e > 0) r.break_even_actual = s.ledger.break_even(e, s.first_fused);
+      const double saving = e - r.fused_median_ms;
       if (s.first_fused >= 0 && r.fused_median_ms > 0 && saving > 0) {
         r.break_even_projected =
-            s.first_fused + static_cast<std::int64_t>(std::ceil(s.cost_ms / saving));
+            s.first_fused +
+            static_cast<std::int64_t>(std::ceil(s.ledger.cost_before(e, s.first_fused) / saving));
       }
       r.reason = s.reason;
       r.judged = ((s.phase == Phase::Settled && !s.refining) || s.phase == Phase::Reverted) &&
