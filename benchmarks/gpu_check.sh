@@ -4,7 +4,8 @@
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example replay overhead fusion breakdown
-# and, when asked for, verdicts, figure, breakeven, suite, compare, lm and ddp (see below).
+# and, when asked for, cold (a fresh machine's first process, run first), verdicts, figure,
+# breakeven, suite, compare, lm and ddp (see below).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -34,6 +35,23 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/configure.log" 2
 cmake --build "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { grep -m20 -A5 'error' "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 save
+
+# The cold start (issue "An honest governor"): what a fresh machine's first hotpath process pays.
+# First after the build, before any other program has run NVRTC: how much of NVRTC's libraries
+# the file cache holds, then the MLP example on an empty cache in a first and a second process.
+if want cold; then
+  nvrtc=$(ldd "$BUILD"/examples/mlp_training | awk '/libnvrtc/ {print $3}')
+  { echo "NVRTC: $nvrtc"; fincore "$nvrtc" 2>&1 || echo "(no fincore)"; } >"$OUT/cold_fincore.txt"
+  export HOTPATH_CACHE_DIR=/tmp/hotpath-cold-cache
+  for n in first second; do
+    rm -rf "$HOTPATH_CACHE_DIR"
+    run cold_mlp_$n "$BUILD"/examples/mlp_training --iterations 600 ${HOTPATH_COLD_ARGS:-}
+    grep -E "paged in|kernel\(s\) ready|cross-check|break-even|VERDICT" "$OUT/cold_mlp_$n.txt"
+  done
+  { fincore "$nvrtc" 2>&1 || true; } >>"$OUT/cold_fincore.txt"
+  cat "$OUT/cold_fincore.txt"
+  unset HOTPATH_CACHE_DIR
+fi
 
 if want ctest; then
   # The CPU-only programs (the harness on CPU plans, the small examples) are CI's; here they
