@@ -4,7 +4,6 @@
 #include <random>
 
 #include "codegen/interpreter.h"
-#include "common/page_in.h"
 #include "compile/worker.h"
 #include "fusion_support.h"
 
@@ -519,24 +518,4 @@ TEST_CASE("a job on the side worker does not hold up the plans' worker", "[fusio
   returned.set_value();
   CompileWorker::side().drain();
   CHECK(side_saw_return);
-}
-
-TEST_CASE("NVRTC's loaded code is paged in ahead of a compile", "[fusion][nvrtc]") {
-  hotpath::detail::nvrtc_start(90);  // loads NVRTC's builtins library too
-  const hotpath::detail::PageIn p = hotpath::detail::page_in_libraries("libnvrtc");
-  REQUIRE(p.libraries.size() >= 2);  // libnvrtc and its builtins
-  bool builtins = false;
-  for (const std::string& name : p.libraries) {
-    CHECK(name.find("libnvrtc") != std::string::npos);
-    builtins = builtins || name.find("libnvrtc-builtins") != std::string::npos;
-  }
-  CHECK(builtins);
-  // Over 100 MB of code and data, every page of it in memory afterwards.
-  CHECK(p.pages * 4096 > (50u << 20));
-  CHECK(p.resident_before <= p.pages);
-  CHECK(p.resident_after == p.pages);
-  // No library by that name: nothing done.
-  const hotpath::detail::PageIn none = hotpath::detail::page_in_libraries("libno-such-library");
-  CHECK(none.libraries.empty());
-  CHECK(none.pages == 0);
 }

@@ -11,7 +11,6 @@
 #include "codegen/kernel.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "common/page_in.h"
 #include "compile/kernel_builder.h"
 #include "compile/nvrtc.h"
 #include "compile/worker.h"
@@ -19,22 +18,6 @@
 #include "exec/planner.h"
 
 namespace hotpath::detail {
-namespace {
-
-void page_in_nvrtc() {
-  const PageIn p = page_in_libraries("libnvrtc");
-  const std::size_t cold = p.pages - p.resident_before;
-  const LogLevel level = cold * 10 > p.pages ? LogLevel::Info : LogLevel::Debug;
-  if (!log_enabled(level)) return;
-  std::string names;
-  for (const std::string& n : p.libraries) names += (names.empty() ? "" : ", ") + n;
-  log(level, concat("hotpath: NVRTC's code paged in ahead of the first compile: ", p.pages,
-                    " pages of ", names.empty() ? std::string("(no library found)") : names, ", ",
-                    cold, " of them not in memory before, ", p.pages - p.resident_after,
-                    " still not after, in ", ms_text(p.ms)));
-}
-
-}  // namespace
 
 void Executor::start_nvrtc(const KernelCache& cache) {
   static std::once_flag once;
@@ -62,9 +45,6 @@ void Executor::start_nvrtc(const KernelCache& cache) {
     // The interpreter kernel (from the cache, or compiled) and the driver's first module load,
     // in the background while the loop is profiled: the first hot signature runs on it at once.
     request_interpreter(0, cache);
-    // Then the rest of NVRTC's code, read in beside the loop rather than by the first plan's
-    // compile (on a machine whose file cache is cold, that compile took 10x as long).
-    CompileWorker::side().submit([] { page_in_nvrtc(); });
     // The plans' worker too, now that NVRTC has run here: its thread is not started at the
     // loop's first hot step.
     CompileWorker::instance().start();
