@@ -36,32 +36,6 @@ cmake --build "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { grep -m20 -A5 'e
 echo "build: $(( $(date +%s) - t0 )) s"
 save
 
-# The cold start (issue "An honest governor"): what a fresh machine's first hotpath process pays.
-# First after the build, before any other program has run NVRTC: how much of NVRTC's libraries
-# the file cache holds, then the MLP example on an empty cache in a first and a second process.
-if want cold; then
-  nvrtc=$(ldd "$BUILD"/examples/mlp_training | awk '/libnvrtc/ {print $3}')
-  { echo "NVRTC: $nvrtc"; fincore "$nvrtc" 2>&1 || echo "(no fincore)"; } >"$OUT/cold_fincore.txt"
-  export HOTPATH_CACHE_DIR=/tmp/hotpath-cold-cache
-  for n in first second; do
-    rm -rf "$HOTPATH_CACHE_DIR"
-    run cold_mlp_$n "$BUILD"/examples/mlp_training --iterations 600 ${HOTPATH_COLD_ARGS:-}
-    grep -E "paged in|kernel\(s\) ready|cross-check|break-even|VERDICT" "$OUT/cold_mlp_$n.txt"
-  done
-  { fincore "$nvrtc" 2>&1 || true; } >>"$OUT/cold_fincore.txt"
-  cat "$OUT/cold_fincore.txt"
-  unset HOTPATH_CACHE_DIR
-fi
-
-if want ctest; then
-  # The CPU-only programs (the harness on CPU plans, the small examples) are CI's; here they
-  # would only compete with the GPU tests for the cores.
-  ctest --test-dir "$BUILD" --output-on-failure -j4 -E "_cpu$" --timeout 300 >"$OUT/ctest.log" 2>&1
-  echo "ctest: exit $?  $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
-  grep -E "^[0-9]+/[0-9]+ Test.*(Failed|Timeout)" "$OUT/ctest.log" | head -20
-  save
-fi
-
 # run NAME CMD...: output to $OUT/NAME.txt, at most HOTPATH_RUN_LIMIT seconds (default 300); on a
 # signal, backtraces to $OUT/NAME.crash.txt.
 run() {
@@ -78,6 +52,40 @@ run() {
   fi
   return 0
 }
+
+# The cold start (issue "An honest governor"): what a fresh machine's first hotpath process pays.
+# First after the build: the MLP example on an empty cache in a first and a second process, and a
+# third after a pause, each with its NVRTC compiles' CPU time, system time and page faults (debug
+# lines) and the process's own (rusage of the child).
+if want cold; then
+  export HOTPATH_CACHE_DIR=/tmp/hotpath-cold-cache
+  for n in first second third; do
+    [[ $n == third ]] && sleep 30
+    rm -rf "$HOTPATH_CACHE_DIR"
+    HOTPATH_LOG_LEVEL=debug python3 -c '
+import resource, subprocess, sys, time
+t = time.time()
+subprocess.run(sys.argv[1:])
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("process: wall %.2f s, user %.2f s, system %.2f s, %d page faults, %d from disk"
+      % (time.time() - t, u.ru_utime, u.ru_stime, u.ru_minflt, u.ru_majflt))' \
+      "$BUILD"/examples/mlp_training --iterations 600 ${HOTPATH_COLD_ARGS:-} >"$OUT/cold_mlp_$n.txt" 2>&1
+    echo "cold_mlp_$n: exit $?"
+    grep -E "paged in|NVRTC compiled|kernel\(s\) ready|cross-check|VERDICT|^process:" "$OUT/cold_mlp_$n.txt"
+    save
+  done
+  unset HOTPATH_CACHE_DIR
+fi
+
+if want ctest; then
+  # The CPU-only programs (the harness on CPU plans, the small examples) are CI's; here they
+  # would only compete with the GPU tests for the cores.
+  ctest --test-dir "$BUILD" --output-on-failure -j4 -E "_cpu$" --timeout 300 >"$OUT/ctest.log" 2>&1
+  echo "ctest: exit $?  $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
+  grep -E "^[0-9]+/[0-9]+ Test.*(Failed|Timeout)" "$OUT/ctest.log" | head -20
+  save
+fi
+
 
 # The differential harness: every model, variant, dtype and optimizer, eager and hotpath in one
 # process against the noise floor measured there, every launch verified (HOTPATH_DIFF_ARGS adds
