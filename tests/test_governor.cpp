@@ -108,6 +108,7 @@ TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[
   const std::string text = hotpath::format_report(*r);
   INFO(text);
   CHECK(text.find("VERDICT: COMPILE WINS") != std::string::npos);
+  CHECK(text.find("Plain eager moved") == std::string::npos);  // every block read 10 ms
   CHECK(text.find("steady state 1.67x (95%: 1.67-1.67x)") != std::string::npos);
   hotpath::disable_hot_path_detection();
 
@@ -215,6 +216,12 @@ TEST_CASE("break-even and the totals are taken against one eager figure as the m
   // figure had it.
   CHECK(r->break_even_actual > 150);
   CHECK(r->break_even_actual < 190);
+  // The report says how far the machine's speed moved: the first block read 10 ms, later ones 20.
+  CHECK(r->plain_low_ms == Approx(10.0));
+  CHECK(r->plain_high_ms == Approx(20.0));
+  CHECK(hotpath::format_report(*r).find("Plain eager moved over the run: its blocks' medians "
+                                        "ranged 10.000 ms to 20.000 ms (2.00x apart)") !=
+        std::string::npos);
   hotpath::disable_hot_path_detection();
 }
 

@@ -328,6 +328,10 @@ struct SignatureReport {
   // projected from the medians, and as it happened. -1: not (yet) reached.
   std::int64_t break_even_projected = -1;
   std::int64_t break_even_actual = -1;
+  // The plain-eager blocks' medians, lowest and highest over the run (0 with fewer than two
+  // blocks): how far the machine's speed moved while the run was timed. A side-by-side timed at
+  // another moment can read a speedup as far from this run's as they are apart.
+  double plain_low_ms = 0, plain_high_ms = 0;
   Verdict verdict = Verdict::Pending;
   std::string reason;  // for reverts, known winners/losers, not compiled
   // The governor has judged this run's fused path against an eager baseline timed in this run

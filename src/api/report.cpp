@@ -9,6 +9,9 @@
 namespace hotpath {
 namespace {
 
+// Plain-eager blocks this far apart (highest median over lowest) are named in the report.
+constexpr double kDriftShown = 1.10;
+
 using detail::ms_text;
 
 std::string ratio(double num, double den) {
@@ -147,6 +150,14 @@ std::string format_report(const SignatureReport& r) {
          << " of plain eager: the hook's cost on ops it does not fuse, in iterations of a "
             "process still warming up)\n";
     }
+  }
+  // A machine whose speed moved while the run was timed: the judged figure's interval does not
+  // cover that.
+  if (r.plain_low_ms > 0 && r.plain_high_ms >= r.plain_low_ms * kDriftShown) {
+    os << "Plain eager moved over the run: its blocks' medians ranged " << ms_text(r.plain_low_ms)
+       << " to " << ms_text(r.plain_high_ms) << " (" << ratio(r.plain_high_ms, r.plain_low_ms)
+       << " apart); a side-by-side timed at another moment can read a speedup that far from "
+          "this run's\n";
   }
   const double overall_eager =
       r.before_hot_ms +

@@ -228,6 +228,7 @@ class Governor {
     // figure, the median over all of them (a machine whose speed drifts over the run is measured
     // over the run, as the totals are).
     std::vector<double> plain_all;
+    std::vector<double> plain_medians;  // each block's median, in order
     double report_eager() const {
       return baseline_plain && !plain_all.empty() ? median_of(plain_all) : eager_median;
     }

@@ -170,6 +170,7 @@ void Governor::plain_result(std::uint64_t signature, std::vector<double> samples
     if (s.plain_all.size() < kPlainPool) s.plain_all.push_back(x);
   s.base = std::move(samples);
   s.eager_median = median_of(s.base);
+  s.plain_medians.push_back(s.eager_median);
   s.baseline_plain = true;
   s.baseline_rebased = false;
   s.baseline_remembered = false;

@@ -99,6 +99,11 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.interim_ms = s.interim_ms;
       r.steady_iterations = s.steady_n;
       r.steady_ms = s.steady_ms;
+      if (s.plain_medians.size() >= 2) {
+        const auto [lo, hi] = std::minmax_element(s.plain_medians.begin(), s.plain_medians.end());
+        r.plain_low_ms = *lo;
+        r.plain_high_ms = *hi;
+      }
       // Against the figure the totals are taken against: the break-even named is where the
       // totals' sums cross, and stay across.
       const double e = r.eager_median_ms;
