@@ -57,8 +57,18 @@ run() {
 # First after the build: the MLP example on an empty cache in a first and a second process, and a
 # third after a pause, each with its NVRTC compiles' CPU time, system time and page faults (debug
 # lines) and the process's own (rusage of the child).
+# HOTPATH_COLD_PRETOUCH_GB=N first writes N GiB of fresh memory in a process of its own (does a
+# machine's first touch of its memory, not NVRTC, make the first process's compile slow?).
 if want cold; then
   export HOTPATH_CACHE_DIR=/tmp/hotpath-cold-cache
+  if [[ -n ${HOTPATH_COLD_PRETOUCH_GB:-} ]]; then
+    python3 -c '
+import sys, time, numpy
+t = time.time()
+a = numpy.ones(int(float(sys.argv[1]) * (1 << 30)) // 8)
+print("pretouch: %.1f GiB written in %.2f s" % (a.nbytes / (1 << 30), time.time() - t))' \
+      "$HOTPATH_COLD_PRETOUCH_GB"
+  fi
   for n in first second third; do
     [[ $n == third ]] && sleep 30
     rm -rf "$HOTPATH_CACHE_DIR"
