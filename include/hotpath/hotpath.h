@@ -320,6 +320,11 @@ struct SignatureReport {
   double interim_ms = 0;
   std::int64_t steady_iterations = 0;
   double steady_ms = 0;
+  // The iterations of the governor's plain-eager blocks (hotpath out of the dispatch, to time
+  // eager beside the fused path): the loop ran them at eager's pace, and the totals count them
+  // on both sides as they ran.
+  std::int64_t plain_iterations = 0;
+  double plain_ms = 0;
   double compile_ms = 0;  // worker wall time for the plan's kernels
   double stall_ms = 0;    // time the training thread waited for compilation and module loads
   int kernels = 0;

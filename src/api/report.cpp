@@ -81,10 +81,13 @@ std::string format_report(const SignatureReport& r) {
     os << row("Steady state (remaining " + std::to_string(sn) + " iters):",
               e * static_cast<double>(sn), r.steady_ms);
     if (sn > 0) os << row("  Per iteration:", e, r.steady_ms / static_cast<double>(sn));
+    const auto pn = r.plain_iterations;
+    if (pn > 0)
+      os << row("Plain-eager blocks (" + std::to_string(pn) + " iters):", r.plain_ms, r.plain_ms);
     os << line << "\n";
-    const auto n = bn + wn + in + sn;
-    const double total = r.before_hot_ms + r.warmup_ms + r.interim_ms + r.steady_ms;
-    const double total_eager = r.before_hot_ms + e * static_cast<double>(wn + in + sn);
+    const auto n = bn + wn + in + sn + pn;
+    const double total = r.before_hot_ms + r.warmup_ms + r.interim_ms + r.steady_ms + r.plain_ms;
+    const double total_eager = r.before_hot_ms + e * static_cast<double>(wn + in + sn) + r.plain_ms;
     os << row("TOTAL TIME:", total_eager, total);
     if (n > 0)
       os << row("Average per iteration:", total_eager / static_cast<double>(n),
@@ -93,6 +96,11 @@ std::string format_report(const SignatureReport& r) {
       os << "(Before hot: on both sides those iterations as they ran, eagerly under the hook; "
             "their first ones pay for the process's start, as plain eager's would. The hook's "
             "cost in them is not counted here.)\n";
+    }
+    if (pn > 0) {
+      os << "(Plain-eager blocks: iterations the governor ran with hotpath out of the dispatch, "
+            "to time eager beside the fused path; on both sides as they ran. The fused "
+            "iterations that paid for the switch back are in the rows above.)\n";
     }
     if (in > 0) {
       os << "(Kernels compiling: fused iterations that ran before every group had its own kernel, "
@@ -161,8 +169,9 @@ std::string format_report(const SignatureReport& r) {
   }
   const double overall_eager =
       r.before_hot_ms +
-      e * static_cast<double>(r.warmup_iterations + r.interim_iterations + r.steady_iterations);
-  const double overall = r.before_hot_ms + r.warmup_ms + r.interim_ms + r.steady_ms;
+      e * static_cast<double>(r.warmup_iterations + r.interim_iterations + r.steady_iterations) +
+      r.plain_ms;
+  const double overall = r.before_hot_ms + r.warmup_ms + r.interim_ms + r.steady_ms + r.plain_ms;
   std::string steady =
       r.steady_iterations > 0 && r.fused_median_ms > 0 ? ratio(e, r.fused_median_ms) : "-";
   if (r.speedup_judged > 0) {  // the judged figure, where there is one, and how sure it is

@@ -185,10 +185,13 @@ void Governor::drain(bool block) {
         log_warn(concat("hotpath: reading CUDA event times failed: ", e.what()));
       }
     }
-    if (gaps.size() == 1) gaps[0] /= b.iterations;
+    double total = 0;
+    for (const double g : gaps) total += g;
+    const int iterations = b.iterations;
+    if (gaps.size() == 1) gaps[0] /= iterations;
     const std::uint64_t signature = b.signature;
     plain_blocks_.pop_front();
-    plain_result(signature, std::move(gaps));
+    plain_result(signature, std::move(gaps), iterations, total);
   }
   while (!pending_.empty()) {
     const Pending& p = pending_.front();

@@ -221,6 +221,9 @@ class Governor {
     // interpreter or eager groups standing in, the capture), and the rest (steady).
     std::int64_t cold_n = 0, warm_n = 0, interim_n = 0, steady_n = 0;
     double cold_ms = 0, warm_ms = 0, interim_ms = 0, steady_ms = 0;
+    // ... and the iterations of its plain-eager blocks (the loop ran them at eager's pace).
+    std::int64_t plain_n = 0;
+    double plain_ms = 0;
     // Every timed iteration from hot on (the warm-up, interim and steady rows' samples): the
     // report's break-even and compile cost are read from it against the report's eager figure.
     Ledger ledger;
@@ -294,7 +297,10 @@ class Governor {
   // timed beside them; loss: the interval that reverts or trials the plan, else null).
   void record_evidence(std::uint64_t signature, Sig& s, const RatioInterval& round, bool fresh,
                        const RatioInterval* loss);
-  void plain_result(std::uint64_t signature, std::vector<double> samples);
+  // A plain block's iterations ended: their samples (one per iteration, or the block's mean), and
+  // all of them together (`iterations`, `total_ms`).
+  void plain_result(std::uint64_t signature, std::vector<double> samples, int iterations,
+                    double total_ms);
   // Asks for a plain-eager block to judge the judged windows against, if the loop allows one.
   bool want_plain(std::uint64_t signature, Sig& s);
   // Replay changes how fast a plan runs without changing its groups: the first replayed

@@ -163,8 +163,12 @@ bool Governor::want_plain(std::uint64_t signature, Sig& s) {
   return true;
 }
 
-void Governor::plain_result(std::uint64_t signature, std::vector<double> samples) {
+void Governor::plain_result(std::uint64_t signature, std::vector<double> samples, int iterations,
+                            double total_ms) {
   Sig& s = sigs_[signature];
+  // Iterations of the run all the same, whatever becomes of them as samples.
+  s.plain_n += iterations;
+  s.plain_ms += total_ms;
   if (s.phase != Phase::Plain || samples.empty()) return;
   for (const double x : samples)
     if (s.plain_all.size() < kPlainPool) s.plain_all.push_back(x);

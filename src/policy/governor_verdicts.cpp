@@ -99,6 +99,8 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.interim_ms = s.interim_ms;
       r.steady_iterations = s.steady_n;
       r.steady_ms = s.steady_ms;
+      r.plain_iterations = s.plain_n;
+      r.plain_ms = s.plain_ms;
       if (s.plain_medians.size() >= 2) {
         const auto [lo, hi] = std::minmax_element(s.plain_medians.begin(), s.plain_medians.end());
         r.plain_low_ms = *lo;
