@@ -67,7 +67,7 @@ import sys, time, numpy
 t = time.time()
 a = numpy.ones(int(float(sys.argv[1]) * (1 << 30)) // 8)
 print("pretouch: %.1f GiB written in %.2f s" % (a.nbytes / (1 << 30), time.time() - t))' \
-      "$HOTPATH_COLD_PRETOUCH_GB"
+      "$HOTPATH_COLD_PRETOUCH_GB" 2>&1 | tee "$OUT/cold_pretouch.txt"
   fi
   for n in first second third; do
     [[ $n == third ]] && sleep 30
