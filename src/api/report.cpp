@@ -56,6 +56,13 @@ std::string format_report(const SignatureReport& r) {
   }
   const double e = r.eager_median_ms;
   const bool table = e > 0 && r.timed_iterations > 0;
+  // The run's totals: the iterations before hot and the plain-eager blocks as they ran on both
+  // sides; from hot on, the eager median times the iterations against what they took.
+  const double overall_eager =
+      r.before_hot_ms +
+      e * static_cast<double>(r.warmup_iterations + r.interim_iterations + r.steady_iterations) +
+      r.plain_ms;
+  const double overall = r.before_hot_ms + r.warmup_ms + r.interim_ms + r.steady_ms + r.plain_ms;
   if (table) {
     const std::string line(82, '-');
     char head[160];
@@ -86,12 +93,10 @@ std::string format_report(const SignatureReport& r) {
       os << row("Plain-eager blocks (" + std::to_string(pn) + " iters):", r.plain_ms, r.plain_ms);
     os << line << "\n";
     const auto n = bn + wn + in + sn + pn;
-    const double total = r.before_hot_ms + r.warmup_ms + r.interim_ms + r.steady_ms + r.plain_ms;
-    const double total_eager = r.before_hot_ms + e * static_cast<double>(wn + in + sn) + r.plain_ms;
-    os << row("TOTAL TIME:", total_eager, total);
+    os << row("TOTAL TIME:", overall_eager, overall);
     if (n > 0)
-      os << row("Average per iteration:", total_eager / static_cast<double>(n),
-                total / static_cast<double>(n));
+      os << row("Average per iteration:", overall_eager / static_cast<double>(n),
+                overall / static_cast<double>(n));
     if (bn > 0) {
       os << "(Before hot: on both sides those iterations as they ran, eagerly under the hook; "
             "their first ones pay for the process's start, as plain eager's would. The hook's "
@@ -167,11 +172,6 @@ std::string format_report(const SignatureReport& r) {
        << " apart); a side-by-side timed at another moment can read a speedup that far from "
           "this run's\n";
   }
-  const double overall_eager =
-      r.before_hot_ms +
-      e * static_cast<double>(r.warmup_iterations + r.interim_iterations + r.steady_iterations) +
-      r.plain_ms;
-  const double overall = r.before_hot_ms + r.warmup_ms + r.interim_ms + r.steady_ms + r.plain_ms;
   std::string steady =
       r.steady_iterations > 0 && r.fused_median_ms > 0 ? ratio(e, r.fused_median_ms) : "-";
   if (r.speedup_judged > 0) {  // the judged figure, where there is one, and how sure it is
