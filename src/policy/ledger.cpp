@@ -5,8 +5,6 @@
 namespace hotpath::detail {
 
 void Ledger::add(std::int64_t count, double ms) {
-  ++iterations_;
-  ms_ += ms;
   if (entries_.size() > kExact && entries_.back().n < bucket_) {
     Entry& b = entries_.back();
     b.last = count;
@@ -48,6 +46,18 @@ std::int64_t Ledger::break_even(double eager, std::int64_t first_fused) const {
       since = e.last;
   }
   return since;
+}
+
+std::int64_t Ledger::iterations() const {
+  std::int64_t n = 0;
+  for (const Entry& e : entries_) n += e.n;
+  return n;
+}
+
+double Ledger::ms() const {
+  double ms = 0;
+  for (const Entry& e : entries_) ms += e.ms;
+  return ms;
 }
 
 double Ledger::cost_before(double eager, std::int64_t first_fused) const {

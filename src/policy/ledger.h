@@ -25,8 +25,9 @@ class Ledger {
   std::int64_t break_even(double eager, std::int64_t first_fused) const;
   // What the iterations before `first_fused` took beyond `eager` each (never below 0).
   double cost_before(double eager, std::int64_t first_fused) const;
-  std::int64_t iterations() const { return iterations_; }
-  double ms() const { return ms_; }
+  // Iterations added, and what they took together (summed over the entries).
+  std::int64_t iterations() const;
+  double ms() const;
   std::size_t entries() const { return entries_.size(); }
 
  private:
@@ -38,8 +39,6 @@ class Ledger {
   void compact();
   std::vector<Entry> entries_;
   std::int64_t bucket_ = 1;  // iterations a new entry past kExact may hold
-  std::int64_t iterations_ = 0;
-  double ms_ = 0;
 };
 
 }  // namespace hotpath::detail
