@@ -81,7 +81,7 @@ print("process: wall %.2f s, user %.2f s, system %.2f s, %d page faults, %d from
       % (time.time() - t, u.ru_utime, u.ru_stime, u.ru_minflt, u.ru_majflt))' \
       "$BUILD"/examples/mlp_training --iterations 600 ${HOTPATH_COLD_ARGS:-} >"$OUT/cold_mlp_$n.txt" 2>&1
     echo "cold_mlp_$n: exit $?"
-    grep -E "paged in|NVRTC compiled|kernel\(s\) ready|cross-check|VERDICT|^process:" "$OUT/cold_mlp_$n.txt"
+    grep -E "paged in|NVRTC compiled|kernel\(s\) ready|graph\(s\) in|cross-check|VERDICT|^process:" "$OUT/cold_mlp_$n.txt"
     save
   done
   unset HOTPATH_CACHE_DIR

@@ -36,6 +36,19 @@ inline double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Adds the milliseconds from its making to its end to `into`.
+class AddElapsed {
+ public:
+  explicit AddElapsed(double& into) : into_(into), t0_(std::chrono::steady_clock::now()) {}
+  ~AddElapsed() { into_ += ms_since(t0_); }
+  AddElapsed(const AddElapsed&) = delete;
+  AddElapsed& operator=(const AddElapsed&) = delete;
+
+ private:
+  double& into_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 // Samples in milliseconds for a debug line: "0.812 0.790 ..." (three decimals, in order).
 inline std::string samples_text(const double* v, std::size_t n) {
   std::string out;

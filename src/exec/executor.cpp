@@ -475,7 +475,18 @@ void Executor::materialize_all() {
 
 void Executor::complete_iteration() {
   materialize_all();  // empty unless a group's kernel could not run
-  if (mode_ == Mode::kCapture) armed_->replay->end_capture();
+  if (mode_ == Mode::kCapture) {
+    const Replay& r = *armed_->replay;
+    armed_->replay->end_capture();
+    if (!r.failed()) {
+      const Replay::CaptureCost& c = r.capture_cost();
+      log_debug(concat("hotpath: signature ", armed_->hex, ": captured ", r.graphs(),
+                       " graph(s) in ", ms_text(r.capture_ms()), " of host time: stream captures ",
+                       ms_text(c.streams_ms), ", instantiating ", ms_text(c.instantiate_ms),
+                       ", shadow ops and kernel nodes ", ms_text(c.shadows_ms), " (", c.mallocs,
+                       " new allocator segment(s), pool ", r.pool_bytes() >> 20, " MiB)"));
+    }
+  }
   if (mode_ == Mode::kReplay) {
     armed_->replay->end_replay();
     // Its ops that took the fast lane left the recorder no record to hash: it has the plan's.

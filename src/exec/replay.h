@@ -100,6 +100,15 @@ class Replay {
   // Host time of the captured iteration, from its first op to its graphs instantiated (the
   // iteration's own work included): what replay costs once, beside its savings.
   double capture_ms() const { return capture_ms_; }
+  // Where the capture's host time went (a debug line at its end): opening and closing the
+  // segments' stream captures, instantiating their graphs, the shadows' ops and kernel nodes
+  // (their allocations from the pool included), and the caching allocator's new segments
+  // (cudaMalloc calls) it took.
+  struct CaptureCost {
+    double streams_ms = 0, instantiate_ms = 0, shadows_ms = 0;
+    std::int64_t mallocs = 0;
+  };
+  const CaptureCost& capture_cost() const { return cost_; }
   bool ready() const { return ready_; }
   bool failed() const { return !failure_.empty(); }
   const std::string& failure() const { return failure_; }
@@ -305,6 +314,8 @@ class Replay {
   std::chrono::steady_clock::time_point capture_began_;
   double capture_ms_ = 0;
   std::int64_t reserved_before_ = 0;
+  std::int64_t mallocs_before_ = 0;
+  CaptureCost cost_;
   ska::flat_hash_map<ValueRef, Shadow, ValueRefHash> shadows_;
   std::vector<std::vector<Input>> inputs_;          // per op, its inputs (capture only)
   std::vector<std::vector<const void*>> observed_;  // per op, its outside inputs' addresses

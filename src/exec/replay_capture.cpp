@@ -112,6 +112,8 @@ void Replay::begin_capture(std::int64_t iter_start) {
   const auto& stats =
       c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_));
   reserved_before_ = stats.reserved_bytes[0].current;
+  mallocs_before_ = stats.segment[0].allocated;
+  cost_ = CaptureCost{};
 }
 
 void Replay::open_segment() {
@@ -119,6 +121,7 @@ void Replay::open_segment() {
   Segment s;
   s.graph = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);
   {
+    AddElapsed lap(cost_.streams_ms);
     c10::cuda::CUDAStreamGuard guard(side_);
     // Relaxed: the iteration's own ops run meanwhile on this thread, and may allocate.
     s.graph->capture_begin(pool_, cudaStreamCaptureModeRelaxed);
@@ -133,10 +136,14 @@ void Replay::close_segment() {
   open_ = false;
   Segment& s = segments_.back();
   {
+    AddElapsed lap(cost_.streams_ms);
     c10::cuda::CUDAStreamGuard guard(side_);
     s.graph->capture_end();
   }
-  s.graph->instantiate();
+  {
+    AddElapsed lap(cost_.instantiate_ms);
+    s.graph->instantiate();
+  }
   // Values nobody holds any more: the pool may give their memory to the next segments' values.
   const int seg = static_cast<int>(segments_.size()) - 1;
   for (auto it = shadows_.begin(); it != shadows_.end();) {
@@ -362,6 +369,7 @@ void Replay::capture_eager(std::size_t index, const c10::OperatorHandle& op,
                            const torch::jit::Stack& outputs) {
   if (failed()) return;
   OpRecipe& r = ops_[index];
+  AddElapsed lap(cost_.shadows_ms);
   try {
     const std::size_t nret = op.schema().returns().size();
     if (r.kind == Kind::kLive) {
@@ -425,9 +433,8 @@ void Replay::end_capture() {
   const auto& stats =
       c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_));
   pool_bytes_ = std::max<std::int64_t>(0, stats.reserved_bytes[0].current - reserved_before_);
-  capture_ms_ =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - capture_began_)
-          .count();
+  cost_.mallocs = stats.segment[0].allocated - mallocs_before_;
+  capture_ms_ = ms_since(capture_began_);
   if (segments_.empty()) {
     fail("the iteration has no GPU work to capture");
     return;

@@ -99,6 +99,7 @@ void Replay::launch_words(const Launch& l, std::uint64_t* w, std::size_t first, 
 
 void Replay::capture_launch(const Launch& l) {
   if (failed()) return;
+  AddElapsed lap(cost_.shadows_ms);
   const PlanGroup& g = *l.group;
   try {
     c10::cuda::CUDAStreamGuard guard(side_);
@@ -130,6 +131,7 @@ void Replay::capture_launch(const Launch& l) {
 
 void Replay::capture_batch(const std::vector<Launch>& launches) {
   if (failed() || launches.empty()) return;
+  AddElapsed lap(cost_.shadows_ms);
   const PlanGroup& g = *launches.front().group;
   try {
     c10::cuda::CUDAStreamGuard guard(side_);
