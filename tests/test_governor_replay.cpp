@@ -6,6 +6,8 @@
 #include <tuple>
 
 #include "fake_plans.h"
+#include "policy/decisions.h"
+#include "temp_dir.h"
 
 using namespace hotpath_test;
 
@@ -29,12 +31,20 @@ struct Loop {
 
 // The governor on a fake plan and clock, after 6 iterations of eager under the hook (10 ms)
 // and with the plan's kernels in from then on.
+hotpath::Config with_cache(const std::string& cache) {
+  hotpath::Config c = config();
+  c.remember = !cache.empty();
+  c.cache_dir = cache;
+  return c;
+}
+
+// `cache`: where verdicts are remembered (none if empty).
 struct Setup {
   FakePlans plans;
-  hotpath::detail::Governor gov{plans, config()};
+  hotpath::detail::Governor gov;
   Feed feed{gov};
   Loop loop{plans, feed};
-  Setup() {
+  explicit Setup(const std::string& cache = "") : gov(plans, with_cache(cache)) {
     gov.set_clock([this] { return feed.now; });
     feed.run(6, 10.0);
     plans.fused = true;
@@ -158,5 +168,41 @@ TEST_CASE("replay begun before the plan was judged is checked against the plan's
     loop.run(60);
     CHECK(plans.no_replay_calls == 0);
     CHECK(judged(gov, feed) == Approx(10.0));
+  }
+}
+
+TEST_CASE("a verdict remembers whether the plan won replayed, for a later run's early capture",
+          "[governor][replay]") {
+  // A later run captures a plan kept replayed after kReplayAfterKnown iterations instead of
+  // kReplayAfter; one whose replay was let go waits as a new plan does.
+  hotpath_test::TempDir cache("hotpath-replay-verdict");
+  const hotpath::detail::DecisionStore store(cache.path() + "/hotpath");
+  Setup setup(cache.path() + "/hotpath");
+  auto [plans, gov, feed, loop] = setup.parts();
+  loop.replay = true;
+  loop.run(80);
+  REQUIRE(judged(gov, feed) == Approx(2.0));
+  auto kept = store.load(7);
+  REQUIRE(kept.has_value());
+  CHECK(kept->compile);
+  CHECK(kept->replay_kept);
+  SECTION("replay that loses later is remembered as lost") {
+    loop.replay_ms = 12.0;
+    loop.run(120);
+    REQUIRE(plans.no_replay_calls == 1);
+    const auto after = store.load(7);
+    REQUIRE(after.has_value());
+    CHECK(after->compile);
+    CHECK_FALSE(after->replay_kept);
+  }
+  SECTION("a plan kept unreplayed is remembered so") {
+    hotpath_test::TempDir other("hotpath-replay-verdict");
+    Setup plain(other.path() + "/hotpath");
+    plain.loop.run(80);
+    REQUIRE(judged(plain.gov, plain.feed) == Approx(1.25));
+    const auto d = hotpath::detail::DecisionStore(other.path() + "/hotpath").load(7);
+    REQUIRE(d.has_value());
+    CHECK(d->compile);
+    CHECK_FALSE(d->replay_kept);
   }
 }

@@ -11,6 +11,7 @@
 #include "exec/replay.h"
 #include "have_gpu.h"
 #include "hotpath/hotpath.h"
+#include "policy/decisions.h"
 #include "temp_dir.h"
 
 namespace {
@@ -31,8 +32,14 @@ using Opt = torch::optim::AdamW;
 using Kept = std::vector<torch::Tensor>;
 using Step = std::function<void(int, Model&, Opt&, Kept&)>;
 
-Run train(bool hot, bool replay, int steps, const Step& step, int graph_ops) {
+// The kernel cache the loops share; verdicts are remembered there only where a test asks.
+const std::string& cache_path() {
   static hotpath_test::TempDir cache("hotpath-gpu-replay");
+  return cache.path();
+}
+
+Run train(bool hot, bool replay, int steps, const Step& step, int graph_ops,
+          bool remember = false) {
   torch::manual_seed(11);
   torch::nn::Sequential model(torch::nn::Linear(64, 256), torch::nn::GELU(),
                               torch::nn::Linear(256, 64));
@@ -40,12 +47,12 @@ Run train(bool hot, bool replay, int steps, const Step& step, int graph_ops) {
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3));
   hotpath::Config c;
   c.threshold = 3;
-  c.remember = false;
+  c.remember = remember;
   c.revert_window = 1000000;  // correctness, not speed: nothing is reverted on timing noise
   c.stand_aside = false;
   c.replay = replay;
   c.replay_graph_ops = graph_ops;
-  c.cache_dir = cache.path();
+  c.cache_dir = cache_path();
   c.log_level = hotpath::LogLevel::Warn;
   hotpath::disable_hot_path_detection();
   if (hot) hotpath::enable_hot_path_detection(c);
@@ -314,6 +321,38 @@ TEST_CASE("a step that draws random numbers is not captured, and trains as eager
   const auto f = r.stats.last().fusion;
   CHECK(f.replay_off.find("random") != std::string::npos);
   CHECK(f.replayed_iterations == 0);
+}
+
+TEST_CASE("a plan an earlier run kept replayed is captured after kReplayAfterKnown iterations",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  const Step step = [&](int, Model& model, Opt& opt, Kept&) { train_step(model, opt, x, y); };
+  const int ops = hotpath::Config{}.replay_graph_ops;
+  const Run eager = train(false, false, 40, step, ops);
+  const Run first = train(true, true, 40, step, ops);
+  const std::uint64_t signature = first.stats.last().id;
+  // The verdict a kept plan leaves (here written directly: the loop above judges nothing).
+  const hotpath::detail::DecisionStore store(cache_path());
+  hotpath::detail::Decision d;
+  d.compile = true;
+  auto known = [&](bool replay_kept) {
+    d.replay_kept = replay_kept;
+    store.save(signature, d);
+    const Run r = train(true, true, 40, step, ops, /*remember=*/true);
+    INFO(hotpath::format_stats(r.stats));
+    CHECK(r.stats.last().id == signature);
+    CHECK(r.stats.last().fusion.remembered.find("known winner") != std::string::npos);
+    check_replayed(r, 20);
+    for (std::size_t i = 0; i < eager.params.size(); ++i)
+      CHECK(rel_error(r.params[i], eager.params[i]) <= 1e-4);
+    return r.stats.last().fusion.replayed_iterations;
+  };
+  const std::int64_t sooner = known(true), later = known(false);
+  // Both hot at first sight; the one remembered replayed is captured kReplayAfter -
+  // kReplayAfterKnown iterations sooner (one either way: where a kernel is first ready).
+  CHECK(sooner - later >= hotpath::detail::kReplayAfter - hotpath::detail::kReplayAfterKnown - 1);
+  CHECK(sooner - later <= hotpath::detail::kReplayAfter - hotpath::detail::kReplayAfterKnown + 1);
 }
 
 // What needs no GPU: which ops a capture refuses, and how much a static copy holds.

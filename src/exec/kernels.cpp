@@ -16,6 +16,7 @@
 #include "compile/worker.h"
 #include "exec/executor.h"
 #include "exec/planner.h"
+#include "exec/replay.h"
 
 namespace hotpath::detail {
 
@@ -83,6 +84,7 @@ void load_interpreter(int device, const KernelCache& cache) {
     hp::Program empty{};
     void* params[] = {&empty};
     module->launch(1, kInterpreterBlock, nullptr, params);
+    prepare_replay_streams(device);
     log_info(concat("hotpath: interpreter kernel for device ", device, " ready in ",
                     ms_text(ms_since(t0)),
                     built.from_cache ? " (prebuilt or cached: nothing compiled)" : ""));

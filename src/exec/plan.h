@@ -190,6 +190,8 @@ struct Plan {
   bool counted = false;  // in the executor's count of plans that may run (set before ready)
   std::string reason;
   std::string remembered;  // "known winner ..." / "known loser ..." from an earlier run
+  // An earlier run kept it, replayed as CUDA graphs: captured after kReplayAfterKnown.
+  bool replay_kept_before = false;
   // Kept for logs and tests.
   std::shared_ptr<const Graph> graph;
   Partition partition;

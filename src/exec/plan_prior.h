@@ -11,6 +11,7 @@ struct PlanPrior {
   bool compile = false;            // false: a known loser, stays eager
   std::vector<bool> groups;        // per fused group: keep it (winners only)
   std::vector<std::string> names;  // the groups' names then, to notice a plan that changed
+  bool replay_kept = false;        // it ran as CUDA graphs when it was kept (winners only)
   std::string reason;
 };
 

@@ -49,6 +49,10 @@ class CudaModule;
 
 // Fused iterations in a row (none left the plan) before a plan's iteration is captured.
 constexpr std::int64_t kReplayAfter = 10;
+// ... for a plan an earlier run kept replayed (a known winner whose replay won): the governor
+// tries no other configuration first, and every iteration it runs unreplayed forgoes replay's
+// savings (on the MLP example 0.3-0.4 ms a step: eight of them cost as much as the capture).
+constexpr std::int64_t kReplayAfterKnown = 2;
 // Captures tried per plan, and replayed iterations that may leave the plan, before replay is off.
 constexpr int kReplayAttempts = 2;
 constexpr int kReplayDivergences = 3;
@@ -60,6 +64,11 @@ constexpr std::size_t kReplayRelearns = 8;
 // a new capture that copies it): a copy of each 64 MiB input at every replay made RoPE's
 // replayed step 0.28 ms against the plan's 0.07.
 constexpr std::size_t kStaticMaxBytes = std::size_t{1} << 20;
+
+// LibTorch makes a device's pool of streams at its first request (dozens of streams: they cost
+// the iteration before the first capture milliseconds). Called on a worker, where the device's
+// kernels load, so that a Replay's side stream is ready when the loop's thread asks.
+void prepare_replay_streams(int device);
 
 // The tensors among an op's returns on `stack`, in order (a list's in order); the address a
 // tensor's data starts at (nullptr: undefined, or no storage).

@@ -3,6 +3,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string_view>
 
 #include "common/error.h"
@@ -19,7 +20,7 @@ bool Executor::replay_eligible(const Plan& plan) const {
   // waiting for NVRTC, nothing left to the interpreter; and only a plan that has run whole for a
   // while (a loop that leaves its plan would leave its graphs too).
   if (config_.verify || plan.device_index < 0 || !plan.replay_off.empty()) return false;
-  if (plan.steady < kReplayAfter) return false;
+  if (plan.steady < (plan.replay_kept_before ? kReplayAfterKnown : kReplayAfter)) return false;
   if (!plan.compiled.load(std::memory_order_acquire) || !graph_updates_available()) return false;
   bool fused = false;
   for (const PlanGroup& g : plan.groups) {
@@ -75,11 +76,14 @@ void Executor::arm_replay(Plan& plan) {
   }
   // The iteration before the capture notes where its inputs from outside are.
   ++plan.replay_attempts;
+  const auto t0 = std::chrono::steady_clock::now();
   plan.replay = std::make_shared<Replay>(plan.device_index, plan.epoch, plan.ops.size(),
                                          config_.replay_graph_ops);
   plan.replay->set_moved(plan.replay_moved);
   plan.replay->begin_observe(iter_start_);
   set_mode(Mode::kObserve);
+  log_debug(concat("hotpath: signature ", plan.hex, ": iteration ", iteration_,
+                   " observed before its capture (set up in ", ms_text(ms_since(t0)), ")"));
 }
 
 bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::OperatorHandle& op,

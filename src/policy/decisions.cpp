@@ -51,6 +51,10 @@ std::optional<Decision> DecisionStore::load(std::uint64_t signature) const {
       in >> d.eager_ms;
     } else if (key == "fused_ms") {
       in >> d.fused_ms;
+    } else if (key == "replay") {
+      std::string v;
+      in >> v;
+      d.replay_kept = v == "kept";
     } else if (key == "skipped") {
       in >> d.skipped;
     } else if (key == "reason") {
@@ -72,6 +76,7 @@ void DecisionStore::save(std::uint64_t signature, const Decision& d) const {
   for (std::size_t i = 0; i < d.groups.size(); ++i)
     f << "group " << (d.groups[i] ? 1 : 0) << " " << (i < d.names.size() ? d.names[i] : "?")
       << "\n";
+  if (d.compile && d.replay_kept) f << "replay kept\n";
   f << "eager_ms " << d.eager_ms << "\nfused_ms " << d.fused_ms << "\n";
   if (!d.compile) f << "skipped " << d.skipped << "\n";
   f << "reason " << d.reason << "\n";

@@ -317,6 +317,9 @@ class Governor {
   void apply(std::uint64_t signature, Sig& s);
   void revert(std::uint64_t signature, Sig& s, const std::string& why);
   void remember(std::uint64_t signature, const Sig& s, bool compile);
+  // Replay let go: a verdict remembered as won replayed no longer says so (a later run would
+  // capture the plan early: exec/replay.h's kReplayAfterKnown).
+  void forget_replay(std::uint64_t signature);
   double now_ms() const;
   double remembered_eager(std::uint64_t signature);  // a known winner's baseline, or 0
 

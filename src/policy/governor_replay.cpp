@@ -89,6 +89,7 @@ void Governor::stop_replay(std::uint64_t signature, Sig& s, const std::string& w
   // The plan's own figure stands until it is judged again.
   s.set_verdict(s.plan_verdict, static_cast<std::size_t>(s.plan_verdict_fused),
                 static_cast<std::size_t>(s.plan_verdict_eager));
+  forget_replay(signature);
 }
 
 }  // namespace hotpath::detail

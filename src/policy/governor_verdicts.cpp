@@ -16,6 +16,7 @@ void Governor::remember(std::uint64_t signature, const Sig& s, bool compile) {
   d.eager_ms = s.eager_median;
   d.fused_ms = median_of(std::vector<double>(s.recent.begin(), s.recent.end()));
   d.reason = s.reason;
+  d.replay_kept = compile && s.replaying;
   if (const auto plan = plans_.groups(signature)) {
     for (std::size_t g = 0; g < plan->size(); ++g) {
       d.groups.push_back(g < s.active.size() ? s.active[g] : true);
@@ -25,6 +26,14 @@ void Governor::remember(std::uint64_t signature, const Sig& s, bool compile) {
   std::lock_guard<std::mutex> memo(memo_mu_);
   store_.save(signature, d);
   remembered_[signature] = d;
+}
+
+void Governor::forget_replay(std::uint64_t signature) {
+  std::lock_guard<std::mutex> memo(memo_mu_);
+  const auto it = remembered_.find(signature);
+  if (it == remembered_.end() || !it->second || !it->second->replay_kept) return;
+  it->second->replay_kept = false;
+  store_.save(signature, *it->second);
 }
 
 std::optional<Decision> Governor::remembered(std::uint64_t signature) {
