@@ -29,8 +29,7 @@ struct Loop {
   }
 };
 
-// The governor on a fake plan and clock, after 6 iterations of eager under the hook (10 ms)
-// and with the plan's kernels in from then on.
+// The test governor's settings, its verdicts remembered under `cache` (none if empty).
 hotpath::Config with_cache(const std::string& cache) {
   hotpath::Config c = config();
   c.remember = !cache.empty();
@@ -38,7 +37,8 @@ hotpath::Config with_cache(const std::string& cache) {
   return c;
 }
 
-// `cache`: where verdicts are remembered (none if empty).
+// The governor on a fake plan and clock, after 6 iterations of eager under the hook (10 ms)
+// and with the plan's kernels in from then on.
 struct Setup {
   FakePlans plans;
   hotpath::detail::Governor gov;

@@ -476,8 +476,8 @@ void Executor::materialize_all() {
 void Executor::complete_iteration() {
   materialize_all();  // empty unless a group's kernel could not run
   if (mode_ == Mode::kCapture) {
-    const Replay& r = *armed_->replay;
-    armed_->replay->end_capture();
+    Replay& r = *armed_->replay;
+    r.end_capture();
     if (!r.failed()) {
       const Replay::CaptureCost& c = r.capture_cost();
       log_debug(concat("hotpath: signature ", armed_->hex, ": captured ", r.graphs(),
