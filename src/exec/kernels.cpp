@@ -84,7 +84,6 @@ void load_interpreter(int device, const KernelCache& cache) {
     hp::Program empty{};
     void* params[] = {&empty};
     module->launch(1, kInterpreterBlock, nullptr, params);
-    prepare_replay_streams(device);
     log_info(concat("hotpath: interpreter kernel for device ", device, " ready in ",
                     ms_text(ms_since(t0)),
                     built.from_cache ? " (prebuilt or cached: nothing compiled)" : ""));
@@ -108,6 +107,9 @@ void Executor::request_interpreter(int device, const KernelCache& cache) {
   // On a worker of its own: compiled (seconds, where no prebuilt copy fits this device), it would
   // hold up every plan queued behind it.
   CompileWorker::side().submit([device, cache] { load_interpreter(device, cache); });
+  // Then, on the same worker, what a first capture on the device would pay on the loop's thread
+  // (a job of its own: should it fail, the interpreter is loaded all the same).
+  CompileWorker::side().submit([device] { prepare_replay_streams(device); });
 }
 
 std::shared_ptr<CudaModule> Executor::loaded_interpreter(int device) {

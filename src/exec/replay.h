@@ -66,8 +66,9 @@ constexpr std::size_t kReplayRelearns = 8;
 constexpr std::size_t kStaticMaxBytes = std::size_t{1} << 20;
 
 // LibTorch makes a device's pool of streams at its first request (dozens of streams: they cost
-// the iteration before the first capture milliseconds). Called on a worker, where the device's
-// kernels load, so that a Replay's side stream is ready when the loop's thread asks.
+// the iteration before the first capture milliseconds). Called on the side worker after the
+// device's interpreter kernel loads, so that a Replay's side stream is ready when the loop's
+// thread asks.
 void prepare_replay_streams(int device);
 
 // The tensors among an op's returns on `stack`, in order (a list's in order); the address a
