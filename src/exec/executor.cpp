@@ -266,6 +266,9 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   const bool fused = group != nullptr && group->active && !group->eager_only;
   if (mode_ == Mode::kObserve) armed_->replay->observe(index, rec, inputs);
   if (mode_ == Mode::kCapture) {
+    // A batch's groups that are complete launch now where the capture would cut a graph
+    // before this op: the GPU starts them while the host goes through the rest.
+    if (!deferred_.empty() && armed_->replay->cut_wanted(index)) flush_finished(index);
     armed_->replay->capture_op(index, p, rec, inputs, *as, deferred_.empty());
     if (!fused) {
       capture_eager(*as, keys, stack, index);  // runs it, then captures it

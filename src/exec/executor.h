@@ -223,6 +223,9 @@ class Executor {
   // The groups of a batch (Plan::batches) that have deferred work, in one launch of their
   // kernel's multi entry when all have it loaded, else one by one.
   void run_batch(int batch);
+  // Launches these groups' deferred work: together through their kernel's multi entry where they
+  // may, else one by one in order (run_batch's way).
+  void run_together(const std::vector<int>& which);
   // The arguments of g's launch on its own kernel or (own_kernel false) the interpreter; false
   // when it cannot run fused (the members are materialised instead).
   bool fill(PlanGroup& g, const std::vector<Deferred*>& members, bool own_kernel, LaunchArgs& l);
@@ -238,6 +241,11 @@ class Executor {
   // armed plan's iteration replays, is captured, or runs the plan as always (mode_).
   void arm_replay(Plan& plan);
   bool replay_eligible(const Plan& plan) const;
+  // Where the capture of `plan`'s iteration may cut a stretch into graphs (uncut_runs).
+  static std::vector<std::uint32_t> capture_runs(const Plan& plan);
+  // In a capture, before op `index`: launches the pending groups if every one is complete (a
+  // batch's, before its last group); whether nothing is pending now.
+  bool flush_finished(std::size_t index);
   // An op of a replayed iteration (guarded): true when its outputs are on the stack.
   bool replay_step(const PlanOp& p, std::size_t index, const c10::OperatorHandle& op,
                    c10::DispatchKeySet keys, torch::jit::Stack* stack, const OpRecord& rec,

@@ -19,10 +19,15 @@
 namespace hotpath::detail {
 
 void Executor::run_batch(int batch) {
-  // The batch's groups that have deferred work (an inactive group's ops ran eagerly).
+  run_together(armed_->batches[static_cast<std::size_t>(batch)]);
+}
+
+void Executor::run_together(const std::vector<int>& which) {
+  // The groups that have deferred work (an inactive group's ops ran eagerly; a captured
+  // iteration may have launched part of a batch already: flush_finished).
   std::vector<int> pending;
   std::vector<std::vector<Deferred*>> members;
-  for (int gi : armed_->batches[static_cast<std::size_t>(batch)]) {
+  for (int gi : which) {
     std::vector<Deferred*> m = members_of(gi);
     if (m.empty()) continue;
     pending.push_back(gi);
@@ -136,7 +141,8 @@ void Executor::run_batch(int batch) {
   } catch (const Error& e) {
     log_warn(concat("hotpath: the joint launch of kernel ", kernel->name(),
                     " failed; its groups launch one by one from now on: ", e.what()));
-    armed_->batches[static_cast<std::size_t>(batch)].clear();
+    for (std::vector<int>& b : armed_->batches)
+      if (std::find(b.begin(), b.end(), pending.front()) != b.end()) b.clear();
     if (mode_ == Mode::kCapture)
       armed_->replay->fail(concat("the joint launch of kernel ", kernel->name(), " failed"));
     for (std::size_t k : filled) {

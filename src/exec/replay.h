@@ -85,6 +85,23 @@ void copy_bytes(void* dst, const void* src, std::int64_t n, int device);
 inline int graph_size(int graph_ops, int cut) {
   return std::max(1, graph_ops >> std::max(0, 2 - cut));
 }
+// Per op, how many ops from it on run before the next place where no fused group has members on
+// both sides (where a captured stretch may be cut into another graph; the plan's end is one): 1
+// where a cut is possible again right after the op. `groups`: per op, the fused group it is
+// deferred into, or -1 (it runs eagerly, or its group is off). The groups of a batch count one by
+// one: a capture that cuts a batch launches the groups before the cut first
+// (Executor::flush_finished).
+std::vector<std::uint32_t> uncut_runs(const std::vector<int>& groups);
+// Whether a captured stretch is cut into a new graph before an op: only where no fused group is
+// pending, and once the open graph has `limit` ops (graph_size), or has some and the ops from this
+// one on cannot be cut for `limit` ops or more (`run`: uncut_runs). An optimizer's update of a
+// large parameter is such a run: cut before it, the backward's last products launch before the
+// host walks the update's ops, not after the whole optimizer step (as one joint launch at its end
+// kept them: the GPU idled while the host walked it).
+inline bool cut_before(int segment_ops, int limit, std::uint32_t run, bool between_groups) {
+  return between_groups && segment_ops > 0 &&
+         (segment_ops >= limit || run >= static_cast<std::uint32_t>(limit));
+}
 // References to `t` that `args` hold, in a list (a stack's inputs) too.
 int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args);
 
@@ -134,7 +151,8 @@ class Replay {
   void observe(std::size_t index, const OpRecord& rec, const TensorPtrs& inputs);
 
   // ---- Capture: the iteration runs its plan as always; each op is captured beside it.
-  void begin_capture(std::int64_t iter_start);
+  // runs: uncut_runs of the plan's ops as the iteration runs them (where a graph may end).
+  void begin_capture(std::int64_t iter_start, std::vector<std::uint32_t> runs);
   // Before op `index` runs: its kind (after this, failed() if it cannot be captured).
   // `between_groups`: no fused group or batch is pending (a graph may end before this op).
   Kind capture_op(std::size_t index, const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs,
@@ -162,6 +180,9 @@ class Replay {
   // Groups of a batch the plan launched together through their kernel's multi entry (an
   // optimizer's update of each parameter): one graph node, as in the plan.
   void capture_batch(const std::vector<Launch>& launches);
+  // Whether the capture would cut the open graph before op `index` if no fused group were
+  // pending there (cut_before): the executor then launches the groups that are complete.
+  bool cut_wanted(std::size_t index) const;
   void end_capture();  // the iteration completed: replay is ready (unless failed())
   void fail(const std::string& why);
 
@@ -321,6 +342,7 @@ class Replay {
   int segment_ops_ = 0;     // ops captured into the open segment
   int stretch_graphs_ = 0;  // graphs cut by size since the stretch began (graph_limit)
   int graph_limit() const { return graph_size(graph_ops_, stretch_graphs_); }
+  std::vector<std::uint32_t> runs_;  // begin_capture's
   std::chrono::steady_clock::time_point capture_began_;
   double capture_ms_ = 0;
   std::int64_t reserved_before_ = 0;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -103,9 +104,38 @@ void map_inputs(torch::jit::Stack& args, F&& f) {
 
 // ---- Capture
 
-void Replay::begin_capture(std::int64_t iter_start) {
+std::vector<std::uint32_t> uncut_runs(const std::vector<int>& groups) {
+  // Each group's first and last member; position i is free when no group spans it.
+  std::map<int, std::pair<std::size_t, std::size_t>> span;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i] < 0) continue;
+    auto [it, fresh] = span.emplace(groups[i], std::make_pair(i, i));
+    if (!fresh) it->second.second = i;
+  }
+  std::vector<int> open(groups.size() + 1, 0);  // groups spanning position i (difference array)
+  for (const auto& [g, s] : span) {
+    ++open[s.first + 1];
+    --open[s.second + 1];
+  }
+  std::vector<std::uint32_t> runs(groups.size(), 1);
+  std::vector<bool> free(groups.size() + 1, true);
+  int spanning = 0;
+  for (std::size_t i = 0; i <= groups.size(); ++i) {
+    spanning += open[i];
+    free[i] = spanning == 0;
+  }
+  std::size_t next = groups.size();  // the nearest free position after i
+  for (std::size_t i = groups.size(); i-- > 0;) {
+    runs[i] = static_cast<std::uint32_t>(next - i);
+    if (free[i]) next = i;
+  }
+  return runs;
+}
+
+void Replay::begin_capture(std::int64_t iter_start, std::vector<std::uint32_t> runs) {
   capture_began_ = std::chrono::steady_clock::now();
   iter_start_ = iter_start;
+  runs_ = std::move(runs);
   stretch_graphs_ = 0;
   inputs_.assign(ops_.size(), {});
   pool_ = at::cuda::graph_pool_handle();
@@ -155,6 +185,11 @@ void Replay::close_segment() {
       ops_[it->second.op].outs[static_cast<std::size_t>(it->second.out)].released_after = seg;
     it = shadows_.erase(it);
   }
+}
+
+bool Replay::cut_wanted(std::size_t index) const {
+  return open_ && !failed() && graph_ops_ > 0 &&
+         cut_before(segment_ops_, graph_limit(), index < runs_.size() ? runs_[index] : 1, true);
 }
 
 Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpRecord& rec,
@@ -236,8 +271,10 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
     // while the host goes through the next (one graph per stretch left the GPU idle until the
     // stretch's end: a step that reads its loss ran host and GPU one after the other). The
     // stretch's first graphs are smaller (a quarter, then half of graph_ops_): after a wait the
-    // GPU has work again sooner.
-    if (open_ && graph_ops_ > 0 && segment_ops_ >= graph_limit() && between_groups) {
+    // GPU has work again sooner. Before a run of a graph's size or more that no cut may split (an
+    // optimizer's update of a parameter), the open graph ends whatever its own size (cut_before).
+    const std::uint32_t run = index < runs_.size() ? runs_[index] : 1;
+    if (open_ && graph_ops_ > 0 && cut_before(segment_ops_, graph_limit(), run, between_groups)) {
       close_segment();
       ++stretch_graphs_;
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string_view>
+#include <vector>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -33,6 +34,33 @@ bool Executor::replay_eligible(const Plan& plan) const {
   return fused;
 }
 
+std::vector<std::uint32_t> Executor::capture_runs(const Plan& plan) {
+  // The ops as this configuration runs them: a group that is off, or runs eagerly after a failed
+  // launch, defers nothing.
+  std::vector<int> groups(plan.ops.size(), -1);
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const int gi = plan.ops[i].group;
+    if (gi < 0) continue;
+    const PlanGroup& g = plan.groups[static_cast<std::size_t>(gi)];
+    if (g.active && !g.eager_only) groups[i] = gi;
+  }
+  return uncut_runs(groups);
+}
+
+bool Executor::flush_finished(std::size_t index) {
+  std::vector<int> groups;
+  for (const Deferred& d : deferred_) {
+    if (std::find(groups.begin(), groups.end(), d.group) != groups.end()) continue;
+    const PlanGroup& g = armed_->groups[static_cast<std::size_t>(d.group)];
+    // A group with members still to come keeps the graph open.
+    if (g.ops.empty() || static_cast<std::size_t>(g.ops.back()) >= index) return false;
+    groups.push_back(d.group);
+  }
+  std::sort(groups.begin(), groups.end());
+  run_together(groups);
+  return deferred_.empty();
+}
+
 void Executor::arm_replay(Plan& plan) {
   if (!plan.requested_replay_off.empty() && plan.replay_off.empty())
     drop_replay(plan, plan.requested_replay_off);
@@ -50,7 +78,7 @@ void Executor::arm_replay(Plan& plan) {
   const bool eligible = replay_eligible(plan);
   if (plan.replay && plan.replay->observing() && eligible) {
     try {
-      plan.replay->begin_capture(iter_start_);
+      plan.replay->begin_capture(iter_start_, capture_runs(plan));
     } catch (const std::exception& e) {
       plan.replay->fail(concat("a capture could not start: ", e.what()));
       return;
