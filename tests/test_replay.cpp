@@ -197,6 +197,10 @@ TEST_CASE("a batch at a new address every step is copied in where the graph read
     kept.push_back(train_step(model, opt, xs[static_cast<std::size_t>(i % 3)], y).detach());
   });
   check_replayed(r, 30);
+  // The graph copies the batch in itself; each replay points its copy at the batch's address.
+  const auto f = r.stats.last().fusion;
+  CHECK(f.replay_copy_nodes >= 1);
+  CHECK(f.replay_repointed >= f.replayed_iterations - 1);
 }
 
 TEST_CASE("a value inside a fused group that the loop keeps in some steps is written in those",
@@ -308,6 +312,9 @@ TEST_CASE("new data each step in the same tensor replays with the new data", "[g
   const auto f = r.stats.last().fusion;
   CHECK(f.replay_off.empty());
   CHECK(f.replayed_iterations >= 20);
+  // The graph's own copies bring the new data in; nothing moved, so the host did nothing.
+  CHECK(f.replay_copy_nodes >= 1);
+  CHECK(f.replay_repointed == 0);
 }
 
 TEST_CASE("a step that draws random numbers is not captured, and trains as eager does",

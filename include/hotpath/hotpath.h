@@ -185,12 +185,17 @@ struct FusionStats {
   // the captured iteration's, its own work included, until its graphs were instantiated),
   // values the program still held where a replay would overwrite them (copied out first), and
   // why replay is off for this signature, if it is ("" while it waits to capture or replays).
+  // Inputs that may move between iterations (a batch) are read from copies that the graphs
+  // refresh themselves: replay_copy_nodes of them in the graphs now, and how many times in all a
+  // replay pointed one at the input's new address (none where the input stays put).
   std::int64_t replayed_iterations = 0;
   int replay_graphs = 0;
   std::int64_t replay_pool_bytes = 0;
   int replay_captures = 0;
   double replay_capture_ms = 0;
   std::int64_t replay_rescued = 0;
+  int replay_copy_nodes = 0;
+  std::int64_t replay_repointed = 0;
   std::string replay_off;
   std::vector<GroupStats> groups;
 };

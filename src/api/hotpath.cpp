@@ -222,6 +222,9 @@ std::string format_stats(const Stats& s) {
            << " ms of host time";
       if (f.replay_rescued > 0)
         os << ", " << f.replay_rescued << " value(s) the loop kept copied out of the pool";
+      if (f.replay_copy_nodes > 0)
+        os << ", " << f.replay_copy_nodes << " moving input(s) copied in by the graphs ("
+           << f.replay_repointed << " move(s) followed)";
       if (!f.replay_off.empty()) os << "; off: " << f.replay_off;
       os << "\n";
     }

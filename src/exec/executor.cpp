@@ -487,7 +487,8 @@ void Executor::complete_iteration() {
                        " graph(s) in ", ms_text(r.capture_ms()), " of host time: stream captures ",
                        ms_text(c.streams_ms), ", instantiating ", ms_text(c.instantiate_ms),
                        ", shadow ops and kernel nodes ", ms_text(c.shadows_ms), " (", c.mallocs,
-                       " new allocator segment(s), pool ", r.pool_bytes() >> 20, " MiB)"));
+                       " new allocator segment(s), pool ", r.pool_bytes() >> 20, " MiB; ",
+                       r.static_nodes(), " moving input(s) copied in by their graphs)"));
     }
   }
   if (mode_ == Mode::kReplay) {

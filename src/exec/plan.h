@@ -185,6 +185,7 @@ struct Plan {
   std::string replay_off;
   std::string requested_replay_off;  // the governor's (Executor::no_replay), at iteration starts
   std::int64_t replayed = 0, replay_rescued = 0, replay_pool_bytes = 0;  // of earlier captures
+  std::int64_t replay_repointed = 0;                                     // ... likewise
   int replay_captures = 0;  // ... how many ended, and their host time (Replay::capture_ms)
   double replay_capture_ms = 0;
   bool counted = false;  // in the executor's count of plans that may run (set before ready)

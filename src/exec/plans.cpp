@@ -121,6 +121,8 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.replayed_iterations = p.replayed + (p.replay ? p.replay->replayed() : 0);
     sig.fusion.replay_rescued = p.replay_rescued + (p.replay ? p.replay->rescued() : 0);
     sig.fusion.replay_graphs = p.replay ? p.replay->graphs() : 0;
+    sig.fusion.replay_copy_nodes = p.replay ? p.replay->static_nodes() : 0;
+    sig.fusion.replay_repointed = p.replay_repointed + (p.replay ? p.replay->repointed() : 0);
     sig.fusion.replay_pool_bytes = p.replay ? p.replay->pool_bytes() : p.replay_pool_bytes;
     sig.fusion.replay_off = p.replay_off;
     const double capture_ms = p.replay ? p.replay->capture_ms() : 0.0;

@@ -173,9 +173,30 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const TensorP
     return Step::kLeave;
   }
   for (const auto& [k, st] : r.statics) {
-    if (static_filled_[static_cast<std::size_t>(st)] == iteration_) continue;
-    refills_.emplace_back(st, at::Tensor(*inputs[k]));  // a moving input: copied in at launch
-    static_filled_[static_cast<std::size_t>(st)] = iteration_;
+    const auto sk = static_cast<std::size_t>(st);
+    if (static_filled_[sk] == iteration_) continue;
+    static_filled_[sk] = iteration_;
+    StaticNode& n = static_nodes_[sk];
+    if (n.node == nullptr) {
+      refills_.emplace_back(st, at::Tensor(*inputs[k]));  // a moving input: copied in at launch
+      continue;
+    }
+    // Its graph copies it in; where it moved, from there on (the deferred call holds the tensor
+    // until the graph has launched).
+    const void* src = data_address(*inputs[k]);
+    if (src == n.src) continue;
+    const cudaError_t e = cudaGraphExecMemcpyNodeSetParams1D(
+        segments_[static_cast<std::size_t>(n.segment)].graph->raw_cuda_graph_exec(),
+        static_cast<cudaGraphNode_t>(n.node), statics_[sk].data_ptr(), src, n.bytes,
+        cudaMemcpyDeviceToDevice);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      why = concat("its graph's copy of input ", k, " could not be pointed at its new address (",
+                   cudaGetErrorString(e), ")");
+      return Step::kLeave;
+    }
+    n.src = src;
+    ++repointed_;
   }
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     if (std::any_of(r.statics.begin(), r.statics.end(),
@@ -326,6 +347,11 @@ void Replay::launch_pending() {
                 "'s CUDA graph failed: ", cudaGetErrorString(e));
   records_.clear();
   host_lap(kGraphPart);
+}
+
+int Replay::static_nodes() const {
+  return static_cast<int>(std::count_if(static_nodes_.begin(), static_nodes_.end(),
+                                        [](const StaticNode& n) { return n.node != nullptr; }));
 }
 
 const Replay::Record* Replay::deferred(std::size_t index) const {

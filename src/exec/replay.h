@@ -217,6 +217,10 @@ class Replay {
   // For stats().
   std::int64_t replayed() const { return replayed_; }
   std::int64_t rescued() const { return rescued_; }
+  // Static copies refreshed by a copy node of their graph, and how often a replay pointed one at
+  // a new address (the rest are copied by the host before their graph launches).
+  int static_nodes() const;
+  std::int64_t repointed() const { return repointed_; }
   std::int64_t pool_bytes() const { return pool_bytes_; }
   int graphs() const { return static_cast<int>(segments_.size()); }
 
@@ -358,7 +362,18 @@ class Replay {
   std::vector<at::Tensor> statics_;
   ska::flat_hash_map<const c10::TensorImpl*, int> static_of_outside_;
   ska::flat_hash_map<ValueRef, int, ValueRefHash> static_of_value_;
-  std::vector<std::int64_t> static_filled_;              // the replay that last refreshed each
+  std::vector<std::int64_t> static_filled_;  // the replay that last refreshed each
+  // Per static copy, the copy node captured in the graph that first reads it (node null: the
+  // host copies it in before that graph launches, refills_): the graph refreshes it itself, and a
+  // replay only points the node where the input is now when that moved.
+  struct StaticNode {
+    int segment = -1;
+    void* node = nullptr;  // cudaGraphNode_t
+    const void* src = nullptr;
+    std::size_t bytes = 0;
+  };
+  std::vector<StaticNode> static_nodes_;
+  std::int64_t repointed_ = 0;  // node updates: a moving input at a new address
   std::vector<std::pair<int, at::Tensor>> refills_;      // pending: (static, its new value)
   std::set<std::pair<std::size_t, std::size_t>> moved_;  // (op, input) known to move
   std::optional<std::pair<std::size_t, std::size_t>> moved_input_;

@@ -355,6 +355,21 @@ at::Tensor Replay::graph_input(std::size_t index, std::size_t k, bool written) {
     statics_.push_back(
         tensor_on(bytes.storage(), value.scalar_type(), value.sizes(), value.strides()));
     static_filled_.push_back(-1);
+    // Refreshed by a copy node of the graph being captured (this op's), before the op's work:
+    // no host copy at each replay, and where the input stays put no host work at all.
+    StaticNode n;
+    const std::int64_t span = span_bytes(value);
+    if (open_ && span > 0 && value.is_cuda() && value.get_device() == device_) {
+      n.src = value.const_data_ptr();
+      n.bytes = static_cast<std::size_t>(span);
+      const cudaError_t e = cudaMemcpyAsync(statics_.back().data_ptr(), n.src, n.bytes,
+                                            cudaMemcpyDeviceToDevice, side_.stream());
+      HOTPATH_CHECK(e == cudaSuccess,
+                    "capturing the copy of a moving input failed: ", cudaGetErrorString(e));
+      n.node = last_captured_node(side_.stream());
+      n.segment = static_cast<int>(segments_.size()) - 1;
+    }
+    static_nodes_.push_back(n);
     s = static_cast<int>(statics_.size());  // 1-based: 0 is "none yet"
   }
   ops_[index].statics.emplace_back(static_cast<std::uint32_t>(k), s - 1);

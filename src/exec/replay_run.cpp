@@ -263,6 +263,7 @@ void Executor::drop_replay(Plan& plan, const std::string& why) {
   if (!plan.replay) return;
   plan.replayed += plan.replay->replayed();
   plan.replay_rescued += plan.replay->rescued();
+  plan.replay_repointed += plan.replay->repointed();
   plan.replay_pool_bytes = plan.replay->pool_bytes();
   if (plan.replay->capture_ms() > 0) {
     ++plan.replay_captures;
