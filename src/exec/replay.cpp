@@ -125,7 +125,8 @@ void Replay::release() {
   records_.clear();
   refills_.clear();
   shadows_.clear();
-  segments_.clear();
+  segments_.clear();  // the copy nodes go with their graphs
+  static_nodes_.clear();
   statics_.clear();
 }
 
