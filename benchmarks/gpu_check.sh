@@ -2,6 +2,9 @@
 # One call on the GPU machine: build, test, the differential harness, the example and the
 # benchmarks; results under $OUT (or ./gpu_out). Run through the device tool as:
 #   source .device-deps/gpu-env.sh; HOTPATH_COMMIT=<commit> bash benchmarks/gpu_check.sh
+# after `EXTRA_DEBS="libcli11-dev nlohmann-json3-dev libgloo-dev" bash ../shared/device/prepare.sh`
+# here (the build needs CLI11 and nlohmann-json for bench_suite, gloo's headers for ddp_training;
+# the machine has none of them).
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example replay overhead fusion breakdown
 # and, when asked for, cold (a fresh machine's first process, run first), verdicts, figure,
