@@ -181,7 +181,8 @@ class Replay {
   // optimizer's update of each parameter): one graph node, as in the plan.
   void capture_batch(const std::vector<Launch>& launches);
   // Whether the capture would cut the open graph before op `index` if no fused group were
-  // pending there (cut_before): the executor then launches the groups that are complete.
+  // pending there (cut_before): the executor then launches the groups that are complete, and
+  // capture_op cuts where none is.
   bool cut_wanted(std::size_t index) const;
   void end_capture();  // the iteration completed: replay is ready (unless failed())
   void fail(const std::string& why);

@@ -273,8 +273,7 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
     // stretch's first graphs are smaller (a quarter, then half of graph_ops_): after a wait the
     // GPU has work again sooner. Before a run of a graph's size or more that no cut may split (an
     // optimizer's update of a parameter), the open graph ends whatever its own size (cut_before).
-    const std::uint32_t run = index < runs_.size() ? runs_[index] : 1;
-    if (open_ && graph_ops_ > 0 && cut_before(segment_ops_, graph_limit(), run, between_groups)) {
+    if (between_groups && cut_wanted(index)) {
       close_segment();
       ++stretch_graphs_;
     }
