@@ -20,7 +20,7 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
     // tell them apart; a coin flip would revert or keep at random.
     FakeLoop loop{0, {-0.1}, one_group()};
     loop.jitter = 0.3;
-    loop.run(400);
+    loop.run(460);
     const auto rep = report_of_kept();
     const auto* r = hot_report(rep);
     REQUIRE(r != nullptr);

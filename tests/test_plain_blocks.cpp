@@ -61,11 +61,12 @@ TEST_CASE("an unmarked loop's plain blocks are counted by the iteration marker",
   CHECK(r->plain_blocks >= 1);
   CHECK(r->plain_blocks_marked == r->plain_blocks);
   CHECK(r->plain_blocks_dropped == 0);
-  // Each block has 10 iterations; the top of the first one is inside the hooked op that started
-  // the block, and only the learning block's next two iterations had the callback. (The last
-  // block may still run when the loop ends: only the first is whole for sure.)
-  CHECK(seen.hook_out >= 9);
-  CHECK(seen.hook_out <= 10 * r->plain_blocks);
+  // Each block has 12 iterations (10 samples after Governor::kPlainLead); the top of the first
+  // one is inside the hooked op that started the block, and only the learning block's next two
+  // iterations had the callback. (The last block may still run when the loop ends: only the
+  // first is whole for sure.)
+  CHECK(seen.hook_out >= 11);
+  CHECK(seen.hook_out <= 12 * r->plain_blocks);
   CHECK(seen.hook_out_with_callback <= 2);
   CHECK(seen.hook_out_no_callback >= seen.hook_out - 2);
   CHECK(hotpath::format_report(*r).find("counted by the iteration marker") != std::string::npos);
@@ -190,4 +191,18 @@ TEST_CASE("the verdict's evidence is rounds judged against fresh blocks", "[gove
   CHECK(r->fused_median_ms == Approx(4.5));
   CHECK(r->speedup_judged == Approx(10.0 / 6.0));
   hotpath::disable_hot_path_detection();
+}
+
+TEST_CASE("a plain-eager block's first iterations pay for the switch and are no samples",
+          "[governor][plain]") {
+  using hotpath::detail::Governor;
+  using hotpath::detail::plain_samples;
+  STATIC_REQUIRE(Governor::kPlainLead == 2);
+  // Twelve iterations timed one by one: the first two (slow after the fused path) are left out.
+  std::vector<double> gaps{1.4, 1.1, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0};
+  CHECK(plain_samples(gaps, 12) == std::vector<double>(10, 1.0));
+  // A block timed as one mean, or cut short by a Pause to its last few iterations, keeps them.
+  CHECK(plain_samples({1.2}, 12) == std::vector<double>{1.2});
+  CHECK(plain_samples({1.4, 1.0, 1.0, 1.0}, 4) == std::vector<double>{1.4, 1.0, 1.0, 1.0});
+  CHECK(plain_samples({1.4, 1.1, 1.0, 1.0, 1.0}, 5) == std::vector<double>{1.0, 1.0, 1.0});
 }

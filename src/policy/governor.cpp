@@ -191,7 +191,7 @@ void Governor::drain(bool block) {
     if (gaps.size() == 1) gaps[0] /= iterations;
     const std::uint64_t signature = b.signature;
     plain_blocks_.pop_front();
-    plain_result(signature, std::move(gaps), iterations, total);
+    plain_result(signature, plain_samples(std::move(gaps), iterations), iterations, total);
   }
   while (!pending_.empty()) {
     const Pending& p = pending_.front();

@@ -31,8 +31,19 @@
 
 namespace hotpath::detail {
 
+// A plain-eager block's samples: one per iteration (`gaps`, when there are `iterations` of them)
+// less the first Governor::kPlainLead, or the block's mean as it is.
+std::vector<double> plain_samples(std::vector<double> gaps, int iterations);
+
 class Governor {
  public:
+  // A plain-eager block's first iterations are no sample of plain eager: they pay for the switch
+  // from the fused path (over 237 blocks of the MLP example on an H100 the first ran 36% slower
+  // than the block's others, the next three 6%, 3% and 2%; over 21 blocks of the suite's MLP row
+  // on an H200, the first 32% above the median of the block's last six, the second 4%). The block
+  // runs this many more.
+  static constexpr std::size_t kPlainLead = 2;
+
   Governor(PlanControl& plans, const Config& config);
   void configure(const Config& config);
   // Tests: a controllable clock (milliseconds); CUDA events are not used while it is set.

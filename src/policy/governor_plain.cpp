@@ -15,6 +15,14 @@ constexpr std::size_t kMinPartialBlock = 3;  // iterations a cut block keeps as 
 constexpr std::size_t kPlainPool = 4096;     // plain-eager samples kept for the report's figure
 }  // namespace
 
+std::vector<double> plain_samples(std::vector<double> gaps, int iterations) {
+  // One gap per iteration: the first ones pay for the switch from the fused path.
+  if (gaps.size() == static_cast<std::size_t>(iterations) &&
+      gaps.size() >= Governor::kPlainLead + kMinPartialBlock)
+    gaps.erase(gaps.begin(), gaps.begin() + Governor::kPlainLead);
+  return gaps;
+}
+
 void Governor::set_plain_blocks(std::function<bool()> possible) {
   std::lock_guard<std::mutex> lock(mu_);
   plain_possible_ = std::move(possible);
@@ -34,7 +42,7 @@ int Governor::take_plain_block(std::uint64_t signature) {
                       std::memory_order_relaxed);
   PlainBlock b;
   b.signature = signature;
-  b.iterations = std::max(10, config_.revert_window / 2);
+  b.iterations = std::max(10, config_.revert_window / 2) + static_cast<int>(kPlainLead);
   plain_blocks_.push_back(b);
   return b.iterations;
 }
