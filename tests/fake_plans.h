@@ -29,9 +29,11 @@ struct FakePlans : PlanControl {
   // ... else, of the groups still compiling: some on the interpreter, some eagerly
   bool stand_in = false, waited = false;
   bool replayed = false;  // ... as CUDA graphs
+  bool captured = false;  // ... was captured as CUDA graphs
   // Every group off (set_active), as the governor asks while it times eager again.
   bool all_off = false;
-  int no_stand_in_calls = 0, keep_stand_in_calls = 0, reverts = 0, no_replay_calls = 0;
+  int no_stand_in_calls = 0, keep_stand_in_calls = 0, reverts = 0, no_replay_calls = 0,
+      release_replay_calls = 0;
   hotpath::detail::Plan trial_plan;  // takes the stand-in trial's turns (see trial)
   std::string why;
   // Iterations (by their first op) that started on signature 7's plan (10 ops) and left it.
@@ -43,6 +45,7 @@ struct FakePlans : PlanControl {
     r.stand_in = stand_in;
     r.waited = waited;
     r.replayed = replayed;
+    r.captured = captured;
     if (left.count(first) > 0) {
       r.left_plan = 7;
       r.plan_ops = 10;
@@ -71,6 +74,10 @@ struct FakePlans : PlanControl {
   }
   void no_replay(std::uint64_t, const std::string& reason) override {
     ++no_replay_calls;
+    why = reason;
+  }
+  void release_replay(std::uint64_t, const std::string& reason) override {
+    ++release_replay_calls;
     why = reason;
   }
 };

@@ -206,3 +206,67 @@ TEST_CASE("a verdict remembers whether the plan won replayed, for a later run's 
     CHECK_FALSE(d->replay_kept);
   }
 }
+
+TEST_CASE("a known winner's capture waits until the run can pay for it", "[governor][replay]") {
+  // The first run captures the plan (one iteration of 30 ms against its 8 ms: the capture cost
+  // 22 ms beyond a fused iteration), keeps it replayed and remembers both.
+  hotpath_test::TempDir cache("hotpath-replay-held");
+  const std::string dir = cache.path() + "/hotpath";
+  {
+    Setup first(dir);
+    auto [plans, gov, feed, loop] = first.parts();
+    loop.run(20);
+    CHECK(plans.release_replay_calls == 0);  // nothing remembered: nothing held
+    plans.captured = true;
+    plans.final_tiers = false;  // as the executor says of a capture
+    feed.run(1, 30.0);
+    plans.captured = false;
+    plans.final_tiers = true;
+    loop.replay = true;
+    loop.run(80);
+    REQUIRE(judged(gov, feed) == Approx(2.0));
+  }
+  const auto d = hotpath::detail::DecisionStore(dir).load(7);
+  REQUIRE(d.has_value());
+  CHECK(d->replay_kept);
+  CHECK(d->capture_ms == Approx(22.0));
+
+  // A later run: eager 10 ms, the plan alone `plan_ms`; the capture is held from the first fused
+  // iteration on.
+  Setup later(dir);
+  auto [plans, gov, feed, loop] = later.parts();
+  SECTION("released once the plan alone has saved what the capture costs") {
+    loop.run(10);  // 2 ms ahead an iteration: 20 ms
+    CHECK(plans.release_replay_calls == 0);
+    loop.run(1);
+    CHECK(plans.release_replay_calls == 1);
+    CHECK(plans.why.find("ahead of eager") != std::string::npos);
+    loop.run(20);
+    CHECK(plans.release_replay_calls == 1);
+  }
+  SECTION("released at once where the run is behind by more than the capture costs") {
+    loop.plan_ms = 40.0;
+    loop.run(1);
+    CHECK(plans.release_replay_calls == 1);
+    CHECK(plans.why.find("behind eager") != std::string::npos);
+  }
+  SECTION("released where the plan alone does not gain on eager") {
+    loop.plan_ms = 10.0;
+    loop.run(7);
+    CHECK(plans.release_replay_calls == 0);
+    loop.run(1);
+    CHECK(plans.release_replay_calls == 1);
+    CHECK(plans.why.find("has not gained") != std::string::npos);
+  }
+  SECTION("a capture whose cost went unseen leaves the earlier run's figure remembered") {
+    loop.run(11);
+    REQUIRE(plans.release_replay_calls == 1);
+    loop.replay = true;  // (its capture iteration not told apart: no cost of this run's)
+    loop.run(80);
+    REQUIRE(judged(gov, feed) == Approx(2.0));
+    const auto again = hotpath::detail::DecisionStore(dir).load(7);
+    REQUIRE(again.has_value());
+    CHECK(again->replay_kept);
+    CHECK(again->capture_ms == Approx(22.0));
+  }
+}

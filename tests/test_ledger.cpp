@@ -47,3 +47,13 @@ TEST_CASE("the ledger stays bounded in a long run and keeps its sums", "[ledger]
   for (std::int64_t i = 1; i <= n; ++i) m.add(i, i <= 5 ? 20.0 : 5.0);
   CHECK(m.break_even(10, 6) == 15);  // 50 ms behind after 5, 5 ms an iteration ahead
 }
+
+TEST_CASE("the ledger's lead over eager", "[ledger]") {
+  Ledger l;
+  CHECK(l.net(10) == 0);
+  l.add(1, 30);  // 20 behind
+  l.add(2, 6);
+  l.add(3, 6);  // 4 ahead each
+  CHECK(l.net(10) == Approx(-12));
+  CHECK(l.net(20) == Approx(18));
+}

@@ -365,6 +365,42 @@ TEST_CASE("a plan an earlier run kept replayed is captured after kReplayAfterKno
   CHECK(sooner - later <= kSooner + 3);
 }
 
+TEST_CASE("a known winner's capture is held until the governor lets it go ahead", "[gpu][replay]") {
+  // An earlier run said what the capture cost beyond an iteration: the capture waits until the
+  // run is that far ahead of eager (policy/governor.h, kReplayHoldMax). Here the cost is never
+  // repaid (1e9 ms against eager at 1 s an iteration, far ahead from the first): the governor
+  // lets it go after kReplayHoldMax fused iterations it has timed; the loop trains as eager does
+  // all along, and runs replayed after that.
+  if (!have_gpu()) return;
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  const Step step = [&](int, Model& model, Opt& opt, Kept&) { train_step(model, opt, x, y); };
+  const int ops = hotpath::Config{}.replay_graph_ops;
+  constexpr int kSteps = 100;
+  const Run eager = train(false, false, kSteps, step, ops);
+  const Run first = train(true, true, kSteps, step, ops);
+  const std::uint64_t signature = first.stats.last().id;
+  const hotpath::detail::DecisionStore store(cache_path());
+  hotpath::detail::Decision d;
+  d.compile = true;
+  d.replay_kept = true;
+  d.eager_ms = 1000;
+  auto known = [&](double capture_ms) {
+    d.capture_ms = capture_ms;
+    store.save(signature, d);
+    const Run r = train(true, true, kSteps, step, ops, /*remember=*/true);
+    INFO(hotpath::format_stats(r.stats));
+    CHECK(r.stats.last().id == signature);
+    check_replayed(r, 20);
+    for (std::size_t i = 0; i < eager.params.size(); ++i)
+      CHECK(rel_error(r.params[i], eager.params[i]) <= 1e-4);
+    return r.stats.last().fusion.replayed_iterations;
+  };
+  const std::int64_t at_once = known(0), held = known(1e9);
+  CAPTURE(at_once, held);
+  CHECK(held <= at_once - 40);
+  CHECK(held >= kSteps - hotpath::detail::kReplayHeldAtMost - 10);
+}
+
 // What needs no GPU: which ops a capture refuses, and how much a static copy holds.
 TEST_CASE("ops that draw random numbers are never captured", "[replay]") {
   auto& d = c10::Dispatcher::singleton();

@@ -509,7 +509,8 @@ void Executor::complete_iteration() {
                 0,
                 stood_in_,
                 waited_,
-                /*replayed=*/mode_ == Mode::kReplay};
+                /*replayed=*/mode_ == Mode::kReplay,
+                /*captured=*/mode_ == Mode::kCapture && !armed_->replay->failed()};
   launched_ = false;
   waited_ = false;
   stood_in_ = false;

@@ -60,6 +60,7 @@ class Executor {
     bool stand_in = false;  // PlanControl::Run::stand_in, waited and replayed
     bool waited = false;
     bool replayed = false;
+    bool captured = false;  // PlanControl::Run::captured
   };
   RunInfo ran(std::uint64_t signature, std::int64_t first) const;
   // Which groups run fused from the next iteration start on (`reason`, if not empty, is what
@@ -76,6 +77,8 @@ class Executor {
   void keep_stand_in(std::uint64_t signature, const std::string& reason);
   // Replay is let go at the next iteration start, for the rest of the run (PlanControl's).
   void no_replay(std::uint64_t signature, const std::string& reason);
+  // A capture held back (Plan::replay_held) may go ahead.
+  void release_replay(std::uint64_t signature, const std::string& reason);
   // The training thread waited `ms` for compiles: charged to every plan not ready yet.
   std::vector<std::uint64_t> pending_plans() const;
   // A group of a live plan whose own kernel failed (or is still compiling) that the interpreter
@@ -309,6 +312,7 @@ class Executor {
     bool stood_in = false;
     bool waited = false;
     bool replayed = false;  // ran to its end as CUDA graphs
+    bool captured = false;  // captured as CUDA graphs (exec/replay.h)
   };
   // The last iterations that ran their plan to the end or left it part-way (a ring).
   Completed completed_[8];

@@ -193,6 +193,9 @@ struct Plan {
   std::string remembered;  // "known winner ..." / "known loser ..." from an earlier run
   // An earlier run kept it, replayed as CUDA graphs: captured after kReplayAfterKnown.
   bool replay_kept_before = false;
+  // ... and said what its capture cost: no capture until the governor lets it go ahead
+  // (Executor::release_replay), once the run is ahead of eager by about that much.
+  bool replay_held = false;
   // Kept for logs and tests.
   std::shared_ptr<const Graph> graph;
   Partition partition;

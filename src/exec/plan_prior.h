@@ -12,6 +12,9 @@ struct PlanPrior {
   std::vector<bool> groups;        // per fused group: keep it (winners only)
   std::vector<std::string> names;  // the groups' names then, to notice a plan that changed
   bool replay_kept = false;        // it ran as CUDA graphs when it was kept (winners only)
+  // What its capture for replay cost beyond a fused iteration (ms; 0: not known). A later run
+  // holds the capture back until the plan alone has saved about that much (policy/governor.h).
+  double capture_ms = 0;
   std::string reason;
 };
 

@@ -177,8 +177,9 @@ Executor::RunInfo Executor::ran(std::uint64_t signature, std::int64_t first) con
   std::lock_guard<std::mutex> lock(mu_);
   for (const Completed& c : completed_) {
     if (c.first == first && (c.signature == signature || c.diverged))
-      return RunInfo{c.fused, c.epoch,    c.final_tiers, c.diverged ? c.signature : 0,
-                     c.ops,   c.stood_in, c.waited,      c.replayed};
+      return RunInfo{c.fused,   c.epoch,    c.final_tiers, c.diverged ? c.signature : 0,
+                     c.ops,     c.stood_in, c.waited,      c.replayed,
+                     c.captured};
   }
   return RunInfo{};
 }
@@ -215,6 +216,15 @@ void Executor::no_replay(std::uint64_t signature, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = plans_.find(signature);
   if (it != plans_.end()) it->second->requested_replay_off = reason;
+}
+
+void Executor::release_replay(std::uint64_t signature, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  if (it == plans_.end() || !it->second->replay_held) return;
+  it->second->replay_held = false;
+  log_info(concat("hotpath: signature ", it->second->hex, ": its capture for CUDA graph replay ",
+                  "goes ahead (", reason, ")"));
 }
 
 void Executor::keep_stand_in(std::uint64_t signature, const std::string& reason) {

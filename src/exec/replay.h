@@ -53,6 +53,10 @@ constexpr std::int64_t kReplayAfter = 10;
 // tries no other configuration first, and every iteration it runs unreplayed forgoes replay's
 // savings (on the MLP example 0.3-0.4 ms a step: eight of them cost as much as the capture).
 constexpr std::int64_t kReplayAfterKnown = 2;
+// ... for one whose capture is held until the run can pay for it (Plan::replay_held), if the
+// governor has not let it go ahead by then (it does within Governor::kReplayHoldMax fused
+// iterations it has timed).
+constexpr std::int64_t kReplayHeldAtMost = 64;
 // Captures tried per plan, and replayed iterations that may leave the plan, before replay is off.
 constexpr int kReplayAttempts = 2;
 constexpr int kReplayDivergences = 3;

@@ -21,7 +21,10 @@ bool Executor::replay_eligible(const Plan& plan) const {
   // waiting for NVRTC, nothing left to the interpreter; and only a plan that has run whole for a
   // while (a loop that leaves its plan would leave its graphs too).
   if (config_.verify || plan.device_index < 0 || !plan.replay_off.empty()) return false;
-  if (plan.steady < (plan.replay_kept_before ? kReplayAfterKnown : kReplayAfter)) return false;
+  const std::int64_t after = plan.replay_held          ? kReplayHeldAtMost
+                             : plan.replay_kept_before ? kReplayAfterKnown
+                                                       : kReplayAfter;
+  if (plan.steady < after) return false;
   if (!plan.compiled.load(std::memory_order_acquire) || !graph_updates_available()) return false;
   bool fused = false;
   for (const PlanGroup& g : plan.groups) {

@@ -55,6 +55,8 @@ std::optional<Decision> DecisionStore::load(std::uint64_t signature) const {
       std::string v;
       in >> v;
       d.replay_kept = v == "kept";
+    } else if (key == "capture_ms") {
+      in >> d.capture_ms;
     } else if (key == "skipped") {
       in >> d.skipped;
     } else if (key == "reason") {
@@ -77,6 +79,7 @@ void DecisionStore::save(std::uint64_t signature, const Decision& d) const {
     f << "group " << (d.groups[i] ? 1 : 0) << " " << (i < d.names.size() ? d.names[i] : "?")
       << "\n";
   if (d.compile && d.replay_kept) f << "replay kept\n";
+  if (d.compile && d.replay_kept && d.capture_ms > 0) f << "capture_ms " << d.capture_ms << "\n";
   f << "eager_ms " << d.eager_ms << "\nfused_ms " << d.fused_ms << "\n";
   if (!d.compile) f << "skipped " << d.skipped << "\n";
   f << "reason " << d.reason << "\n";

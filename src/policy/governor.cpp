@@ -153,7 +153,7 @@ void Governor::on_iteration(const IterationEvent& c) {
   ++since_resume_;
   if (a != nullptr && b != nullptr && !paused) {
     pending_.push_back(Pending{it, run.fused, switching, run.epoch, run.final_tiers, run.stand_in,
-                               run.waited, run.replayed, *a, *b});
+                               run.waited, run.replayed, run.captured, *a, *b});
   }
   while (!stamps_.empty() && stamps_.front().index < c.end) stamps_.pop_front();
   while (!pauses_.empty() && pauses_.front() < c.end) pauses_.pop_front();
@@ -249,6 +249,11 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
       s.baseline_remembered = false;
       s.baseline_rebased = false;
     }
+    if (const auto d = remembered(p.it.signature);
+        d && d->compile && d->replay_kept && d->capture_ms > 0) {
+      s.replay_held = true;  // as the planner held the plan's capture (Plan::replay_held)
+      s.capture_prior = d->capture_ms;
+    }
   }
   if (s.first_fused < 0) {
     if (!p.fused && s.eager.size() < kEagerCap) s.eager.push_back(ms);
@@ -285,6 +290,7 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     s.interim_ms += ms;
   }
   s.ledger.add(p.it.count, ms);
+  replay_costs(p.it.signature, s, p, ms);
   // Judged only as it will run from now on: not while the interpreter stands in for kernels,
   // nor in the iterations paying for a switch from plain eager.
   if (!p.fused || !p.final_tiers || p.epoch != s.epoch) return;

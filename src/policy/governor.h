@@ -117,6 +117,15 @@ class Governor {
   // cancel it). In a step()-marked loop the block ends with resume(), which sets the count back
   // to kSwitchIterations: the offset holds for blocks the iteration marker counts only.
   int round_offset();
+  // A known winner whose replay an earlier run kept, and whose capture it said cost C ms beyond
+  // a fused iteration, is not captured while the run is within C of eager: captured at once, the
+  // run would fall behind eager again for several iterations (on an H200 the MLP+AdamW step's
+  // capture cost 2.3-3.6 ms against steps of 1 ms: break-even 9 steps after hot with it, 4
+  // without). The capture goes ahead once the run is C ahead, or behind by more than C (then
+  // replay's faster steps are the way to catch up), or when the plan alone has not gained on
+  // eager over kReplayHoldFlat fused iterations, and after kReplayHoldMax at most.
+  static constexpr int kReplayHoldFlat = 8;
+  static constexpr int kReplayHoldMax = 50;
 
   struct Stamp {
     std::int64_t index = 0;
@@ -134,6 +143,7 @@ class Governor {
     bool stand_in = false;  // PlanControl::Run's
     bool waited = false;
     bool replayed = false;
+    bool captured = false;
     Stamp a, b;
   };
   // Rebase: every group off for a while, to measure this run's eager time when the baseline came
@@ -220,6 +230,14 @@ class Governor {
     // The plan's fused samples from just before replay began, when replay began before the plan
     // had a verdict of its own: what replay's first kept verdict is checked against.
     std::vector<double> plan_before_replay;
+    // The capture held back (see kReplayHoldMax): what an earlier run's capture cost, the fused
+    // iterations held so far and the run's lead over eager at the first of them; and what this
+    // run's capture cost beyond a fused iteration (remembered for the next run).
+    bool replay_held = false;
+    double capture_prior = 0;
+    int held = 0;
+    double held_from = 0;
+    double capture_cost = 0;
     // While the interpreter's stand-in is on trial (kernels still compiling): the iterations that
     // ran it, and those between them that ran its groups eagerly (judge_stand_in); the first
     // kSwitchIterations of them pay for the switch from eager and are left out.
@@ -321,6 +339,10 @@ class Governor {
   bool replay_sample(std::uint64_t signature, Sig& s, const Pending& p);
   // Replay lost (against plain eager, or against the plan alone): let go, the plan judged again.
   void stop_replay(std::uint64_t signature, Sig& s, const std::string& why);
+  // After each iteration from the first fused one on: what a capture cost beyond a fused
+  // iteration, and whether a held capture may go ahead now (hold_replay).
+  void replay_costs(std::uint64_t signature, Sig& s, const Pending& p, double ms);
+  void hold_replay(std::uint64_t signature, Sig& s);
   // Why replay, kept against eager with interval `iv`, loses to the plan alone (its verdict, or
   // its fused iterations just before replay); "" if it does not, or nothing says so.
   std::string replay_loses_to_plan(std::uint64_t signature, const Sig& s, const RatioInterval& iv,

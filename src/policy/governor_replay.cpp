@@ -1,7 +1,10 @@
 // The governor's view of CUDA graph replay (exec/replay.h): a plan that starts to run replayed
 // runs faster (or slower) with the same groups, so its judgement starts anew from the first
 // replayed iteration, against a plain-eager block of its own; replay that loses, to plain eager
-// or to the plan alone, is let go and the plan is judged on its own again.
+// or to the plan alone, is let go and the plan is judged on its own again. A known winner's
+// capture is held until the run can pay for it (Governor::kReplayHoldMax).
+#include <algorithm>
+
 #include "common/error.h"
 #include "common/log.h"
 #include "policy/governor.h"
@@ -90,6 +93,41 @@ void Governor::stop_replay(std::uint64_t signature, Sig& s, const std::string& w
   s.set_verdict(s.plan_verdict, static_cast<std::size_t>(s.plan_verdict_fused),
                 static_cast<std::size_t>(s.plan_verdict_eager));
   forget_replay(signature);
+}
+
+void Governor::replay_costs(std::uint64_t signature, Sig& s, const Pending& p, double ms) {
+  if (p.captured) {
+    const double fused = s.recent.empty()
+                             ? s.eager_median
+                             : median_of(std::vector<double>(s.recent.begin(), s.recent.end()));
+    if (fused > 0) s.capture_cost = std::max(0.0, ms - fused);
+  }
+  if (s.replay_held && p.fused) hold_replay(signature, s);
+}
+
+void Governor::hold_replay(std::uint64_t signature, Sig& s) {
+  const double eager = s.report_eager();
+  const double net = s.ledger.net(eager);
+  if (s.held++ == 0) s.held_from = net;
+  const double cost = s.capture_prior;
+  std::string why;
+  if (eager <= 0)
+    why = "no eager figure to weigh its cost against";
+  else if (net >= cost)
+    why = concat("the run is ", ms_text(net), " ahead of eager; the capture cost ", ms_text(cost),
+                 " in an earlier run");
+  else if (net < -cost)
+    why = concat("the run is ", ms_text(-net),
+                 " behind eager, more than the capture costs: replay is the way to catch up");
+  else if (s.held >= kReplayHoldFlat && net <= s.held_from)
+    why = concat("the plan alone has not gained on eager in ", s.held, " iterations");
+  else if (s.held >= kReplayHoldMax)
+    why = concat("held for ", s.held, " iterations");
+  if (why.empty()) return;
+  s.replay_held = false;
+  log_debug(concat("hotpath: signature ", short_hex(signature), ": capture held for ", s.held,
+                   " fused iteration(s): ", why));
+  plans_.release_replay(signature, why);
 }
 
 }  // namespace hotpath::detail

@@ -17,6 +17,8 @@ void Governor::remember(std::uint64_t signature, const Sig& s, bool compile) {
   d.fused_ms = median_of(std::vector<double>(s.recent.begin(), s.recent.end()));
   d.reason = s.reason;
   d.replay_kept = compile && s.replaying;
+  // This run's capture, or the one the plan was held for if it had none.
+  d.capture_ms = s.capture_cost > 0 ? s.capture_cost : s.capture_prior;
   if (const auto plan = plans_.groups(signature)) {
     for (std::size_t g = 0; g < plan->size(); ++g) {
       d.groups.push_back(g < s.active.size() ? s.active[g] : true);

@@ -48,6 +48,12 @@ std::int64_t Ledger::break_even(double eager, std::int64_t first_fused) const {
   return since;
 }
 
+double Ledger::net(double eager) const {
+  double net = 0;
+  for (const Entry& e : entries_) net += eager * static_cast<double>(e.n) - e.ms;
+  return net;
+}
+
 std::int64_t Ledger::iterations() const {
   std::int64_t n = 0;
   for (const Entry& e : entries_) n += e.n;

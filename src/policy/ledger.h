@@ -23,6 +23,8 @@ class Ledger {
   // longer, together, than `eager` each would have: the compile repaid for good. -1 where the run
   // is behind at its last iteration, or no iteration from `first_fused` on has run.
   std::int64_t break_even(double eager, std::int64_t first_fused) const;
+  // How far ahead of `eager` each the iterations so far are, together (ms; below 0: behind).
+  double net(double eager) const;
   // What the iterations before `first_fused` took beyond `eager` each (never below 0).
   double cost_before(double eager, std::int64_t first_fused) const;
   // Iterations added, and what they took together (summed over the entries).

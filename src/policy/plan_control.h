@@ -27,6 +27,7 @@ class PlanControl {
     bool stand_in = false;
     bool waited = false;
     bool replayed = false;  // it ran to its end as CUDA graphs (exec/replay.h)
+    bool captured = false;  // it was captured as CUDA graphs (the capture's cost is in its time)
   };
   // The plan's fused groups, in order.
   struct Group {
@@ -54,6 +55,9 @@ class PlanControl {
   // CUDA graph replay of the plan is let go from the next iteration start on, for the rest of
   // the run (`reason`: the evidence, for stats()); the plan itself runs on.
   virtual void no_replay(std::uint64_t signature, const std::string& reason) = 0;
+  // A capture for replay held back (an earlier run said what it costs: Plan::replay_held) goes
+  // ahead from the next iteration start on (`reason`: why now, for the log).
+  virtual void release_replay(std::uint64_t signature, const std::string& reason) = 0;
 };
 
 }  // namespace hotpath::detail

@@ -99,6 +99,7 @@ PlanControl::Run Session::ran(std::uint64_t signature, std::int64_t first) const
   run.stand_in = r.stand_in;
   run.waited = r.waited;
   run.replayed = r.replayed;
+  run.captured = r.captured;
   return run;
 }
 
@@ -141,6 +142,10 @@ void Session::keep_stand_in(std::uint64_t signature, const std::string& reason) 
 
 void Session::no_replay(std::uint64_t signature, const std::string& reason) {
   executor.no_replay(signature, reason);
+}
+
+void Session::release_replay(std::uint64_t signature, const std::string& reason) {
+  executor.release_replay(signature, reason);
 }
 
 void Session::due(std::string why) {

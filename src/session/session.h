@@ -74,6 +74,7 @@ struct Session final : OpSink, PlanControl {
   void no_stand_in(std::uint64_t signature, const std::string& reason) override;
   void keep_stand_in(std::uint64_t signature, const std::string& reason) override;
   void no_replay(std::uint64_t signature, const std::string& reason) override;
+  void release_replay(std::uint64_t signature, const std::string& reason) override;
 
   // Standing aside (policy/stand_aside.h). The decision may come from any thread that closes an
   // iteration; the owner thread's hook acts on it at its next op.

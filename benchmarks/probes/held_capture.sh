@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Probe (issue "An honest governor": break-even after hot with a warm cache): the tree before
+# (a worktree of it in .base) and this one, side by side on one machine. bench_breakeven's fresh
+# processes in turns (plain eager; each tree cold on an empty cache, then warm on the cache its
+# cold run left), the MLP suite row of each tree, and this tree's replay tests on the GPU.
+#   source .device-deps/gpu-env.sh; bash benchmarks/probes/held_capture.sh
+set -uo pipefail
+OUTD=${OUT:-$PWD/probe_out}; mkdir -p "$OUTD"
+RUNS=${PROBE_RUNS:-5}
+build() {  # tree build-dir targets...
+  local tree=$1 dir=$2; shift 2
+  cmake -S "$tree" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$dir.configure.log" 2>&1 &&
+    cmake --build "$dir" -j8 --target "$@" >"$dir.build.log" 2>&1 || { tail -20 "$dir.build.log"; return 1; }
+}
+t0=$(date +%s)
+build . "$PWD/build-gpu" bench_breakeven bench_suite test_replay train_diff & a=$!
+build .base "$PWD/build-base" bench_breakeven bench_suite & b=$!
+wait $a || exit 1; wait $b || exit 1
+echo "build: $(( $(date +%s) - t0 )) s"
+timeout 240 build-gpu/tests/test_replay "[replay]" >"$OUTD/test_replay.txt" 2>&1; echo "test_replay: exit $?"; tail -3 "$OUTD/test_replay.txt"
+for i in $(seq "$RUNS"); do
+  timeout 60 build-gpu/benchmarks/bench_breakeven --mode eager --json "$OUTD/be_eager_$i.json" >/dev/null 2>&1
+  for t in base new; do
+    bin=build-gpu; [[ $t == base ]] && bin=build-base
+    rm -rf "/tmp/pc_$t"
+    timeout 60 $bin/benchmarks/bench_breakeven --label "$t-cold" --cache "/tmp/pc_$t" --json "$OUTD/be_${t}_cold_$i.json" >/dev/null 2>&1
+    HOTPATH_LOG_LEVEL=info timeout 60 $bin/benchmarks/bench_breakeven --label "$t-warm" --cache "/tmp/pc_$t" --json "$OUTD/be_${t}_warm_$i.json" >"$OUTD/be_${t}_warm_$i.txt" 2>&1
+  done
+done
+python3 benchmarks/breakeven_summary.py --show 24 "$OUTD"/be_*.json > "$OUTD/breakeven.txt" 2>&1
+tail -6 "$OUTD/breakeven.txt"
+grep -h "goes ahead" "$OUTD"/be_new_warm_*.txt | head -5
+for i in 1 2; do
+  for t in base new; do
+    bin=build-gpu; [[ $t == base ]] && bin=build-base
+    rm -rf /tmp/ps; timeout 120 $bin/benchmarks/bench_suite --workloads mlp_training --iters 300 --cache /tmp/ps \
+      --json "$OUTD/suite_${t}_$i.json" >"$OUTD/suite_${t}_$i.txt" 2>&1
+    echo "$t: $(grep -E 'x measured' "$OUTD/suite_${t}_$i.txt")"
+  done
+done
+timeout 150 build-gpu/tests/train_diff --device cuda --models gpt,mlp --variants plain --dtypes fp32 \
+  --optimizers adamw >"$OUTD/train_diff.txt" 2>&1
+echo "train_diff: exit $?"; grep -E "pass|FAIL" "$OUTD/train_diff.txt" | tail -4
+cd "$OUTD" && tar czf probe.tgz be_* suite_* test_replay.txt train_diff.txt && rm -f be_* suite_*
