@@ -43,6 +43,16 @@ class Governor {
   // on an H200, the first 32% above the median of the block's last six, the second 4%). The block
   // runs this many more.
   static constexpr std::size_t kPlainLead = 2;
+  // A known winner whose replay an earlier run kept, and whose capture it said cost C ms beyond
+  // a fused iteration, is not captured while the run is within C of eager: captured at once, the
+  // run would fall behind eager again for several iterations (on an H200 the MLP+AdamW step's
+  // capture cost 2.3-3.6 ms against steps of 1 ms: break-even 9 steps after hot with it, 4
+  // without). The capture goes ahead once the run is C ahead of eager as timed in this run (a
+  // plain block, where the loop allows one), or behind by more than C (then
+  // replay's faster steps are the way to catch up), or when the plan alone has not gained on
+  // eager over kReplayHoldFlat fused iterations, and after kReplayHoldMax at most.
+  static constexpr int kReplayHoldFlat = 8;
+  static constexpr int kReplayHoldMax = 50;
 
   Governor(PlanControl& plans, const Config& config);
   void configure(const Config& config);
@@ -117,15 +127,6 @@ class Governor {
   // cancel it). In a step()-marked loop the block ends with resume(), which sets the count back
   // to kSwitchIterations: the offset holds for blocks the iteration marker counts only.
   int round_offset();
-  // A known winner whose replay an earlier run kept, and whose capture it said cost C ms beyond
-  // a fused iteration, is not captured while the run is within C of eager: captured at once, the
-  // run would fall behind eager again for several iterations (on an H200 the MLP+AdamW step's
-  // capture cost 2.3-3.6 ms against steps of 1 ms: break-even 9 steps after hot with it, 4
-  // without). The capture goes ahead once the run is C ahead, or behind by more than C (then
-  // replay's faster steps are the way to catch up), or when the plan alone has not gained on
-  // eager over kReplayHoldFlat fused iterations, and after kReplayHoldMax at most.
-  static constexpr int kReplayHoldFlat = 8;
-  static constexpr int kReplayHoldMax = 50;
 
   struct Stamp {
     std::int64_t index = 0;
