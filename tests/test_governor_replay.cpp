@@ -258,32 +258,8 @@ TEST_CASE("a known winner's capture waits until the run can pay for it", "[gover
     CHECK(plans.release_replay_calls == 1);
     CHECK(plans.why.find("has not gained") != std::string::npos);
   }
-  SECTION("where the loop allows plain-eager blocks, ahead of eager as this run times it") {
-    // The remembered eager figure (10 ms) puts the run 22 ms ahead after 11 iterations; it is
-    // another process's, so the capture waits for this run's own plain block.
-    gov.set_plain_blocks([] { return true; });
-    loop.run(23);
-    CHECK(plans.release_replay_calls == 0);
-    // The first window is judged against a plain block: twelve iterations of 10 ms, the hook
-    // out of the dispatch (the governor sees them only through the block's stamps).
-    loop.run(1);
-    REQUIRE(gov.plain_block_wanted());
-    REQUIRE(gov.take_plain_block(7) == 12);
-    gov.plain_block_begin(feed.next_op);
-    for (int i = 0; i < 11; ++i) {
-      feed.now += 10.0;
-      gov.plain_block_tick();
-    }
-    feed.now += 10.0;
-    gov.plain_block_end();
-    gov.resume(feed.next_op);  // the next iteration timed from here, as a marked loop's is
-    CHECK(plans.release_replay_calls == 0);
-    loop.run(1);
-    CHECK(plans.release_replay_calls == 1);
-    CHECK(plans.why.find("ahead of eager") != std::string::npos);
-  }
-  SECTION("... and after kReplayHoldMax fused iterations if no block comes") {
-    gov.set_plain_blocks([] { return true; });
+  SECTION("released after kReplayHoldMax fused iterations where the plan gains too little") {
+    loop.plan_ms = 9.9;  // 0.1 ms ahead an iteration: 5 ms after 50
     loop.run(hotpath::detail::Governor::kReplayHoldMax - 1);
     CHECK(plans.release_replay_calls == 0);
     loop.run(1);

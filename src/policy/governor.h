@@ -47,10 +47,9 @@ class Governor {
   // a fused iteration, is not captured while the run is within C of eager: captured at once, the
   // run would fall behind eager again for several iterations (on an H200 the MLP+AdamW step's
   // capture cost 2.3-3.6 ms against steps of 1 ms: break-even 9 steps after hot with it, 4
-  // without). The capture goes ahead once the run is C ahead of eager as timed in this run (a
-  // plain block, where the loop allows one), or behind by more than C (then
-  // replay's faster steps are the way to catch up), or when the plan alone has not gained on
-  // eager over kReplayHoldFlat fused iterations, and after kReplayHoldMax at most.
+  // without). The capture goes ahead once the run is C ahead of eager, or behind by more than C
+  // (then replay's faster steps are the way to catch up), or when the plan alone has not gained
+  // on eager over kReplayHoldFlat fused iterations, and after kReplayHoldMax at most.
   static constexpr int kReplayHoldFlat = 8;
   static constexpr int kReplayHoldMax = 50;
 

@@ -110,15 +110,14 @@ void Governor::hold_replay(std::uint64_t signature, Sig& s) {
   const double net = s.ledger.net(eager);
   if (s.held++ == 0) s.held_from = net;
   const double cost = s.capture_prior;
-  // Ahead only against eager timed in this run, where the loop allows a plain block: a figure
-  // remembered from another process can put the run ahead where it is not (an H200 run held
-  // against 0.892 ms remembered, then its blocks read 0.60-0.84 ms, and the capture put the run
-  // behind again until 29 iterations after hot).
-  const bool here = s.baseline_plain || s.plain_never || !plain_possible_ || !plain_possible_();
+  // Against the eager figure the governor has (before this run's first plain block, an earlier
+  // run's): waiting for a block of this run's own cost more than it saved (H200, MLP example:
+  // the capture then came some 35 iterations later, 0.15-0.25 ms a step of replay's savings
+  // forgone, against a capture of 2.4-2.8 ms it would have kept from putting the run behind).
   std::string why;
   if (eager <= 0)
     why = "no eager figure to weigh its cost against";
-  else if (net >= cost && here)
+  else if (net >= cost)
     why = concat("the run is ", ms_text(net), " ahead of eager; the capture cost ", ms_text(cost),
                  " in an earlier run");
   else if (net < -cost)
