@@ -15,6 +15,8 @@ struct PlanPrior {
   // What its capture for replay cost beyond a fused iteration (ms; 0: not known). A later run
   // holds the capture back until the plan alone has saved about that much (policy/governor.h).
   double capture_ms = 0;
+  // Whether a later run holds the plan's capture (Plan::replay_held; the governor's hold).
+  bool holds_capture() const { return compile && replay_kept && capture_ms > 0; }
   std::string reason;
 };
 

@@ -260,7 +260,7 @@ void build_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>
   if (remembered && remembered->compile) {
     plan->remembered = "known winner from an earlier run";
     plan->replay_kept_before = remembered->replay_kept;
-    plan->replay_held = remembered->replay_kept && remembered->capture_ms > 0;
+    plan->replay_held = remembered->holds_capture();
     log_info(concat("hotpath: signature ", plan->hex, " is a known winner; compiling at once"));
   }
   if (plan->groups.empty()) {

@@ -249,8 +249,7 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
       s.baseline_remembered = false;
       s.baseline_rebased = false;
     }
-    if (const auto d = remembered(p.it.signature);
-        d && d->compile && d->replay_kept && d->capture_ms > 0) {
+    if (const auto d = remembered(p.it.signature); d && d->holds_capture()) {
       s.replay_held = true;  // as the planner held the plan's capture (Plan::replay_held)
       s.capture_prior = d->capture_ms;
     }
