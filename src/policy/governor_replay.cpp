@@ -129,8 +129,7 @@ void Governor::hold_replay(std::uint64_t signature, Sig& s) {
     why = concat("held for ", s.held, " iterations");
   if (why.empty()) return;
   s.replay_held = false;
-  log_debug(concat("hotpath: signature ", short_hex(signature), ": capture held for ", s.held,
-                   " fused iteration(s): ", why));
+  // The executor logs the release, with why.
   plans_.release_replay(signature, why);
 }
 
