@@ -470,6 +470,34 @@ TEST_CASE("the kernel cache: a missing, read-only or truncated directory", "[fus
   CHECK_FALSE(not_dir.load(key).has_value());
 }
 
+TEST_CASE("a pointwise kernel's grid-stride loops are not unrolled: compiled once each",
+          "[fusion][nvrtc]") {
+  // Each unrolled copy of a loop inlines the element function again, at the cost of compile time
+  // only (AdamW's update: 46 square roots, 300 ms of NVRTC on a desktop CPU, 131 ms without).
+  // The element function is there once per lane of the vector loop, once in its tail and once
+  // in the path for unaligned data: as many square roots as that for AdamW's one.
+  const auto plan = mlp_plan(6);
+  REQUIRE(plan != nullptr);
+  const auto& g = *plan->graph;
+  int checked = 0;
+  for (const auto& group : plan->partition.groups) {
+    const auto spec = hotpath::detail::generate_kernel(g, group, /*multi=*/true);
+    if (spec.name.find("addcdiv") == std::string::npos) continue;
+    REQUIRE(spec.vec > 1);
+    REQUIRE(!spec.multi_name.empty());  // the multi entry calls the same loops
+    const std::string ptx =
+        hotpath::detail::nvrtc_ptx(spec.source, spec.name, 90, hotpath::detail::runtime_headers());
+    int roots = 0;
+    for (std::size_t at = ptx.find("sqrt.rn.f32"); at != std::string::npos;
+         at = ptx.find("sqrt.rn.f32", at + 1))
+      ++roots;
+    INFO(spec.source);
+    CHECK(roots == spec.vec + 2);
+    ++checked;
+  }
+  CHECK(checked > 0);
+}
+
 TEST_CASE("a plan's kernels compile in the order that saves the most first", "[fusion][compile]") {
   // Groups the interpreter cannot run wait for their own kernels eagerly: they go first; then
   // the rest; the larger groups first within each; CPU groups compile nothing.

@@ -52,6 +52,29 @@ std::string program_log(nvrtcProgram p) {
   return log;
 }
 
+// `prog` compiled with `opts`; throws with NVRTC's log (and the source dumped) on failure.
+std::string compile_program(const Program& prog, const std::string& source, const std::string& name,
+                            const std::string& target, const std::vector<std::string>& opts,
+                            const std::string& dump_dir) {
+  std::vector<const char*> copts;
+  for (const auto& o : opts) copts.push_back(o.c_str());
+  const nvrtcResult status =
+      nvrtcCompileProgram(prog.get(), static_cast<int>(copts.size()), copts.data());
+  std::string log = program_log(prog.get());
+  if (status != NVRTC_SUCCESS) {
+    std::string where = "(source not dumped)";
+    if (!dump_dir.empty()) {
+      const std::string path = dump_dir + "/" + name + ".cu";
+      std::ofstream f(path);
+      f << source;
+      if (f) where = path;
+    }
+    HOTPATH_FAIL("NVRTC could not compile kernel ", name, " for ", target, ": ",
+                 nvrtcGetErrorString(status), "; source: ", where, "\n", log);
+  }
+  return log;
+}
+
 }  // namespace
 
 std::vector<std::string> nvrtc_options(int arch) {
@@ -74,29 +97,28 @@ CompileOutput nvrtc_compile(const std::string& source, const std::string& name, 
                             const std::vector<std::pair<std::string, std::string>>& headers,
                             const std::string& dump_dir) {
   Program prog(source, name, headers);
-  const std::vector<std::string> opts = nvrtc_options(arch);
-  std::vector<const char*> copts;
-  for (const auto& o : opts) copts.push_back(o.c_str());
-  const nvrtcResult status =
-      nvrtcCompileProgram(prog.get(), static_cast<int>(copts.size()), copts.data());
   CompileOutput out;
-  out.log = program_log(prog.get());
-  if (status != NVRTC_SUCCESS) {
-    std::string where = "(source not dumped)";
-    if (!dump_dir.empty()) {
-      const std::string path = dump_dir + "/" + name + ".cu";
-      std::ofstream f(path);
-      f << source;
-      if (f) where = path;
-    }
-    HOTPATH_FAIL("NVRTC could not compile kernel ", name, " for sm_", arch, ": ",
-                 nvrtcGetErrorString(status), "; source: ", where, "\n", out.log);
-  }
+  out.log = compile_program(prog, source, name, "sm_" + std::to_string(arch), nvrtc_options(arch),
+                            dump_dir);
   std::size_t size = 0;
   HOTPATH_NVRTC_CHECK(nvrtcGetCUBINSize(prog.get(), &size));
   out.cubin.resize(size);
   HOTPATH_NVRTC_CHECK(nvrtcGetCUBIN(prog.get(), out.cubin.data()));
   return out;
+}
+
+std::string nvrtc_ptx(const std::string& source, const std::string& name, int arch,
+                      const std::vector<std::pair<std::string, std::string>>& headers) {
+  Program prog(source, name, headers);
+  std::vector<std::string> opts = nvrtc_options(arch);
+  opts.front() = "--gpu-architecture=compute_" + std::to_string(arch);
+  compile_program(prog, source, name, "compute_" + std::to_string(arch), opts, "");
+  std::size_t size = 0;
+  HOTPATH_NVRTC_CHECK(nvrtcGetPTXSize(prog.get(), &size));
+  std::string ptx(size, '\0');
+  HOTPATH_NVRTC_CHECK(nvrtcGetPTX(prog.get(), ptx.data()));
+  if (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+  return ptx;
 }
 
 }  // namespace hotpath::detail

@@ -20,6 +20,11 @@ CompileOutput nvrtc_compile(const std::string& source, const std::string& name, 
                             const std::vector<std::pair<std::string, std::string>>& headers,
                             const std::string& dump_dir);
 
+// The PTX NVRTC makes of `source` for compute_<arch> (what ptxas would get): how large a
+// generated kernel's code is (tests of codegen; throws as nvrtc_compile does).
+std::string nvrtc_ptx(const std::string& source, const std::string& name, int arch,
+                      const std::vector<std::pair<std::string, std::string>>& headers);
+
 // NVRTC's first compile in the process: a tiny kernel. The executor runs it on the thread that
 // enables fusion, before the compile worker exists (see Executor::start_nvrtc).
 void nvrtc_start(int arch);
