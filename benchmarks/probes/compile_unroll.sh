@@ -34,7 +34,8 @@ for i in $(seq "${PROBE_FUSION_RUNS:-2}"); do
       --cache "/tmp/bf_$t" >"$OUTD/fusion_chain_${t}_$i.txt" 2>&1
     HOTPATH_LOG_LEVEL=info timeout 120 $bin/benchmarks/bench_fusion --only mlp --iters 200 \
       --cache "/tmp/bf_$t" >"$OUTD/fusion_mlp_${t}_$i.txt" 2>&1
-    echo "$t $i: $(grep -hE '^(chain|mlp)' "$OUTD/fusion_chain_${t}_$i.txt" "$OUTD/fusion_mlp_${t}_$i.txt" | tr '\n' ' ' | cut -c1-400)"
+    echo "== $t $i"
+    grep -vh "^hotpath" "$OUTD/fusion_chain_${t}_$i.txt" "$OUTD/fusion_mlp_${t}_$i.txt" | grep -v "^$" | tail -12 | cut -c1-200
     grep -hE "ready in" "$OUTD/fusion_chain_${t}_$i.txt" "$OUTD/fusion_mlp_${t}_$i.txt" | grep -v interpreter | cut -c1-200
   done
 done
