@@ -1,15 +1,18 @@
 // Probe (issue "Launch-bound loops"): where a replayed step's host time goes, function by
 // function. The example's MLP+AdamW step with loss.item() after the forward pass, replayed as
-// CUDA graphs, runs under a CPU-time sampler (SIGPROF every --period-us of the process's CPU
-// time, each sample the stack of the thread it lands on); the raw stacks and the process's
+// CUDA graphs, runs under a sampler (SIGPROF every --period-us of wall-clock time on the loop's
+// thread and on autograd's, each sample the stack of its thread); the raw stacks and the process's
 // memory map go to --out, for host_samples.py to name the functions (the machine has no perf).
 // Plain eager (under Pause) is sampled too, into --out with ".eager" appended, for the ATen and
 // autograd frames a step has without hotpath.
 //   probe_host_samples --steps 3000 --out samples.txt; python3 host_samples.py samples.txt
+#include <dirent.h>
 #include <execinfo.h>
 #include <signal.h>
 #include <sys/time.h>
+#include <time.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -40,6 +43,11 @@ void on_prof(int) {
   for (int k = 0; k < g_depth[i]; ++k) g_frames[i][k] = frames[k + 2];
 }
 
+// One wall-clock timer a thread (the loop's thread and autograd's workers, named pt_autograd_*
+// by PyTorch), each signalling its own thread: CPU-time timers tick at the scheduler's rate
+// (about 4 ms), too coarse for a 0.5 ms step.
+std::vector<timer_t> g_timers;
+
 void start_sampling(int period_us) {
   void* warm[4];
   backtrace(warm, 4);  // loads the unwinder outside the handler
@@ -47,15 +55,37 @@ void start_sampling(int period_us) {
   sa.sa_handler = on_prof;
   sa.sa_flags = SA_RESTART;
   sigaction(SIGPROF, &sa, nullptr);
-  itimerval t{};
-  t.it_interval.tv_usec = period_us;
-  t.it_value.tv_usec = period_us;
-  setitimer(ITIMER_PROF, &t, nullptr);
+  std::vector<pid_t> tids{static_cast<pid_t>(getpid())};
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name.rfind("pt_autograd", 0) == 0) tids.push_back(std::stoi(e->d_name));
+    }
+    closedir(d);
+  }
+  for (const pid_t tid : tids) {
+    sigevent ev{};
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGPROF;
+    ev._sigev_un._tid = tid;
+    timer_t t;
+    if (timer_create(CLOCK_MONOTONIC, &ev, &t) != 0) continue;
+    itimerspec spec{};
+    spec.it_interval.tv_nsec = static_cast<long>(period_us) * 1000;
+    spec.it_value.tv_nsec = spec.it_interval.tv_nsec;
+    timer_settime(t, 0, &spec, nullptr);
+    g_timers.push_back(t);
+  }
+  std::printf("probe_host_samples: sampling %zu thread(s) every %d us\n", g_timers.size(),
+              period_us);
 }
 
 void stop_sampling() {
-  itimerval t{};
-  setitimer(ITIMER_PROF, &t, nullptr);
+  for (timer_t t : g_timers) timer_delete(t);
+  g_timers.clear();
 }
 
 void write_samples(const std::string& path, int from, int to) {
@@ -74,7 +104,7 @@ void write_samples(const std::string& path, int from, int to) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 3000, period_us = 50;
+  int steps = 3000, period_us = 100;
   bool cpu = false;  // the sampler and the script tried on a machine without a GPU
   std::string out = "host_samples.txt";
   for (int i = 1; i < argc; ++i) {

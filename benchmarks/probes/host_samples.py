@@ -88,21 +88,28 @@ def main():
     p.add_argument("--top", type=int, default=40)
     p.add_argument("--root", default="hotpath_fallback",
                    help="the function whose callees are shared out (default: the op hook)")
+    p.add_argument("--wait", default="cudaStreamSynchronize",
+                   help="samples with this function are the host waiting for the GPU (item()): "
+                        "counted apart, not shared out")
     a = p.parse_args()
     maps, samples = load(a.samples)
     frames = symbolize(maps, samples)
     under = []
+    waiting = 0
     for chain in frames:
         idx = next((i for i, fn in enumerate(chain) if a.root in fn), None)
-        if idx is not None:
-            under.append(chain[:idx + 1])
+        if idx is None:
+            continue
+        if a.wait and any(a.wait in fn for fn in chain[:idx]):
+            waiting += 1
+            continue
+        under.append(chain[:idx + 1])
     n = len(under)
-    scale = ""
-    per_op = 0
-    if a.steps and a.ops and a.period_us:
-        per_op = a.period_us / (a.steps * a.ops)
-        scale = " (%.3f us an op in all)" % (n * per_op)
-    print("%d samples, %d of them in %s%s" % (len(samples), n, a.root, scale))
+    per_op = a.period_us / (a.steps * a.ops) if a.steps and a.ops and a.period_us else 0
+    scale = " (%.3f us an op)" % (n * per_op) if per_op else ""
+    print("%d samples; in %s: %d%s, and %d more waiting in %s%s" %
+          (len(samples), a.root, n, scale, waiting, a.wait,
+           " (%.1f us a step)" % (waiting * a.period_us / a.steps) if per_op else ""))
     if n == 0:
         return
     incl = collections.Counter()
