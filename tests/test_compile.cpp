@@ -63,6 +63,28 @@ TEST_CASE("the build compiled the interpreter kernel into the prebuilt kernel di
   CHECK(KernelCache(dir.path()).load(key).has_value());
 }
 
+TEST_CASE("the build compiled AdamW's update kernel into the prebuilt kernel directory",
+          "[fusion][cache]") {
+  // A cold start of the MLP+AdamW step compiles the model's own kernels only: the optimizer's
+  // update, as this plan's GPU form generates it (alone and with the batch's entry), is found
+  // with no cache directory of its own.
+  using namespace hotpath::detail;
+  const auto plan = mlp_plan(6);
+  REQUIRE(plan != nullptr);
+  int found = 0;
+  for (const auto& group : plan->partition.groups) {
+    for (bool multi : {false, true}) {
+      const auto spec = generate_kernel(*plan->graph, group, multi);
+      if (spec.name.find("addcdiv") == std::string::npos) continue;
+      const std::string key = kernel_cache_key(spec.source, 90);
+      INFO(spec.name << (multi ? " with the multi entry" : "") << ": " << key);
+      CHECK(KernelCache("").load(key).has_value());
+      ++found;
+    }
+  }
+  CHECK(found == 8);  // four parameters, each alone and in the batch
+}
+
 TEST_CASE("fusion groups become interpreter programs", "[fusion]") {
   SECTION("the optimizer groups of an MLP + AdamW step") {
     const auto plan = mlp_plan(5);
