@@ -97,9 +97,19 @@ std::vector<KernelSpec> optimizers_kernels() {
       }};
   std::vector<KernelSpec> all;
   std::set<std::string> sources;
-  for (const MakeOptimizer& make : optimizers)
-    for (KernelSpec& spec : optimizer_kernels(make))
-      if (sources.insert(spec.source).second) all.push_back(std::move(spec));
+  for (const MakeOptimizer& make : optimizers) {
+    // A speed-up, not a part of the build: a loop that fails leaves its kernels to run time.
+    try {
+      for (KernelSpec& spec : optimizer_kernels(make))
+        if (sources.insert(spec.source).second) all.push_back(std::move(spec));
+    } catch (const std::exception& e) {
+      hotpath::disable_hot_path_detection();
+      std::fprintf(stderr,
+                   "hotpath_prebuild_kernels: warning: an optimizer's update kernels are not "
+                   "prebuilt (%s); they compile at run time\n",
+                   e.what());
+    }
+  }
   return all;
 }
 
