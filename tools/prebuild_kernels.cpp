@@ -35,9 +35,9 @@ using namespace hotpath::detail;
 using MakeOptimizer =
     std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>)>;
 
-// The fused groups of an optimizer step in a plan of a
-// linear layer trained with `make`, as GPU plans generate them: alone, and with the entry that
-// launches a batch of them at once (the groups of several parameters).
+// The fused groups of an optimizer step in a plan of a linear layer trained with `make`, as GPU
+// plans generate them: alone, and with the entry that launches a batch of them at once (the
+// groups of several parameters).
 std::vector<KernelSpec> optimizer_kernels(const MakeOptimizer& make) {
   at::manual_seed(0);
   std::vector<at::Tensor> params = {at::randn({16, 8}).requires_grad_(),
@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const KernelCache out(argv[1]);
+  std::vector<int> archs;
+  for (int i = 2; i < argc; ++i) archs.push_back(std::stoi(argv[i]));
   // Compiled unless the directory has it (up to date); false where it could not be written.
   auto build = [&](const std::string& source, const std::string& name, int arch) {
     const std::string key = kernel_cache_key(source, arch);
@@ -131,19 +133,26 @@ int main(int argc, char** argv) {
     return false;
   };
   try {
-    const std::vector<KernelSpec> updates = optimizers_kernels();
-    for (int i = 2; i < argc; ++i) {
-      const int arch = std::stoi(argv[i]);
+    for (const int arch : archs)
       if (!build(interpreter_source(), kInterpreterFunction, arch)) return 1;
-      for (const KernelSpec& spec : updates)
-        if (!build(spec.source, spec.name, arch)) return 1;
-      std::printf("sm_%d in %s: the interpreter kernel", arch, argv[1]);
-      for (const KernelSpec& spec : updates) std::printf(", %s", spec.name.c_str());
-      std::printf("\n");
-    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hotpath_prebuild_kernels: %s\n", e.what());
     return 1;
+  }
+  // After the interpreter kernel: the training loops' sessions find it here (on a machine with
+  // a GPU they load it), rather than compiling it into a user's cache.
+  const std::vector<KernelSpec> updates = optimizers_kernels();
+  for (const int arch : archs) {
+    std::printf("sm_%d in %s: the interpreter kernel", arch, argv[1]);
+    for (const KernelSpec& spec : updates) {
+      try {
+        if (build(spec.source, spec.name, arch)) std::printf(", %s", spec.name.c_str());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "hotpath_prebuild_kernels: warning: %s is not prebuilt: %s\n",
+                     spec.name.c_str(), e.what());
+      }
+    }
+    std::printf("\n");
   }
   return 0;
 }
