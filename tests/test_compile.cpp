@@ -63,19 +63,28 @@ TEST_CASE("the build compiled the interpreter kernel into the prebuilt kernel di
   CHECK(KernelCache(dir.path()).load(key).has_value());
 }
 
+// The MLP+AdamW plan's update kernels (one a parameter), as its GPU form generates them: alone,
+// or (`multi`) with the entry that launches the batch of them at once.
+static std::vector<hotpath::detail::KernelSpec> adamw_update_kernels(bool multi) {
+  const auto plan = mlp_plan(6);
+  REQUIRE(plan != nullptr);
+  std::vector<hotpath::detail::KernelSpec> specs;
+  for (const auto& group : plan->partition.groups) {
+    auto spec = hotpath::detail::generate_kernel(*plan->graph, group, multi);
+    if (spec.name.find("addcdiv") != std::string::npos) specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
 TEST_CASE("the build compiled AdamW's update kernel into the prebuilt kernel directory",
           "[fusion][cache]") {
   // A cold start of the MLP+AdamW step compiles the model's own kernels only: the optimizer's
   // update, as this plan's GPU form generates it (alone and with the batch's entry), is found
   // with no cache directory of its own.
   using namespace hotpath::detail;
-  const auto plan = mlp_plan(6);
-  REQUIRE(plan != nullptr);
   int found = 0;
-  for (const auto& group : plan->partition.groups) {
-    for (bool multi : {false, true}) {
-      const auto spec = generate_kernel(*plan->graph, group, multi);
-      if (spec.name.find("addcdiv") == std::string::npos) continue;
+  for (bool multi : {false, true}) {
+    for (const KernelSpec& spec : adamw_update_kernels(multi)) {
       const std::string key = kernel_cache_key(spec.source, 90);
       INFO(spec.name << (multi ? " with the multi entry" : "") << ": " << key);
       CHECK(KernelCache("").load(key).has_value());
@@ -498,13 +507,8 @@ TEST_CASE("a pointwise kernel's grid-stride loops are not unrolled: compiled onc
   // only (AdamW's update: 46 square roots, 300 ms of NVRTC on a desktop CPU, 131 ms without).
   // The element function is there once per lane of the vector loop, once in its tail and once
   // in the path for unaligned data: as many square roots as that for AdamW's one.
-  const auto plan = mlp_plan(6);
-  REQUIRE(plan != nullptr);
-  const auto& g = *plan->graph;
   int checked = 0;
-  for (const auto& group : plan->partition.groups) {
-    const auto spec = hotpath::detail::generate_kernel(g, group, /*multi=*/true);
-    if (spec.name.find("addcdiv") == std::string::npos) continue;
+  for (const auto& spec : adamw_update_kernels(/*multi=*/true)) {
     REQUIRE(spec.vec > 1);
     REQUIRE(!spec.multi_name.empty());  // the multi entry calls the same loops
     const std::string ptx =
