@@ -47,8 +47,19 @@ void Executor::start_nvrtc(const KernelCache& cache) {
     // in the background while the loop is profiled: the first hot signature runs on it at once.
     request_interpreter(0, cache);
     // The plans' worker too, now that NVRTC has run here: its thread is not started at the
-    // loop's first hot step.
+    // loop's first hot step. Its first job runs the planner's code once, while the loop is
+    // still being profiled (exec/planner_warm_up.cpp).
     CompileWorker::instance().start();
+    CompileWorker::instance().submit([arch] {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        const std::size_t groups = warm_up_planner(arch);
+        log_debug(concat("hotpath: the planner's code warmed up on a made-up step (", groups,
+                         " groups) in ", ms_text(ms_since(t0))));
+      } catch (const std::exception& e) {
+        log_debug(concat("hotpath: the planner's warm-up failed: ", e.what()));
+      }
+    });
   });
 }
 

@@ -152,10 +152,9 @@ void plan_batches(const Graph& g, Plan& plan) {
   close();
 }
 
-void build_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>& remembered,
-                const Config& config) {
+int analyse_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>& remembered,
+                 const Config& config, const std::optional<DeviceInfo>& device) {
   Plan* plan = &out;
-  const auto t0 = std::chrono::steady_clock::now();
   auto graph = std::make_shared<Graph>(Graph::from_trace(trace));
   const Graph& g = *graph;
   Partition part = partition_graph(g);
@@ -205,14 +204,14 @@ void build_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>
       if (plan->device_index < 0) {
         plan->device_index = fg.domain.device.index();
         try {
-          const DeviceInfo info = device_info(plan->device_index);
+          const DeviceInfo info = device ? *device : device_info(plan->device_index);
           plan->arch = info.arch;
           plan->sm_count = info.sm_count;
         } catch (const Error& e) {
           log_warn(concat("hotpath: signature ", plan->hex, " stays eager: ", e.what()));
           plan->groups.clear();
           for (PlanOp& op : plan->ops) op.group = -1;
-          return;
+          return 0;
         }
       }
       if (fg.domain.device.index() != plan->device_index) continue;  // one device per plan
@@ -261,17 +260,25 @@ void build_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior>
     plan->remembered = "known winner from an earlier run";
     plan->replay_kept_before = remembered->replay_kept;
     plan->replay_held = remembered->holds_capture();
-    log_info(concat("hotpath: signature ", plan->hex, " is a known winner; compiling at once"));
   }
-  if (plan->groups.empty()) {
-    log_info(concat("hotpath: signature ", plan->hex, ": nothing to fuse (", trace.ops.size(),
+  return fused_ops;
+}
+
+void build_plan(Plan& plan, const HotTrace& trace, const std::optional<PlanPrior>& remembered,
+                const Config& config) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int fused_ops = analyse_plan(plan, trace, remembered, config, std::nullopt);
+  if (remembered && remembered->compile)
+    log_info(concat("hotpath: signature ", plan.hex, " is a known winner; compiling at once"));
+  if (plan.groups.empty()) {
+    log_info(concat("hotpath: signature ", plan.hex, ": nothing to fuse (", trace.ops.size(),
                     " ops); it runs eagerly"));
     return;
   }
-  log_info(concat("hotpath: signature ", plan->hex, ": ", plan->groups.size(),
+  log_info(concat("hotpath: signature ", plan.hex, ": ", plan.groups.size(),
                   " fused group(s) cover ", fused_ops, " of ", trace.ops.size(),
                   " ops (plan built in ", ms_text(ms_since(t0)), ")",
-                  plan->device_index >= 0 ? "; compiling in the background" : ""));
+                  plan.device_index >= 0 ? "; compiling in the background" : ""));
 }
 
 std::vector<int> compile_order(const Plan& plan) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "driver/cuda_driver.h"
 #include "exec/plan.h"
 #include "hotpath/hotpath.h"
 #include "trace/hot_trace.h"
@@ -17,6 +18,18 @@ namespace hotpath::detail {
 // `remembered`: an earlier run's verdict (groups that lost then are not compiled).
 void build_plan(Plan& plan, const HotTrace& trace, const std::optional<PlanPrior>& remembered,
                 const Config& config);
+// build_plan's work without its log lines: the number of ops its groups cover. `device`: the
+// GPU's facts, else asked of the driver when the trace has a GPU group.
+int analyse_plan(Plan& plan, const HotTrace& trace, const std::optional<PlanPrior>& remembered,
+                 const Config& config, const std::optional<DeviceInfo>& device);
+
+// The planner's code run once, on a made-up training step for a GPU of `arch` (no CUDA call),
+// so that the first real plan does not pay for code that never ran (exec/planner_warm_up.cpp):
+// the number of groups it planned. Its trace, for tests: a forward pass (pointwise, a row op, a
+// loss to one value), its backward (pointwise, a column sum), AdamW's update of two parameters
+// of one size (a batch).
+std::size_t warm_up_planner(int arch);
+HotTrace planner_warm_up_trace();
 
 // Marks the plan's batches (Plan::batches): groups that share one pointwise kernel and follow
 // each other with no other op between them (an optimizer's update of each parameter) launch
