@@ -248,11 +248,36 @@ TEST_CASE("a known winner's capture waits until the run can pay for it", "[gover
     loop.run(20);
     CHECK(plans.release_replay_calls == 1);
   }
-  SECTION("released at once where the run is behind by more than the capture costs") {
+  // Behind eager, the capture goes ahead only where replay would bring the run level sooner than
+  // the plan alone: the earlier run replayed at 5 ms against eager's 10 (5 saved an iteration),
+  // its capture cost 22. The plan's pace is known from its third sample on (its first
+  // kSwitchIterations fused iterations are none).
+  const int first_samples = 4 + static_cast<int>(hotpath::detail::Governor::kReplayRateSamples);
+  SECTION("released where the run is behind and the plan alone does not gain on eager") {
     loop.plan_ms = 40.0;
+    loop.run(first_samples);
+    CHECK(plans.release_replay_calls == 0);
     loop.run(1);
     CHECK(plans.release_replay_calls == 1);
-    CHECK(plans.why.find("behind eager") != std::string::npos);
+    CHECK(plans.why.find("behind eager and the plan alone does not gain") != std::string::npos);
+  }
+  SECTION("released where the run is behind and replay would catch up sooner") {
+    feed.run(4, 20.0);   // 40 ms behind
+    loop.plan_ms = 9.5;  // 0.5 an iteration: level after some 80, replayed after some 12
+    loop.run(first_samples - 4);
+    CHECK(plans.release_replay_calls == 0);
+    loop.run(1);
+    CHECK(plans.release_replay_calls == 1);
+    CHECK(plans.why.find("behind eager: replayed") != std::string::npos);
+  }
+  SECTION("held while behind where the plan alone catches up sooner") {
+    feed.run(4, 20.0);   // 40 ms behind
+    loop.plan_ms = 6.0;  // 4 an iteration: level after 10, replayed after (40 + 22) / 5
+    loop.run(12);
+    CHECK(plans.release_replay_calls == 0);
+    loop.run(10);  // 22 ahead after some 15 and a half
+    CHECK(plans.release_replay_calls == 1);
+    CHECK(plans.why.find("ahead of eager") != std::string::npos);
   }
   SECTION("released where the plan alone does not gain on eager") {
     loop.plan_ms = 10.0;

@@ -252,6 +252,7 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
     if (const auto d = remembered(p.it.signature); d && d->holds_capture()) {
       s.replay_held = true;  // as the planner held the plan's capture (Plan::replay_held)
       s.capture_prior = d->capture_ms;
+      s.replay_ratio_prior = d->eager_ms > 0 ? d->fused_ms / d->eager_ms : 0;
     }
   }
   if (s.first_fused < 0) {

@@ -47,10 +47,16 @@ class Governor {
   // a fused iteration, is not captured while the run is within C of eager: captured at once, the
   // run would fall behind eager again for several iterations (on an H200 the MLP+AdamW step's
   // capture cost 2.3-3.6 ms against steps of 1 ms: break-even 9 steps after hot with it, 4
-  // without). The capture goes ahead once the run is C ahead of eager, or behind by more than C
-  // (then replay's faster steps are the way to catch up), or when the plan alone has not gained
-  // on eager over kReplayHoldFlat fused iterations, and after kReplayHoldMax at most.
+  // without). The capture goes ahead once the run is C ahead of eager; or while it is behind,
+  // where replay would bring it level with eager sooner than the plan alone: the deficit D and C
+  // at replay's saving an iteration (the earlier run's replayed figure against eager) against D
+  // at the plan's (the median of this run's last kReplayRateSamples fused iterations or more;
+  // capturing whenever the run was C behind put it further behind on a host whose speed swung:
+  // the break-even of a known winner came 16 after hot instead of 12 on an H200); or when the
+  // plan alone has not gained on eager over kReplayHoldFlat fused iterations, and after
+  // kReplayHoldMax at most.
   static constexpr int kReplayHoldFlat = 8;
+  static constexpr std::size_t kReplayRateSamples = 3;
   static constexpr int kReplayHoldMax = 50;
 
   Governor(PlanControl& plans, const Config& config);
@@ -235,6 +241,7 @@ class Governor {
     // run's capture cost beyond a fused iteration (remembered for the next run).
     bool replay_held = false;
     double capture_prior = 0;
+    double replay_ratio_prior = 0;  // the earlier run's replayed over eager medians (0: unknown)
     int held = 0;
     double held_from = 0;
     double capture_cost = 0;
@@ -343,6 +350,9 @@ class Governor {
   // iteration, and whether a held capture may go ahead now (hold_replay).
   void replay_costs(std::uint64_t signature, Sig& s, const Pending& p, double ms);
   void hold_replay(std::uint64_t signature, Sig& s);
+  // Why a held capture goes ahead while the run is `deficit` ms behind eager and the plan alone
+  // saves `plan` ms an iteration (see kReplayHoldFlat), or "".
+  static std::string catch_up(const Sig& s, double eager, double deficit, double cost, double plan);
   // Why replay, kept against eager with interval `iv`, loses to the plan alone (its verdict, or
   // its fused iterations just before replay); "" if it does not, or nothing says so.
   std::string replay_loses_to_plan(std::uint64_t signature, const Sig& s, const RatioInterval& iv,

@@ -105,11 +105,33 @@ void Governor::replay_costs(std::uint64_t signature, Sig& s, const Pending& p, d
   if (s.replay_held && p.fused) hold_replay(signature, s);
 }
 
+std::string Governor::catch_up(const Sig& s, double eager, double deficit, double cost,
+                               double plan) {
+  if (plan <= 0)
+    return concat("the run is ", ms_text(deficit),
+                  " behind eager and the plan alone does not gain on it: replay is the way to "
+                  "catch up");
+  const double replay = s.replay_ratio_prior > 0 ? eager * (1 - s.replay_ratio_prior) : 0;
+  if (replay <= plan) return "";
+  const double with_capture = (deficit + cost) / replay, without = deficit / plan;
+  if (with_capture >= without) return "";
+  return concat("the run is ", ms_text(deficit), " behind eager: replayed (", ms_text(replay),
+                " saved an iteration in an earlier run) it would be level after about ",
+                static_cast<long long>(with_capture + 0.5),
+                " iterations with the capture, the plan alone (", ms_text(plan),
+                " an iteration) after about ", static_cast<long long>(without + 0.5));
+}
+
 void Governor::hold_replay(std::uint64_t signature, Sig& s) {
   const double eager = s.report_eager();
   const double net = s.ledger.net(eager);
   if (s.held++ == 0) s.held_from = net;
   const double cost = s.capture_prior;
+  // What the plan alone saves an iteration, once this run has timed enough of its iterations
+  // (its first ones after the switch from eager are none).
+  const bool paced = s.recent.size() >= kReplayRateSamples;
+  const double plan =
+      paced ? eager - median_of(std::vector<double>(s.recent.begin(), s.recent.end())) : 0;
   // Against the eager figure the governor has (before this run's first plain block, an earlier
   // run's): waiting for a block of this run's own cost more than it saved (H200, MLP example:
   // the capture then came some 35 iterations later, 0.15-0.25 ms a step of replay's savings
@@ -120,12 +142,14 @@ void Governor::hold_replay(std::uint64_t signature, Sig& s) {
   else if (net >= cost)
     why = concat("the run is ", ms_text(net), " ahead of eager; the capture cost ", ms_text(cost),
                  " in an earlier run");
-  else if (net < -cost)
-    why = concat("the run is ", ms_text(-net),
-                 " behind eager, more than the capture costs: replay is the way to catch up");
-  else if (s.held >= kReplayHoldFlat && net <= s.held_from)
+  else if (net < 0 && paced)
+    why = catch_up(s, eager, -net, cost, plan);
+  // Flat: by the plan's pace where it is known (the run's first fused iterations, slower while
+  // they pay for the switch, are no sign of it), else by the run's lead since the hold began.
+  const bool flat = paced ? plan <= 0 : net <= s.held_from;
+  if (why.empty() && s.held >= kReplayHoldFlat && flat)
     why = concat("the plan alone has not gained on eager in ", s.held, " iterations");
-  else if (s.held >= kReplayHoldMax)
+  else if (why.empty() && s.held >= kReplayHoldMax)
     why = concat("held for ", s.held, " iterations");
   if (why.empty()) return;
   s.replay_held = false;
