@@ -313,11 +313,18 @@ TEST_CASE("NVRTC failing for every kernel: groups stay on the interpreter or eag
   INFO(hotpath::format_stats(s));
   const auto sig = s.last();
   REQUIRE_FALSE(sig.fusion.groups.empty());
+  // The kernels prebuilt with hotpath (AdamW's update) need no NVRTC: they load from the
+  // prebuilt directory. Every other group met the injected failure and never ran a kernel of
+  // its own.
+  int failed = 0;
   for (const auto& g : sig.fusion.groups) {
-    CAPTURE(g.name);
+    CAPTURE(g.name, g.from_cache, g.error);
+    if (g.from_cache && g.error.empty()) continue;
+    ++failed;
     CHECK(g.error.find("injected") != std::string::npos);
     CHECK(g.launches == g.interpreted);  // never its own kernel
   }
+  CHECK(failed >= 3);  // the loss, its backward and the bias gradients' sums
   check_equal_to_eager(got, 30);
 }
 
