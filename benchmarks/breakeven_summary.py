@@ -7,8 +7,10 @@ runs; then, per hotpath label, the step from which its running sum stays at or b
 both summed from the step after it turned hot (the runs' median of the step in which it did,
 `hot_step`; files without it, hotpath's own count, the signature's iterations): the
 break-even, each step against plain eager's own step of the same number in a fresh process. Beside it, hotpath's own figure (its
-report's break-even, the median over the runs). Exits 1 when there is no eager run or no hotpath
-run.
+report's break-even, the median over the runs). With --per-run, each hotpath run's own break-even
+too, against the same eager medians from its own hot step: where the medians hide a spread (runs
+that cross early and runs that cross late), the list shows it. Exits 1 when there is no eager run
+or no hotpath run.
 """
 import argparse
 import json
@@ -26,10 +28,27 @@ def median_of(runs, key):
     return int(statistics.median(values)) if values else -1
 
 
+def crossing(steps, eager, start):
+    """The step (1-based) from which the running sum of `steps` stays at or below eager's, both
+    summed from index `start` (the step after hot): start + 1 when it never was above, -1 when it
+    still is at the end."""
+    n = min(len(steps), len(eager))
+    total_h = total_e = 0.0
+    above = -1
+    for i in range(start, n):
+        total_h += steps[i]
+        total_e += eager[i]
+        if total_h > total_e:
+            above = i + 1
+    return -1 if above == n else (above + 1 if above >= 0 else start + 1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="bench_breakeven --json files")
     parser.add_argument("--show", type=int, default=20, help="steps shown one by one")
+    parser.add_argument("--per-run", action="store_true",
+                        help="each run's break-even after hot too, against eager's medians")
     args = parser.parse_args()
     by_label = {}
     for path in args.files:
@@ -63,21 +82,24 @@ def main() -> int:
         # Summed from the step after hot, as hotpath's own break-even is: the steps before it
         # (the process's start, its first step alone some 300 ms that differ by tens between
         # processes, and the hook's cost while it watches) are no part of what fusing cost.
-        total_h = total_e = 0.0
-        start = max(hot, 0)
-        above = -1
-        for i in range(start, n):
-            total_h += steps[i]
-            total_e += eager[i]
-            if total_h > total_e:
-                above = i + 1
-        crossed = -1 if above == n else (above + 1 if above >= 0 else start + 1)
+        crossed = crossing(steps, eager, max(hot, 0))
         steady = statistics.median(eager[n // 2:n]) / statistics.median(steps[n // 2:n])
         where = (f"step {crossed} ({crossed - hot} after hot)" if crossed >= 0 and hot >= 0
                  else f"step {crossed}" if crossed >= 0 else f"never within {n} steps")
         print(f"{label}: {len(by_label[label])} run(s), hot at step {hot}, fused from {first}; "
               f"break-even against plain eager's own first steps at {where}; hotpath's own "
               f"report: {own}; steady speedup {steady:.2f}x over the second half")
+    if args.per_run:
+        for label in labels:
+            after = []
+            for r in by_label[label]:
+                own = r.get("hot_step", r.get("hot_at", -1))
+                c = crossing(r["steps_ms"], eager, max(own, 0))
+                after.append(c - own if c >= 0 and own >= 0 else None)
+            known = sorted(a for a in after if a is not None)
+            print(f"{label}: each run's break-even after hot, against eager's step medians: "
+                  f"{', '.join(str(a) for a in known) or '-'}"
+                  f"{f' (never within the run: {len(after) - len(known)})' if len(known) < len(after) else ''}")
     for label in labels:
         traced = [r for r in by_label[label] if r.get("trace")]
         if traced:

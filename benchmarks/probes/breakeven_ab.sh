@@ -43,8 +43,8 @@ done
 echo "runs: $(($(date +%s) - t0)) s"
 for t in base new; do
   echo "== $t"
-  python3 benchmarks/breakeven_summary.py --show 0 "$OUTD"/be_eager_*.json "$OUTD"/be_"$t"_*.json |
-    grep -E "^[a-z]+-(cold|warm):"
+  python3 benchmarks/breakeven_summary.py --show 0 --per-run "$OUTD"/be_eager_*.json \
+    "$OUTD"/be_"$t"_*.json | grep -E "^[a-z]+-(cold|warm):"
   grep -hoE "goes ahead \((the run is [0-9.]+ ms (ahead|behind) [a-z]+|the plan alone [a-z ]+|held)" \
     "$OUTD"/be_"$t"_warm_*.txt | sed -E 's/[0-9.]+ ms/N ms/' | sort | uniq -c
   grep -hoE "plan built in [0-9.]+ ms" "$OUTD"/be_"$t"_warm_*.txt | grep -oE "[0-9.]+" | sort -n | tr '\n' ' '
