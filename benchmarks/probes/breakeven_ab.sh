@@ -15,16 +15,8 @@ RUNS=${PROBE_RUNS:-5}
 WARM=${PROBE_WARM:-2}
 STEPS=${PROBE_STEPS:-60}
 t0=$(date +%s)
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo >build-gpu.configure.log 2>&1 || exit 1
-cmake -S .base -B build-base -DCMAKE_BUILD_TYPE=RelWithDebInfo >build-base.configure.log 2>&1 || exit 1
-cmake --build build-gpu -j8 --target bench_breakeven hotpath_kernels >build-gpu.build.log 2>&1 &
-a=$!
-cmake --build build-base -j8 --target bench_breakeven hotpath_kernels >build-base.build.log 2>&1 &
-b=$!
-wait $a || { tail -20 build-gpu.build.log; exit 1; }
-wait $b || { tail -20 build-base.build.log; exit 1; }
-echo "build: $(($(date +%s) - t0)) s"
-tree_bin() { [[ $1 == base ]] && echo build-base || echo build-gpu; }
+source "$(dirname "$0")/two_trees.sh"
+build_two_trees "bench_breakeven hotpath_kernels" "bench_breakeven hotpath_kernels" || exit 1
 
 be() {  # be TREE LABEL CACHE FILE-STEM
   HOTPATH_LOG_LEVEL=info HOTPATH_LOG_TIME=1 timeout 60 "$(tree_bin "$1")"/benchmarks/bench_breakeven \

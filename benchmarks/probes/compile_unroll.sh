@@ -14,17 +14,9 @@ OUTD=${OUT:-$PWD/probe_out}
 mkdir -p "$OUTD"
 RUNS=${PROBE_RUNS:-5}
 t0=$(date +%s)
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo >build-gpu.configure.log 2>&1 || exit 1
-cmake -S .base -B build-base -DCMAKE_BUILD_TYPE=RelWithDebInfo >build-base.configure.log 2>&1 || exit 1
-cmake --build build-gpu -j10 --target bench_breakeven bench_fusion train_diff test_fusion test_gpu \
-  >build-gpu.build.log 2>&1 &
-a=$!
-cmake --build build-base -j6 --target bench_breakeven bench_fusion >build-base.build.log 2>&1 &
-b=$!
-wait $a || { tail -20 build-gpu.build.log; exit 1; }
-wait $b || { tail -20 build-base.build.log; exit 1; }
-echo "build: $(($(date +%s) - t0)) s"
-tree_bin() { [[ $1 == base ]] && echo build-base || echo build-gpu; }
+source "$(dirname "$0")/two_trees.sh"
+build_two_trees "bench_breakeven bench_fusion train_diff test_fusion test_gpu" \
+  "bench_breakeven bench_fusion" || exit 1
 
 for i in $(seq "${PROBE_FUSION_RUNS:-2}"); do
   for t in base new; do

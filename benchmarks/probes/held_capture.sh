@@ -7,23 +7,16 @@
 set -uo pipefail
 OUTD=${OUT:-$PWD/probe_out}; mkdir -p "$OUTD"
 RUNS=${PROBE_RUNS:-5}
-build() {  # tree build-dir targets...
-  local tree=$1 dir=$2; shift 2
-  cmake -S "$tree" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$dir.configure.log" 2>&1 &&
-    cmake --build "$dir" -j8 --target "$@" >"$dir.build.log" 2>&1 || { tail -20 "$dir.build.log"; return 1; }
-}
-t0=$(date +%s)
-build . "$PWD/build-gpu" bench_breakeven bench_suite test_replay train_diff mlp_training & a=$!
-build .base "$PWD/build-base" bench_breakeven bench_suite & b=$!
-wait $a || exit 1; wait $b || exit 1
-echo "build: $(( $(date +%s) - t0 )) s"
+source "$(dirname "$0")/two_trees.sh"
+build_two_trees "bench_breakeven bench_suite test_replay train_diff mlp_training" \
+  "bench_breakeven bench_suite" || exit 1
 if [[ ${PROBE_TESTS:-1} == 1 ]]; then
   timeout 240 build-gpu/tests/test_replay "[replay]" >"$OUTD/test_replay.txt" 2>&1; echo "test_replay: exit $?"; tail -3 "$OUTD/test_replay.txt"
 fi
 for i in $(seq "$RUNS"); do
   timeout 60 build-gpu/benchmarks/bench_breakeven --mode eager --json "$OUTD/be_eager_$i.json" >/dev/null 2>&1
   for t in base new; do
-    bin=build-gpu; [[ $t == base ]] && bin=build-base
+    bin=$(tree_bin $t)
     rm -rf "/tmp/pc_$t"
     timeout 60 $bin/benchmarks/bench_breakeven --label "$t-cold" --cache "/tmp/pc_$t" --json "$OUTD/be_${t}_cold_$i.json" >/dev/null 2>&1
     HOTPATH_LOG_LEVEL=info timeout 60 $bin/benchmarks/bench_breakeven --label "$t-warm" --cache "/tmp/pc_$t" --json "$OUTD/be_${t}_warm_$i.json" >"$OUTD/be_${t}_warm_$i.txt" 2>&1
@@ -41,7 +34,7 @@ for n in cold warm; do
 done
 for i in $(seq "${PROBE_SUITE_RUNS:-2}"); do
   for t in base new; do
-    bin=build-gpu; [[ $t == base ]] && bin=build-base
+    bin=$(tree_bin $t)
     rm -rf /tmp/ps; timeout 120 $bin/benchmarks/bench_suite --workloads mlp_training --iters 300 --cache /tmp/ps \
       --json "$OUTD/suite_${t}_$i.json" >"$OUTD/suite_${t}_$i.txt" 2>&1
     echo "$t: $(grep -E 'x measured' "$OUTD/suite_${t}_$i.txt")"
