@@ -51,10 +51,12 @@ class Governor {
   // where replay would bring it level with eager sooner than the plan alone: the deficit D and C
   // at replay's saving an iteration (the earlier run's replayed figure against eager) against D
   // at the plan's (the median of this run's last kReplayRateSamples fused iterations or more;
-  // capturing whenever the run was C behind put it further behind on a host whose speed swung:
-  // the break-even of a known winner came 16 after hot instead of 12 on an H200); or when the
-  // plan alone has not gained on eager over kReplayHoldFlat fused iterations, and after
-  // kReplayHoldMax at most.
+  // a capture let go whenever the run was C behind could put it further behind where the plan
+  // alone was about to catch up); or when the plan alone has not gained on eager over
+  // kReplayHoldFlat fused iterations, and after kReplayHoldMax at most. "Behind" and "ahead"
+  // weigh the run against the eager figure the governor has, before this run's first plain
+  // block an earlier process's: on hosts whose eager speed differs between processes by a third,
+  // a wrong call either way (2026-11-27-warm-plan.md).
   static constexpr int kReplayHoldFlat = 8;
   static constexpr std::size_t kReplayRateSamples = 3;
   static constexpr int kReplayHoldMax = 50;
