@@ -56,79 +56,35 @@ OpRecord record(const Op& op) {
 }
 
 // AdamW's update of one parameter (p, its gradient, exp_avg, exp_avg_sq: outside tensors), as
-// LibTorch's optimizer records it; `at` is the index of its first op in the trace.
+// LibTorch's optimizer records it; `at` is the index of its first op in the trace. Every op has
+// the parameter's sizes and runs with grad mode off; `alias` 0 writes its first input in place.
 void adamw(std::vector<Op>& ops, std::int64_t p, std::int64_t grad, std::int64_t m, std::int64_t v,
            std::vector<std::int64_t> sizes) {
   const auto at = static_cast<std::int64_t>(ops.size());
   const c10::IValue none;
   const auto f = [](double x) { return c10::IValue(x); };
-  ops.push_back({"aten::mul_",
-                 "Scalar",
-                 {{0, true, sizes, p}},
-                 {none, f(0.99)},
-                 0b10,
-                 sizes,
-                 0,
-                 true,
-                 false});
-  ops.push_back(
-      {"aten::mul_", "Scalar", {{0, true, sizes, m}}, {none, f(0.9)}, 0b10, sizes, 0, true, false});
-  ops.push_back({"aten::add_",
-                 "Tensor",
-                 {{0, true, sizes, at + 1}, {1, false, sizes, grad}},
-                 {none, none, f(0.1)},
-                 0b100,
-                 sizes,
-                 0,
-                 true,
-                 false});
-  ops.push_back({"aten::mul_",
-                 "Scalar",
-                 {{0, true, sizes, v}},
-                 {none, f(0.999)},
-                 0b10,
-                 sizes,
-                 0,
-                 true,
-                 false});
-  ops.push_back({"aten::addcmul_",
-                 "",
-                 {{0, true, sizes, at + 3}, {1, false, sizes, grad}, {2, false, sizes, grad}},
-                 {none, none, none, f(0.001)},
-                 0b1000,
-                 sizes,
-                 0,
-                 true,
-                 false});
-  ops.push_back(
-      {"aten::sqrt", "", {{0, false, sizes, at + 4}}, {none}, 0, sizes, -1, false, false});
-  ops.push_back({"aten::div",
-                 "Scalar",
-                 {{0, false, sizes, at + 5}},
-                 {none, f(0.03)},
-                 0b10,
-                 sizes,
-                 -1,
-                 false,
-                 false});
-  ops.push_back({"aten::add_",
-                 "Scalar",
-                 {{0, true, sizes, at + 6}},
-                 {none, f(1e-8), c10::IValue(1)},
-                 0b110,
-                 sizes,
-                 0,
-                 false,
-                 false});
-  ops.push_back({"aten::addcdiv_",
-                 "",
-                 {{0, true, sizes, at}, {1, false, sizes, at + 2}, {2, false, sizes, at + 7}},
-                 {none, none, none, f(-0.001)},
-                 0b1000,
-                 sizes,
-                 0,
-                 true,
-                 false});
+  const auto in = [&](std::int32_t argument, bool written, std::int64_t producer) {
+    return std::make_tuple(argument, written, sizes, producer);
+  };
+  const auto add = [&](const char* name, const char* overload, decltype(Op::inputs) inputs,
+                       std::vector<c10::IValue> args, std::uint64_t scalars, std::int32_t alias,
+                       bool alive) {
+    ops.push_back(
+        {name, overload, std::move(inputs), std::move(args), scalars, sizes, alias, alive, false});
+  };
+  add("aten::mul_", "Scalar", {in(0, true, p)}, {none, f(0.99)}, 0b10, 0, true);
+  add("aten::mul_", "Scalar", {in(0, true, m)}, {none, f(0.9)}, 0b10, 0, true);
+  add("aten::add_", "Tensor", {in(0, true, at + 1), in(1, false, grad)}, {none, none, f(0.1)},
+      0b100, 0, true);
+  add("aten::mul_", "Scalar", {in(0, true, v)}, {none, f(0.999)}, 0b10, 0, true);
+  add("aten::addcmul_", "", {in(0, true, at + 3), in(1, false, grad), in(2, false, grad)},
+      {none, none, none, f(0.001)}, 0b1000, 0, true);
+  add("aten::sqrt", "", {in(0, false, at + 4)}, {none}, 0, -1, false);
+  add("aten::div", "Scalar", {in(0, false, at + 5)}, {none, f(0.03)}, 0b10, -1, false);
+  add("aten::add_", "Scalar", {in(0, true, at + 6)}, {none, f(1e-8), c10::IValue(1)}, 0b110, 0,
+      false);
+  add("aten::addcdiv_", "", {in(0, true, at), in(1, false, at + 2), in(2, false, at + 7)},
+      {none, none, none, f(-0.001)}, 0b1000, 0, true);
 }
 
 }  // namespace

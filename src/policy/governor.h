@@ -354,7 +354,9 @@ class Governor {
   void hold_replay(std::uint64_t signature, Sig& s);
   // Why a held capture goes ahead while the run is `deficit` ms behind eager and the plan alone
   // saves `plan` ms an iteration (see kReplayHoldFlat), or "".
-  static std::string catch_up(const Sig& s, double eager, double deficit, double cost, double plan);
+  // (`replay_ratio`: an earlier run's replayed over eager medians; 0: unknown.)
+  static std::string catch_up(double eager, double deficit, double cost, double plan,
+                              double replay_ratio);
   // Why replay, kept against eager with interval `iv`, loses to the plan alone (its verdict, or
   // its fused iterations just before replay); "" if it does not, or nothing says so.
   std::string replay_loses_to_plan(std::uint64_t signature, const Sig& s, const RatioInterval& iv,

@@ -105,13 +105,13 @@ void Governor::replay_costs(std::uint64_t signature, Sig& s, const Pending& p, d
   if (s.replay_held && p.fused) hold_replay(signature, s);
 }
 
-std::string Governor::catch_up(const Sig& s, double eager, double deficit, double cost,
-                               double plan) {
+std::string Governor::catch_up(double eager, double deficit, double cost, double plan,
+                               double replay_ratio) {
   if (plan <= 0)
     return concat("the run is ", ms_text(deficit),
                   " behind eager and the plan alone does not gain on it: replay is the way to "
                   "catch up");
-  const double replay = s.replay_ratio_prior > 0 ? eager * (1 - s.replay_ratio_prior) : 0;
+  const double replay = replay_ratio > 0 ? eager * (1 - replay_ratio) : 0;
   if (replay <= plan) return "";
   const double with_capture = (deficit + cost) / replay, without = deficit / plan;
   if (with_capture >= without) return "";
@@ -143,7 +143,7 @@ void Governor::hold_replay(std::uint64_t signature, Sig& s) {
     why = concat("the run is ", ms_text(net), " ahead of eager; the capture cost ", ms_text(cost),
                  " in an earlier run");
   else if (net < 0 && paced)
-    why = catch_up(s, eager, -net, cost, plan);
+    why = catch_up(eager, -net, cost, plan, s.replay_ratio_prior);
   // Flat: by the plan's pace where it is known (the run's first fused iterations, slower while
   // they pay for the switch, are no sign of it), else by the run's lead since the hold began.
   const bool flat = paced ? plan <= 0 : net <= s.held_from;
