@@ -37,16 +37,17 @@ hotpath::Config with_cache(const std::string& cache) {
   return c;
 }
 
-// The governor on a fake plan and clock, after 6 iterations of eager under the hook (10 ms)
-// and with the plan's kernels in from then on.
+// The governor on a fake plan and clock, after `eager` iterations of eager under the hook (10 ms;
+// fewer than 5: a baseline remembered from an earlier run is preferred) and with the plan's
+// kernels in from then on.
 struct Setup {
   FakePlans plans;
   hotpath::detail::Governor gov;
   Feed feed{gov};
   Loop loop{plans, feed};
-  explicit Setup(const std::string& cache = "") : gov(plans, with_cache(cache)) {
+  explicit Setup(const std::string& cache = "", int eager = 6) : gov(plans, with_cache(cache)) {
     gov.set_clock([this] { return feed.now; });
-    feed.run(6, 10.0);
+    feed.run(eager, 10.0);
     plans.fused = true;
     plans.final_tiers = true;
   }
@@ -207,25 +208,34 @@ TEST_CASE("a verdict remembers whether the plan won replayed, for a later run's 
   }
 }
 
+namespace {
+
+// A first run under `dir`: the plan alone at `plan_ms` for 20 iterations, then its capture (one
+// iteration 22 ms slower than the plan's), then replayed and kept; its verdict remembers both.
+void first_run(const std::string& dir, double plan_ms) {
+  Setup first(dir);
+  auto [plans, gov, feed, loop] = first.parts();
+  loop.plan_ms = plan_ms;
+  loop.run(20);
+  CHECK(plans.release_replay_calls == 0);  // nothing remembered: nothing held
+  plans.captured = true;
+  plans.final_tiers = false;  // as the executor says of a capture
+  feed.run(1, plan_ms + 22.0);
+  plans.captured = false;
+  plans.final_tiers = true;
+  loop.replay = true;
+  loop.run(80);
+  REQUIRE(judged(gov, feed) == Approx(2.0));
+}
+
+}  // namespace
+
 TEST_CASE("a known winner's capture waits until the run can pay for it", "[governor][replay]") {
-  // The first run captures the plan (one iteration of 30 ms against its 8 ms: the capture cost
-  // 22 ms beyond a fused iteration), keeps it replayed and remembers both.
+  // The first run captures the plan, which alone ran at eager's pace or nearly (9.8 ms against
+  // 10), keeps it replayed and remembers both.
   hotpath_test::TempDir cache("hotpath-replay-held");
   const std::string dir = cache.path() + "/hotpath";
-  {
-    Setup first(dir);
-    auto [plans, gov, feed, loop] = first.parts();
-    loop.run(20);
-    CHECK(plans.release_replay_calls == 0);  // nothing remembered: nothing held
-    plans.captured = true;
-    plans.final_tiers = false;  // as the executor says of a capture
-    feed.run(1, 30.0);
-    plans.captured = false;
-    plans.final_tiers = true;
-    loop.replay = true;
-    loop.run(80);
-    REQUIRE(judged(gov, feed) == Approx(2.0));
-  }
+  first_run(dir, 9.8);
   // What the verdict remembers of replay: kept, and the capture's cost.
   const auto kept_capture = [&dir] {
     const auto d = hotpath::detail::DecisionStore(dir).load(7);
@@ -234,6 +244,7 @@ TEST_CASE("a known winner's capture waits until the run can pay for it", "[gover
     return d->capture_ms;
   };
   CHECK(kept_capture() == Approx(22.0));
+  CHECK(hotpath::detail::DecisionStore(dir).load(7)->plan_ms == Approx(9.8));
 
   // A later run: eager 10 ms, the plan alone `plan_ms`; the capture is held from the first fused
   // iteration on.
@@ -302,5 +313,53 @@ TEST_CASE("a known winner's capture waits until the run can pay for it", "[gover
     loop.run(80);
     REQUIRE(judged(gov, feed) == Approx(2.0));
     CHECK(kept_capture() == Approx(22.0));
+  }
+}
+
+TEST_CASE("a known winner whose plan alone gained is captured on its lead, not on a deficit",
+          "[governor][replay]") {
+  // The first run's plan alone ran at 8 ms against eager's 10: before this run has timed eager
+  // itself, a deficit against the remembered 10 ms is no evidence that the plan does not gain
+  // (a process's first steps run slower than an earlier process's later ones, eager's too).
+  hotpath_test::TempDir cache("hotpath-replay-gained");
+  const std::string dir = cache.path() + "/hotpath";
+  first_run(dir, 8.0);
+  const auto d = hotpath::detail::DecisionStore(dir).load(7);
+  REQUIRE(d.has_value());
+  CHECK(d->plan_ms == Approx(8.0));
+  CHECK(d->eager_ms == Approx(10.0));
+  // Hot at first sight (the session asks for the verdict when the signature first shows): the
+  // remembered 10 ms is the baseline.
+  Setup later(dir, 2);
+  auto [plans, gov, feed, loop] = later.parts();
+  REQUIRE(gov.remembered(7).has_value());
+  const int first_samples = 4 + static_cast<int>(hotpath::detail::Governor::kReplayRateSamples);
+  SECTION("behind, the plan gaining a little: held where replay would have caught up sooner") {
+    feed.run(4, 20.0);   // 40 ms behind
+    loop.plan_ms = 9.5;  // as in the test above, where the capture goes ahead
+    loop.run(first_samples - 4 + hotpath::detail::Governor::kReplayHoldFlat);
+    CHECK(plans.release_replay_calls == 0);
+    // (no plain block of this run's own in this test: held to the hold's bound)
+    loop.run(hotpath::detail::Governor::kReplayHoldMax);
+    CHECK(plans.release_replay_calls == 1);
+    CHECK(plans.why.find("held for") != std::string::npos);
+  }
+  SECTION("the plan alone level with the remembered figure: held") {
+    loop.plan_ms = 10.0;
+    loop.run(first_samples + hotpath::detail::Governor::kReplayHoldFlat);
+    CHECK(plans.release_replay_calls == 0);
+  }
+  SECTION("the plan clearly slower than the remembered figure: released") {
+    loop.plan_ms = 40.0;
+    loop.run(first_samples);
+    CHECK(plans.release_replay_calls == 0);
+    loop.run(1);
+    CHECK(plans.release_replay_calls == 1);
+    CHECK(plans.why.find("behind eager and the plan alone does not gain") != std::string::npos);
+  }
+  SECTION("ahead by the capture's cost: released as any held capture") {
+    loop.run(11);  // 2 ms ahead an iteration
+    CHECK(plans.release_replay_calls == 1);
+    CHECK(plans.why.find("ahead of eager") != std::string::npos);
   }
 }

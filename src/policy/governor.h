@@ -56,7 +56,9 @@ class Governor {
   // kReplayHoldFlat fused iterations, and after kReplayHoldMax at most. "Behind" and "ahead"
   // weigh the run against the eager figure the governor has, before this run's first plain
   // block an earlier process's: on hosts whose eager speed differs between processes by a third,
-  // a wrong call either way (2026-11-27-warm-plan.md).
+  // a wrong call either way (2026-11-27-warm-plan.md). So before that block, where the earlier
+  // run's plan alone gained on its eager (Decision::plan_ms), the two rules on being behind count
+  // only a plan clearly slower than the figure (hold_replay).
   static constexpr int kReplayHoldFlat = 8;
   static constexpr std::size_t kReplayRateSamples = 3;
   static constexpr int kReplayHoldMax = 50;
@@ -244,6 +246,9 @@ class Governor {
     bool replay_held = false;
     double capture_prior = 0;
     double replay_ratio_prior = 0;  // the earlier run's replayed over eager medians (0: unknown)
+    // The plan alone's median iteration: the earlier run's (and over its eager median), and this
+    // run's, taken when replay began (0: not timed alone). Remembered with the verdict.
+    double plan_prior = 0, plan_ratio_prior = 0, plan_alone = 0;
     int held = 0;
     double held_from = 0;
     double capture_cost = 0;
@@ -351,6 +356,9 @@ class Governor {
   // After each iteration from the first fused one on: what a capture cost beyond a fused
   // iteration, and whether a held capture may go ahead now (hold_replay).
   void replay_costs(std::uint64_t signature, Sig& s, const Pending& p, double ms);
+  // A known winner's first fused iteration: what its verdict says of its capture and its plan
+  // alone (a capture held where the verdict holds one).
+  static void prior_of_replay(Sig& s, const Decision& d);
   void hold_replay(std::uint64_t signature, Sig& s);
   // Why a held capture goes ahead while the run is `deficit` ms behind eager and the plan alone
   // saves `plan` ms an iteration (see kReplayHoldFlat), or "".

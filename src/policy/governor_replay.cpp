@@ -42,6 +42,9 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
   // Nothing judged yet (replay may begin with the plan's first iteration on its own kernels).
   if (s.phase == Phase::Eager) return true;
   if (s.replaying) {
+    // The plan alone's pace, remembered beside eager's: a later run weighs its deficits by it.
+    if (s.recent.size() >= kReplayRateSamples)
+      s.plan_alone = median_of(std::vector<double>(s.recent.begin(), s.recent.end()));
     s.plan_verdict = s.verdict;
     s.plan_verdict_fused = s.verdict_fused;
     s.plan_verdict_eager = s.verdict_eager;
@@ -122,6 +125,15 @@ std::string Governor::catch_up(double eager, double deficit, double cost, double
                 " an iteration) after about ", static_cast<long long>(without + 0.5));
 }
 
+void Governor::prior_of_replay(Sig& s, const Decision& d) {
+  s.plan_prior = d.plan_ms;
+  s.plan_ratio_prior = d.eager_ms > 0 && d.plan_ms > 0 ? d.plan_ms / d.eager_ms : 0;
+  if (!d.holds_capture()) return;
+  s.replay_held = true;  // as the planner held the plan's capture (Plan::replay_held)
+  s.capture_prior = d.capture_ms;
+  s.replay_ratio_prior = d.eager_ms > 0 ? d.fused_ms / d.eager_ms : 0;
+}
+
 void Governor::hold_replay(std::uint64_t signature, Sig& s) {
   const double eager = s.report_eager();
   const double net = s.ledger.net(eager);
@@ -136,17 +148,26 @@ void Governor::hold_replay(std::uint64_t signature, Sig& s) {
   // run's): waiting for a block of this run's own cost more than it saved (H200, MLP example:
   // the capture then came some 35 iterations later, 0.15-0.25 ms a step of replay's savings
   // forgone, against a capture of 2.4-2.8 ms it would have kept from putting the run behind).
+  // Behind that figure is no evidence against the plan where the earlier run saw the plan alone
+  // gain on its own eager: early in a process eager itself runs slower than the figure an earlier
+  // process timed later in its run (H200, the MLP step: steps 5-14 of eager's own processes
+  // 0.76-0.98 ms, the earlier runs' plain blocks 0.62-0.69). Captured on such a deficit, 4 of 16
+  // warm runs crossed eager 19-23 steps after hot where the plan alone had brought them level
+  // 4-9 after it (2026-11-27-warm-plan.md, call 4). There only a plan clearly slower counts.
+  const bool doubted = s.baseline_remembered && s.plan_ratio_prior > 0 &&
+                       s.plan_ratio_prior < 1 - config_.revert_margin;
+  const bool slower = paced && plan < -eager * config_.revert_margin;
   std::string why;
   if (eager <= 0)
     why = "no eager figure to weigh its cost against";
   else if (net >= cost)
     why = concat("the run is ", ms_text(net), " ahead of eager; the capture cost ", ms_text(cost),
                  " in an earlier run");
-  else if (net < 0 && paced)
+  else if (net < 0 && paced && (!doubted || slower))
     why = catch_up(eager, -net, cost, plan, s.replay_ratio_prior);
   // Flat: by the plan's pace where it is known (the run's first fused iterations, slower while
   // they pay for the switch, are no sign of it), else by the run's lead since the hold began.
-  const bool flat = paced ? plan <= 0 : net <= s.held_from;
+  const bool flat = doubted ? slower : paced ? plan <= 0 : net <= s.held_from;
   if (why.empty() && s.held >= kReplayHoldFlat && flat)
     why = concat("the plan alone has not gained on eager in ", s.held, " iterations");
   else if (why.empty() && s.held >= kReplayHoldMax)
