@@ -127,47 +127,46 @@ std::string Governor::catch_up(double eager, double deficit, double cost, double
 
 void Governor::prior_of_replay(Sig& s, const Decision& d) {
   s.plan_prior = d.plan_ms;
-  s.plan_ratio_prior = d.eager_ms > 0 && d.plan_ms > 0 ? d.plan_ms / d.eager_ms : 0;
   if (!d.holds_capture()) return;
   s.replay_held = true;  // as the planner held the plan's capture (Plan::replay_held)
   s.capture_prior = d.capture_ms;
   s.replay_ratio_prior = d.eager_ms > 0 ? d.fused_ms / d.eager_ms : 0;
 }
 
+double Governor::host_scaled(const Sig& s, double eager, double plan_now) {
+  if (!s.baseline_remembered || s.plan_prior <= 0 || plan_now <= 0) return eager;
+  return eager * std::clamp(plan_now / s.plan_prior, 1 / kHostSpread, kHostSpread);
+}
+
 void Governor::hold_replay(std::uint64_t signature, Sig& s) {
-  const double eager = s.report_eager();
+  // What the plan alone takes an iteration, once this run has timed enough of its iterations
+  // (its first ones after the switch from eager are none).
+  const bool paced = s.recent.size() >= kReplayRateSamples;
+  const double plan_now =
+      paced ? median_of(std::vector<double>(s.recent.begin(), s.recent.end())) : 0;
+  // (A figure to be scaled waits for this run's pace.)
+  const bool scaled = s.baseline_remembered && s.plan_prior > 0;
+  if (scaled && !paced) return;
+  const double eager = host_scaled(s, s.report_eager(), plan_now);
   const double net = s.ledger.net(eager);
   if (s.held++ == 0) s.held_from = net;
   const double cost = s.capture_prior;
-  // What the plan alone saves an iteration, once this run has timed enough of its iterations
-  // (its first ones after the switch from eager are none).
-  const bool paced = s.recent.size() >= kReplayRateSamples;
-  const double plan =
-      paced ? eager - median_of(std::vector<double>(s.recent.begin(), s.recent.end())) : 0;
+  const double plan = paced ? eager - plan_now : 0;  // what it saves an iteration
   // Against the eager figure the governor has (before this run's first plain block, an earlier
   // run's): waiting for a block of this run's own cost more than it saved (H200, MLP example:
   // the capture then came some 35 iterations later, 0.15-0.25 ms a step of replay's savings
   // forgone, against a capture of 2.4-2.8 ms it would have kept from putting the run behind).
-  // Behind that figure is no evidence against the plan where the earlier run saw the plan alone
-  // gain on its own eager: early in a process eager itself runs slower than the figure an earlier
-  // process timed later in its run (H200, the MLP step: steps 5-14 of eager's own processes
-  // 0.76-0.98 ms, the earlier runs' plain blocks 0.62-0.69). Captured on such a deficit, 4 of 16
-  // warm runs crossed eager 19-23 steps after hot where the plan alone had brought them level
-  // 4-9 after it (2026-11-27-warm-plan.md, call 4). There only a plan clearly slower counts.
-  const bool doubted = s.baseline_remembered && s.plan_ratio_prior > 0 &&
-                       s.plan_ratio_prior < 1 - config_.revert_margin;
-  const bool slower = paced && plan < -eager * config_.revert_margin;
   std::string why;
   if (eager <= 0)
     why = "no eager figure to weigh its cost against";
   else if (net >= cost)
     why = concat("the run is ", ms_text(net), " ahead of eager; the capture cost ", ms_text(cost),
                  " in an earlier run");
-  else if (net < 0 && paced && (!doubted || slower))
+  else if (net < 0 && paced)
     why = catch_up(eager, -net, cost, plan, s.replay_ratio_prior);
   // Flat: by the plan's pace where it is known (the run's first fused iterations, slower while
   // they pay for the switch, are no sign of it), else by the run's lead since the hold began.
-  const bool flat = doubted ? slower : paced ? plan <= 0 : net <= s.held_from;
+  const bool flat = paced ? plan <= 0 : net <= s.held_from;
   if (why.empty() && s.held >= kReplayHoldFlat && flat)
     why = concat("the plan alone has not gained on eager in ", s.held, " iterations");
   else if (why.empty() && s.held >= kReplayHoldMax)
