@@ -57,8 +57,6 @@ std::optional<Decision> DecisionStore::load(std::uint64_t signature) const {
       d.replay_kept = v == "kept";
     } else if (key == "capture_ms") {
       in >> d.capture_ms;
-    } else if (key == "plan_ms") {
-      in >> d.plan_ms;
     } else if (key == "skipped") {
       in >> d.skipped;
     } else if (key == "reason") {
@@ -83,7 +81,6 @@ void DecisionStore::save(std::uint64_t signature, const Decision& d) const {
   if (d.compile && d.replay_kept) f << "replay kept\n";
   if (d.compile && d.replay_kept && d.capture_ms > 0) f << "capture_ms " << d.capture_ms << "\n";
   f << "eager_ms " << d.eager_ms << "\nfused_ms " << d.fused_ms << "\n";
-  if (d.compile && d.plan_ms > 0) f << "plan_ms " << d.plan_ms << "\n";
   if (!d.compile) f << "skipped " << d.skipped << "\n";
   f << "reason " << d.reason << "\n";
   const std::string error = write_file_atomic(dir_, path(signature), f.str());

@@ -16,9 +16,6 @@ namespace hotpath::detail {
 // led to it.
 struct Decision : PlanPrior {
   double eager_ms = 0, fused_ms = 0;  // medians that led to it
-  // The plan alone's median iteration (fused, not replayed) in that run, beside eager_ms: whether
-  // the plan gains without replay (0: not timed alone; see Governor::hold_replay).
-  double plan_ms = 0;
   int skipped = 0;  // a loser: later runs that kept it eager (it is tried again after a while)
 };
 

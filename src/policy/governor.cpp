@@ -249,7 +249,11 @@ void Governor::process(const Pending& p, double ms, bool cuda) {
       s.baseline_remembered = false;
       s.baseline_rebased = false;
     }
-    if (const auto d = remembered(p.it.signature)) prior_of_replay(s, *d);
+    if (const auto d = remembered(p.it.signature); d && d->holds_capture()) {
+      s.replay_held = true;  // as the planner held the plan's capture (Plan::replay_held)
+      s.capture_prior = d->capture_ms;
+      s.replay_ratio_prior = d->eager_ms > 0 ? d->fused_ms / d->eager_ms : 0;
+    }
   }
   if (s.first_fused < 0) {
     if (!p.fused && s.eager.size() < kEagerCap) s.eager.push_back(ms);

@@ -56,16 +56,10 @@ class Governor {
   // kReplayHoldFlat fused iterations, and after kReplayHoldMax at most. "Behind" and "ahead"
   // weigh the run against the eager figure the governor has, before this run's first plain
   // block an earlier process's: on hosts whose eager speed differs between processes by a third,
-  // a wrong call either way (2026-11-27-warm-plan.md). So before that block the earlier run's
-  // figure is scaled by how fast this run's plan alone runs against that run's
-  // (Decision::plan_ms): a host's speed moves eager's iterations and the plan's alike
-  // (host_scaled), by kHostSpread at most.
+  // a wrong call either way (2026-11-27-warm-plan.md).
   static constexpr int kReplayHoldFlat = 8;
   static constexpr std::size_t kReplayRateSamples = 3;
   static constexpr int kReplayHoldMax = 50;
-  // The most one process's loop may run faster or slower than another's on the same machine
-  // (H200, the MLP step's eager: 0.7-1.45 ms between fresh processes, 2026-11-27-held-capture.md).
-  static constexpr double kHostSpread = 2.0;
 
   Governor(PlanControl& plans, const Config& config);
   void configure(const Config& config);
@@ -250,9 +244,6 @@ class Governor {
     bool replay_held = false;
     double capture_prior = 0;
     double replay_ratio_prior = 0;  // the earlier run's replayed over eager medians (0: unknown)
-    // The plan alone's median iteration: the earlier run's, and this run's, taken when replay
-    // began (0: not timed alone). Remembered with the verdict.
-    double plan_prior = 0, plan_alone = 0;
     int held = 0;
     double held_from = 0;
     double capture_cost = 0;
@@ -360,14 +351,7 @@ class Governor {
   // After each iteration from the first fused one on: what a capture cost beyond a fused
   // iteration, and whether a held capture may go ahead now (hold_replay).
   void replay_costs(std::uint64_t signature, Sig& s, const Pending& p, double ms);
-  // A known winner's first fused iteration: what its verdict says of its capture and its plan
-  // alone (a capture held where the verdict holds one).
-  static void prior_of_replay(Sig& s, const Decision& d);
   void hold_replay(std::uint64_t signature, Sig& s);
-  // `eager` (the figure the governor has) for the hold's reckoning: before this run has timed
-  // plain eager itself, scaled by this run's plan alone (`plan_now`, 0: not timed yet) against the
-  // earlier run's (see kReplayHoldMax).
-  static double host_scaled(const Sig& s, double eager, double plan_now);
   // Why a held capture goes ahead while the run is `deficit` ms behind eager and the plan alone
   // saves `plan` ms an iteration (see kReplayHoldFlat), or "".
   // (`replay_ratio`: an earlier run's replayed over eager medians; 0: unknown.)

@@ -42,9 +42,6 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
   // Nothing judged yet (replay may begin with the plan's first iteration on its own kernels).
   if (s.phase == Phase::Eager) return true;
   if (s.replaying) {
-    // The plan alone's pace, remembered beside eager's: a later run weighs its deficits by it.
-    if (s.recent.size() >= kReplayRateSamples)
-      s.plan_alone = median_of(std::vector<double>(s.recent.begin(), s.recent.end()));
     s.plan_verdict = s.verdict;
     s.plan_verdict_fused = s.verdict_fused;
     s.plan_verdict_eager = s.verdict_eager;
@@ -125,33 +122,16 @@ std::string Governor::catch_up(double eager, double deficit, double cost, double
                 " an iteration) after about ", static_cast<long long>(without + 0.5));
 }
 
-void Governor::prior_of_replay(Sig& s, const Decision& d) {
-  s.plan_prior = d.plan_ms;
-  if (!d.holds_capture()) return;
-  s.replay_held = true;  // as the planner held the plan's capture (Plan::replay_held)
-  s.capture_prior = d.capture_ms;
-  s.replay_ratio_prior = d.eager_ms > 0 ? d.fused_ms / d.eager_ms : 0;
-}
-
-double Governor::host_scaled(const Sig& s, double eager, double plan_now) {
-  if (!s.baseline_remembered || s.plan_prior <= 0 || plan_now <= 0) return eager;
-  return eager * std::clamp(plan_now / s.plan_prior, 1 / kHostSpread, kHostSpread);
-}
-
 void Governor::hold_replay(std::uint64_t signature, Sig& s) {
-  // What the plan alone takes an iteration, once this run has timed enough of its iterations
-  // (its first ones after the switch from eager are none).
-  const bool paced = s.recent.size() >= kReplayRateSamples;
-  const double plan_now =
-      paced ? median_of(std::vector<double>(s.recent.begin(), s.recent.end())) : 0;
-  // (A figure to be scaled waits for this run's pace.)
-  const bool scaled = s.baseline_remembered && s.plan_prior > 0;
-  if (scaled && !paced) return;
-  const double eager = host_scaled(s, s.report_eager(), plan_now);
+  const double eager = s.report_eager();
   const double net = s.ledger.net(eager);
   if (s.held++ == 0) s.held_from = net;
   const double cost = s.capture_prior;
-  const double plan = paced ? eager - plan_now : 0;  // what it saves an iteration
+  // What the plan alone saves an iteration, once this run has timed enough of its iterations
+  // (its first ones after the switch from eager are none).
+  const bool paced = s.recent.size() >= kReplayRateSamples;
+  const double plan =
+      paced ? eager - median_of(std::vector<double>(s.recent.begin(), s.recent.end())) : 0;
   // Against the eager figure the governor has (before this run's first plain block, an earlier
   // run's): waiting for a block of this run's own cost more than it saved (H200, MLP example:
   // the capture then came some 35 iterations later, 0.15-0.25 ms a step of replay's savings

@@ -19,9 +19,6 @@ void Governor::remember(std::uint64_t signature, const Sig& s, bool compile) {
   d.replay_kept = compile && s.replaying;
   // This run's capture, or the one the plan was held for if it had none.
   d.capture_ms = s.capture_cost > 0 ? s.capture_cost : s.capture_prior;
-  // The plan alone: what ran, unless it ran replayed (then as timed before replay began, or as
-  // the earlier run had it).
-  d.plan_ms = !s.replaying ? d.fused_ms : s.plan_alone > 0 ? s.plan_alone : s.plan_prior;
   if (const auto plan = plans_.groups(signature)) {
     for (std::size_t g = 0; g < plan->size(); ++g) {
       d.groups.push_back(g < s.active.size() ? s.active[g] : true);
