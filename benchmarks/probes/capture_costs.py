@@ -13,6 +13,7 @@ slope over the counts is what a node costs), beside a plain kernel launch from P
 """
 import argparse
 import statistics
+import sys
 import time
 
 import torch
@@ -80,6 +81,10 @@ def main():
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--launches", type=int, default=400)
     args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("capture_costs: needs a CUDA GPU (it times cudaMalloc and graph launches on it)",
+              file=sys.stderr)
+        return 2
     torch.zeros(1, device="cuda")  # the context, outside the timings
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     print("cudaMalloc through the caching allocator (its cache emptied first), host us, median:")
@@ -93,7 +98,8 @@ def main():
         (n0, t0), (n1, t1) = rows[0], rows[-1]
         print(f"  per node over {n0}-{n1}: {(t1 - t0) / (n1 - n0):.3f} us")
     print(f"one kernel launched from Python (x.add_(1)): {plain:.2f} us")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
