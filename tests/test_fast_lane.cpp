@@ -38,12 +38,12 @@ std::vector<ValueRef> full_op(Recorder& r, std::uint64_t key, const Tensors& in,
   return refs;
 }
 
-void fast_op(Recorder& r, std::uint64_t key, const Tensors& out) {
+void fast_op(Recorder& r, std::uint64_t key) {
   Recorder::FastOp f;
   f.name = "aten::fake";
   f.key = f.name_key = key;
   f.grad_enabled = false;
-  r.commit_fast(f, out);
+  r.commit_fast(f);
 }
 
 const hotpath::SignatureStats* find(const hotpath::Stats& s, std::uint64_t id) {
@@ -76,7 +76,7 @@ TEST_CASE("a replayed iteration's light records are counted by the executor's wo
     std::vector<ValueRef> c_input;
     for (int k = 0; k < 3; ++k) {
       if (how[k] == 'l') {
-        fast_op(r, keys[k], outs[k]);
+        fast_op(r, keys[k]);
       } else {
         const auto refs = full_op(r, keys[k], ins[k], outs[k]);
         if (k == 2) c_input = refs;
@@ -111,13 +111,18 @@ TEST_CASE("a replayed iteration's light records are counted by the executor's wo
     r.mark_step();
     CHECK(find(r.snapshot(), sig)->count == 5);
   }
-  SECTION("a light op's outputs are the values later ops read") {
+  SECTION("a light op's outputs are not mapped: a later recorded op reads them from outside") {
+    // The replay's own table names them for its guards (exec/replay_values.h).
     const auto [first, c_input] = iteration("flf");
     REQUIRE(c_input.size() == 1);
-    CHECK(c_input[0] == ValueRef{first + 1, 0});  // z: output 0 of the iteration's second op
+    CHECK(c_input[0].producer < first);  // z, which the light second op returned
     r.note_replayed(first, 3, sig, false);
     r.mark_step();
     CHECK(find(r.snapshot(), sig)->count == 4);
+    // A full iteration after it maps its values again.
+    const auto [next, next_input] = iteration("fff");
+    REQUIRE(next_input.size() == 1);
+    CHECK(next_input[0] == ValueRef{next + 1, 0});
   }
   SECTION("one the executor did not speak of is dropped") {
     const std::int64_t unassigned = st.ops_unassigned;

@@ -213,9 +213,8 @@ struct FastSink {
   FastInputs& in;
   bool& reads_param() { return in.reads_param; }
   bool& writes_param() { return in.writes_param; }
-  TensorMeta* add(const at::TensorBase& t, std::int32_t arg, bool written) {
+  TensorMeta* add(const at::TensorBase& t, std::int32_t /*arg*/, bool written) {
     in.tensors.push_back(&t);
-    in.argument.push_back(arg);
     in.written.push_back(written ? 1 : 0);
     return nullptr;
   }
@@ -307,25 +306,16 @@ void drop_wake_callback() {
 // kept in it too.
 std::uint64_t hash_outputs(std::uint64_t h, const OpInfo* info, const torch::jit::Stack& stack,
                            std::size_t nret, OpRecord* rec, TensorPtrs& outputs, bool hash = true) {
-  const auto rets = torch::jit::last(stack, nret);
-  auto add = [&](const at::TensorBase& t, std::int32_t alias) {
+  for_each_returned(stack, nret, [&](const at::TensorBase& t, std::ptrdiff_t i) {
     TensorMeta* m = nullptr;
     if (rec != nullptr) {
       m = &rec->outputs.emplace_back();
-      rec->output_alias.push_back(alias);
+      rec->output_alias.push_back(
+          info != nullptr && i >= 0 ? info->return_alias[static_cast<std::size_t>(i)] : -1);
     }
     if (hash || m != nullptr) h = hash_meta(h, m, t);
     outputs.push_back(&t);
-  };
-  for (std::size_t i = 0; i < nret; ++i) {
-    const c10::IValue& r = rets[i];
-    if (r.isTensor()) {
-      add(r.toTensor(), info != nullptr ? info->return_alias[i] : -1);
-    } else if (r.isList()) {
-      for (const c10::IValue& e : r.toListRef())
-        if (e.isTensor()) add(e.toTensor(), -1);
-    }
-  }
+  });
   return h;
 }
 

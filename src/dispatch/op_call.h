@@ -9,6 +9,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <atomic>
+#include <cstddef>
 #include <memory>
 
 #include "dispatch/host_laps.h"
@@ -19,6 +20,23 @@ namespace hotpath::detail {
 using TensorPtrs = c10::SmallVector<const at::TensorBase*, 8>;
 
 struct OpInfo;  // the hook's per-operator facts (dispatch_hook.cpp)
+
+// Calls f(tensor, i) for each tensor among an op's `nret` returns on `stack`, in order: `i` the
+// return it is, or -1 for a tensor in a returned list (a list's in order). How an op's outputs
+// are numbered, by the recorder and the replay's table of values alike.
+template <class F>
+void for_each_returned(const torch::jit::Stack& stack, std::size_t nret, F&& f) {
+  const auto rets = torch::jit::last(stack, nret);
+  for (std::size_t i = 0; i < nret; ++i) {
+    const c10::IValue& r = rets[i];
+    if (r.isTensor()) {
+      f(r.toTensor(), static_cast<std::ptrdiff_t>(i));
+    } else if (r.isList()) {
+      for (const c10::IValue& e : r.toListRef())
+        if (e.isTensor()) f(e.toTensor(), std::ptrdiff_t{-1});
+    }
+  }
+}
 
 class OpCall {
  public:
@@ -66,15 +84,13 @@ struct FastInputs {
   std::uint64_t input_key = 0;
   std::uint64_t name_key = 0;
   TensorPtrs tensors;
-  c10::SmallVector<std::int32_t, 8> argument;  // per tensor: its schema argument
-  c10::SmallVector<std::uint8_t, 8> written;   // per tensor: the schema marks it mutated
+  c10::SmallVector<std::uint8_t, 8> written;  // per tensor: the schema marks it mutated
   bool grad_enabled = true;
   bool reads_param = false;
   bool writes_param = false;
   void clear() {
     input_key = name_key = 0;
     tensors.clear();
-    argument.clear();
     written.clear();
     grad_enabled = true;
     reads_param = writes_param = false;

@@ -95,8 +95,10 @@ bool Executor::try_arm() {
   return true;
 }
 
-bool Executor::guard(const PlanOp& p, const OpRecord& rec, bool check_key) {
+bool Executor::guard(const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs,
+                     bool check_key) {
   if (check_key && rec.input_key != p.input_key) return false;
+  if (mode_ == Mode::kReplay) return guard_replayed(p, inputs, nullptr);
   return guard_flow(
       p, rec.inputs.size(), [&](std::size_t k) { return rec.inputs[k].meta.defined; },
       [&](std::size_t k) { return rec.inputs[k].ref; });
@@ -121,7 +123,8 @@ bool Executor::guard_flow(const PlanOp& p, std::size_t inputs,
   return true;
 }
 
-std::string Executor::mismatch(const PlanOp& p, const OpRecord& rec) const {
+std::string Executor::mismatch(const PlanOp& p, const OpRecord& rec,
+                               const TensorPtrs& inputs) const {
   if (rec.input_key != p.input_key) return "its inputs' metadata or arguments differ";
   if (rec.inputs.size() != p.refs.size())
     return concat(rec.inputs.size(), " tensor inputs where the plan has ", p.refs.size());
@@ -135,6 +138,15 @@ std::string Executor::mismatch(const PlanOp& p, const OpRecord& rec) const {
   for (std::size_t k = 0; k < p.refs.size(); ++k) {
     if (!rec.inputs[k].meta.defined) continue;
     const ValueRef e = p.refs[k];
+    if (mode_ == Mode::kReplay) {  // checked by identity (exec/replay_values.h)
+      if (k < inputs.size() && !replay_values_.would_match(e, *inputs[k]))
+        return concat("input ", k, ": not ",
+                      e.producer >= 0
+                          ? concat("output ", e.output, " of this iteration's op ", e.producer)
+                          : concat("the iteration's outside value #", -e.producer - 1),
+                      " (a replayed iteration's values are checked by identity)");
+      continue;
+    }
     const ValueRef a = rec.inputs[k].ref;
     if (e.producer >= 0) {
       if (a.producer != iter_start_ + e.producer || a.output != e.output)
@@ -154,6 +166,7 @@ std::string Executor::mismatch(const PlanOp& p, const OpRecord& rec) const {
 }
 
 const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpRecord& rec,
+                                                   const TensorPtrs& inputs,
                                                    const torch::jit::Stack& stack,
                                                    std::size_t index) {
   // Autograd accumulates a gradient into its buffer in place (add_) only when nothing else holds
@@ -198,7 +211,7 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
   if (mode_ == Mode::kReplay && !only_autograd && divergence_logs_ < kDivergenceLogs)
     log_debug(concat("hotpath: replay: add_ refused: held ", self.use_count(), " times (", ours,
                      " by deferred ops and the stack), storage ", self.storage().use_count()));
-  if (!only_autograd || !guard(p, rec, false)) return nullptr;
+  if (!only_autograd || !guard(p, rec, inputs, false)) return nullptr;
   return &add_;
 }
 
@@ -232,6 +245,7 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
                          torch::jit::Stack* stack, OpRecord& rec, const TensorPtrs& inputs) {
   if (ready_plans_->load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(mu_);
+  returning_.store(-1, std::memory_order_relaxed);
   if (!armed_ && !try_arm()) {
     // Between plans (a step's tail): an op that reads a value a kernel skipped gets it computed.
     if (!unwritten_.empty()) restore_read(*stack, op.schema().arguments().size());
@@ -241,8 +255,8 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   if (index == 0 && !unwritten_.empty()) restore_unwritten(false);  // the last iteration is over
   const PlanOp& p = armed_->ops[index];
   const c10::OperatorHandle* as = &op;
-  if (!guard(p, rec, true)) {
-    as = in_place_twin(p, rec, *stack, index);
+  if (!guard(p, rec, inputs, true)) {
+    as = in_place_twin(p, rec, inputs, *stack, index);
     if (as != nullptr) {
       rec.name = p.op_name;
       rec.overload = p.op_overload;
@@ -253,7 +267,7 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
       const std::string want = full_name(p.op_name, p.op_overload);
       const std::string got = full_name(rec.name, rec.overload);
       diverge(concat("op ", index, ": expected ", want, ", got ", got,
-                     got == want ? concat(" with other inputs: ", mismatch(p, rec)) : ""));
+                     got == want ? concat(" with other inputs: ", mismatch(p, rec, inputs)) : ""));
       return false;
     }
   }

@@ -25,6 +25,7 @@
 #include "compile/kernel_cache.h"
 #include "dispatch/op_call.h"
 #include "exec/plan.h"
+#include "exec/replay_values.h"
 #include "hotpath/hotpath.h"
 #include "trace/recorder.h"
 
@@ -94,12 +95,16 @@ class Executor {
   // The replay fast lane (OpSink::fast_op): an op of a replayed iteration, past its first, with
   // no record. Refused (kDeclined, nothing done) unless the full path would take it the same
   // way: the op the plan has next, its inputs' metadata and arguments (in.input_key), their data
-  // flow (as the recorder resolves it) and where the capture had them. kHandled: its outputs
+  // flow (by the iteration's own table of values: exec/replay_values.h) and where the capture
+  // had them. kHandled: its outputs
   // are on the stack; kEager: run it below the hook (a view, or one the host waits on). `key`:
   // the record key the plan has for it.
   enum class Fast { kDeclined, kHandled, kEager };
   Fast fast_replay(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                    torch::jit::Stack* stack, const FastInputs& in, std::uint64_t& key);
+  // After an op of a replayed iteration ran (or was handed its outputs): its outputs, which the
+  // guards of later ops look up (exec/replay_values.h). After any other op, nothing to do.
+  void returned(c10::ArrayRef<const at::TensorBase*> outputs);
   // Whether an iteration is being replayed, its ops offered to the fast lane (lock-free, for the
   // hook; Config::replay_fast_lane).
   bool replaying() const { return replaying_.load(std::memory_order_relaxed); }
@@ -205,16 +210,23 @@ class Executor {
   };
   void prepare_verify(const PlanGroup& g, LaunchArgs& l);
   void verify(PlanGroup& g, const std::vector<Deferred*>& members, LaunchArgs& l);
-  bool guard(const PlanOp& p, const OpRecord& rec, bool check_key);
+  // Whether `rec` (its input tensors `inputs`) is the op `p` the plan has next: its key (where
+  // check_key) and its data flow; in a replayed iteration, by guard_replayed.
+  bool guard(const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs, bool check_key);
   // The guard's data flow check: `ref(k)` is input k's value, `defined(k)` whether it is one.
   bool guard_flow(const PlanOp& p, std::size_t inputs, c10::function_ref<bool(std::size_t)> defined,
                   c10::function_ref<ValueRef(std::size_t)> ref);
+  // The same check in a replayed iteration, against its own table of values (replay_values_,
+  // not the recorder's): `refs`, unless null, gets the recorder's name for each input (a default
+  // ValueRef where undefined).
+  bool guard_replayed(const PlanOp& p, c10::ArrayRef<const at::TensorBase*> inputs, ValueRef* refs);
   // Why guard refused an op of the planned name (for the divergence's log line).
-  std::string mismatch(const PlanOp& p, const OpRecord& rec) const;
+  std::string mismatch(const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs) const;
   // The recorded in-place op to run instead of `rec` when autograd asked for its out-of-place
   // twin only because deferred ops hold its buffer (see the definition); nullptr otherwise.
   const c10::OperatorHandle* in_place_twin(const PlanOp& p, const OpRecord& rec,
-                                           const torch::jit::Stack& stack, std::size_t index);
+                                           const TensorPtrs& inputs, const torch::jit::Stack& stack,
+                                           std::size_t index);
   void diverge(const std::string& why);
   void defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
              const PlanOp& p, int index);
@@ -284,8 +296,13 @@ class Executor {
   std::shared_ptr<Plan> armed_;
   std::size_t cursor_ = 0;
   std::int64_t iter_start_ = 0;
-  std::int64_t iteration_ = 0;  // iteration number (1-based) of the armed iteration
-  OutsideOrdinals outside_;     // guard: outside tensors' ordinals
+  std::int64_t iteration_ = 0;         // iteration number (1-based) of the armed iteration
+  OutsideOrdinals outside_;            // guard: outside tensors' ordinals
+  ReplayValues replay_values_;         // guard of a replayed iteration: its values by identity
+  std::vector<ValueRef> replay_refs_;  // ... the names it gave an op's inputs (kept: no allocation)
+  // The op of the replayed iteration whose outputs returned() notes next (-1: none); read
+  // without the lock first, written under it.
+  std::atomic<std::int64_t> returning_{-1};
   std::vector<Deferred> deferred_;
   std::vector<Unwritten> unwritten_;
   std::int64_t divergence_logs_ = 0;

@@ -15,6 +15,19 @@
 #include "exec/replay.h"
 
 namespace hotpath::detail {
+namespace {
+
+// An op's returns on `stack` (the tensors among them, a list's in order, as the recorder numbers
+// an op's outputs) into the replay's table of values.
+void note_returned(ReplayValues& values, std::size_t index, const torch::jit::Stack& stack,
+                   std::size_t nret) {
+  c10::SmallVector<const at::TensorBase*, 4> outputs;
+  for_each_returned(stack, nret,
+                    [&](const at::TensorBase& t, std::ptrdiff_t) { outputs.push_back(&t); });
+  values.returned(index, outputs);
+}
+
+}  // namespace
 
 bool Executor::replay_eligible(const Plan& plan) const {
   // Replay runs what the plan runs in its final form: every group on its own kernel, nothing
@@ -76,6 +89,7 @@ void Executor::arm_replay(Plan& plan) {
   if (plan.replay && plan.replay->ready()) {
     set_mode(Mode::kReplay);
     plan.replay->begin_replay(iter_start_);
+    replay_values_.begin(iter_start_);
     return;
   }
   const bool eligible = replay_eligible(plan);
@@ -121,11 +135,15 @@ bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::Operat
                            c10::DispatchKeySet keys, torch::jit::Stack* stack, const OpRecord& rec,
                            const TensorPtrs& inputs) {
   std::string why;
-  c10::SmallVector<ValueRef, 8> refs;
+  // The guard passed: the recorder's names for the inputs, as the iteration's table gives them.
+  std::vector<ValueRef>& refs = replay_refs_;
+  refs.resize(inputs.size());
   c10::SmallVector<std::uint8_t, 8> written;
-  for (const TensorInput& in : rec.inputs) {
-    refs.push_back(in.ref);
-    written.push_back(in.written ? 1 : 0);
+  for (const TensorInput& in : rec.inputs) written.push_back(in.written ? 1 : 0);
+  if (!guard_replayed(p, inputs, refs.data())) {
+    diverge(concat("op ", index, ": ", full_name(p.op_name, p.op_overload),
+                   " reads other values than the captured iteration's"));
+    return false;
   }
   const Replay::Step step =
       armed_->replay->replay_op(index, p, inputs, refs, written, op, keys, stack, why);
@@ -134,6 +152,7 @@ bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::Operat
                    " differs from the captured iteration's: ", why));
     return false;
   }
+  returning_.store(static_cast<std::int64_t>(index), std::memory_order_relaxed);
   replayed_op();
   return step == Replay::Step::kHandled;
 }
@@ -148,6 +167,7 @@ Executor::Fast Executor::fast_replay(const c10::OperatorHandle& op, c10::Dispatc
                                      torch::jit::Stack* stack, const FastInputs& in,
                                      std::uint64_t& key) {
   std::lock_guard<std::mutex> lock(mu_);
+  returning_.store(-1, std::memory_order_relaxed);
   // The iteration's first op arms it through the full path; a guard that fails, an in-place
   // twin (Executor::in_place_twin) or anything else out of the ordinary goes there too.
   if (!armed_ || mode_ != Mode::kReplay || cursor_ == 0 || cursor_ >= armed_->ops.size())
@@ -158,12 +178,9 @@ Executor::Fast Executor::fast_replay(const c10::OperatorHandle& op, c10::Dispatc
   if (std::string_view(op.schema().name()) != p.op_name ||
       std::string_view(op.schema().overload_name()) != p.op_overload)
     return Fast::kDeclined;
-  c10::SmallVector<ValueRef, 8> refs(in.tensors.size());
-  recorder_.resolve_fast(in.tensors, refs.data());
-  if (!guard_flow(
-          p, in.tensors.size(), [&](std::size_t k) { return in.tensors[k]->defined(); },
-          [&](std::size_t k) { return refs[k]; }))
-    return Fast::kDeclined;
+  std::vector<ValueRef>& refs = replay_refs_;
+  refs.resize(in.tensors.size());
+  if (!guard_replayed(p, in.tensors, refs.data())) return Fast::kDeclined;
   host_lap(kGuardPart);
   std::string why;
   const Replay::Step step =
@@ -172,8 +189,34 @@ Executor::Fast Executor::fast_replay(const c10::OperatorHandle& op, c10::Dispatc
   if (step == Replay::Step::kLeave) return Fast::kDeclined;
   ++cursor_;
   key = p.key;
+  // Handed its outputs: they are on the stack. An op that runs below the hook returns them later
+  // (returned()).
+  if (step == Replay::Step::kHandled)
+    note_returned(replay_values_, index, *stack, op.schema().returns().size());
+  else
+    returning_.store(static_cast<std::int64_t>(index), std::memory_order_relaxed);
   replayed_op();
   return step == Replay::Step::kHandled ? Fast::kHandled : Fast::kEager;
+}
+
+bool Executor::guard_replayed(const PlanOp& p, c10::ArrayRef<const at::TensorBase*> inputs,
+                              ValueRef* refs) {
+  if (inputs.size() != p.refs.size()) return false;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    ValueRef got;
+    if (inputs[k]->defined() && !replay_values_.matches(p.refs[k], *inputs[k], got)) return false;
+    if (refs != nullptr) refs[k] = got;
+  }
+  return true;
+}
+
+void Executor::returned(c10::ArrayRef<const at::TensorBase*> outputs) {
+  if (returning_.load(std::memory_order_relaxed) < 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::int64_t index = returning_.exchange(-1, std::memory_order_relaxed);
+  // The iteration's last op completed it: no later op of it looks its outputs up.
+  if (index < 0 || mode_ != Mode::kReplay || !armed_) return;
+  replay_values_.returned(static_cast<std::size_t>(index), outputs);
 }
 
 void Executor::capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet keys,

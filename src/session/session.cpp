@@ -50,6 +50,7 @@ void Session::on_op(OpCall& call) {
   host_lap(kDeferPart);  // what the executor did after its last lap
   if (!planned) call.run_eager();
   const TensorPtrs& outputs = call.finish();
+  executor.returned(outputs);
   recorder.commit(call.owned_record(), outputs);
   host_lap(kCommitPart);
 }
@@ -69,12 +70,12 @@ bool Session::fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
     host_lap(kOtherPart);
     op.redispatchBoxed(below, stack);
     host_lap(kBelowPart);
+    // A handed-out output has the plan's metadata (the executor noted it); an op run below the
+    // hook is hashed as it came, and its outputs go to the replay's table of values.
+    TensorPtrs outputs;
+    key = fast_outputs(in.input_key, op, *stack, outputs, true);
+    executor.returned(outputs);
   }
-  // A handed-out output has the plan's metadata; an op run below the hook is hashed as it came.
-  TensorPtrs outputs;
-  const bool eager = how == Executor::Fast::kEager;
-  const std::uint64_t h = fast_outputs(in.input_key, op, *stack, outputs, eager);
-  if (eager) key = h;
   Recorder::FastOp f;
   f.name = op.schema().name();
   f.overload = op.schema().overload_name();
@@ -83,7 +84,7 @@ bool Session::fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
   f.grad_enabled = in.grad_enabled;
   f.reads_param = in.reads_param;
   f.writes_param = in.writes_param;
-  recorder.commit_fast(f, outputs);
+  recorder.commit_fast(f);
   host_lap(kCommitPart);
   return true;
 }

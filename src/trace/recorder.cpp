@@ -144,13 +144,7 @@ void Recorder::resolve_locked(OpRecord& rec, c10::ArrayRef<const at::TensorBase*
     if (tensors[i]->defined()) rec.inputs[i].ref = ref_of(*tensors[i]);
 }
 
-void Recorder::resolve_fast(c10::ArrayRef<const at::TensorBase*> tensors, ValueRef* refs) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (std::size_t i = 0; i < tensors.size(); ++i)
-    refs[i] = tensors[i]->defined() ? ref_of(*tensors[i]) : ValueRef{};
-}
-
-void Recorder::commit_fast(const FastOp& op, c10::ArrayRef<const at::TensorBase*> outputs) {
+void Recorder::commit_fast(const FastOp& op) {
   bool events = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -158,7 +152,6 @@ void Recorder::commit_fast(const FastOp& op, c10::ArrayRef<const at::TensorBase*
     if (mode_ != BoundaryMode::Explicit && config_.auto_detect_period)
       detect_steps(op.name_key, op.grad_enabled, op.reads_param, op.writes_param);
     const std::int64_t index = next_++;
-    register_outputs(index, outputs);
     OpRecord& r = ops_.push_blank();
     r.clear();
     r.light = true;

@@ -86,17 +86,18 @@ class Recorder {
   // comes back holding a record to fill for a later op (see OpRing::push_back), or nullptr.
   void commit(std::unique_ptr<OpRecord>& rec, c10::ArrayRef<const at::TensorBase*> outputs);
 
-  // The replay fast lane (OpSink::fast_op), where no record is built: where each of an op's
-  // tensors came from (as resolve_inputs finds it), before it runs ...
-  void resolve_fast(c10::ArrayRef<const at::TensorBase*> tensors, ValueRef* refs);
-  // ... and, after it ran, the op: what the step detector reads of it, the key its plan has for
-  // it, its outputs. Kept as a light record (OpRecord::light).
+  // The replay fast lane (OpSink::fast_op), where no record is built: after an op ran, what the
+  // step detector reads of it and the key its plan has for it, kept as a light record
+  // (OpRecord::light). Its outputs are not mapped: a replayed iteration's guards look values up
+  // in the replay's own table (exec/replay_values.h), and a later op that reads one through
+  // resolve_inputs finds it as a value from outside (an iteration left part-way finishes
+  // eagerly; a signature is never counted from light records).
   struct FastOp {
     std::string_view name, overload;
     std::uint64_t key = 0, name_key = 0;
     bool grad_enabled = true, reads_param = false, writes_param = false;
   };
-  void commit_fast(const FastOp& op, c10::ArrayRef<const at::TensorBase*> outputs);
+  void commit_fast(const FastOp& op);
   // The executor's word on the replayed iteration of `signature` that started at global op
   // `first`, its plan `ops` long: it ran to its end, or left the plan part-way (`left`). An
   // iteration with light records is counted by it, not hashed.

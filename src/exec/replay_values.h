@@ -1,0 +1,55 @@
+// Which tensor is which in a replayed iteration (Config::replay, exec/replay.h): the guards of its
+// ops ask this table, not the recorder, whose map of values a replayed op no longer updates (it
+// cost the fast lane a locked hash-map update for every output and a lookup for every input).
+//
+// Each op's outputs are noted as it returns them. An input the plan expects from output o of op j
+// of the iteration must be that very tensor; one it expects from outside the iteration must be no
+// output of the iteration so far, and the same tensor wherever the plan has the same outside value
+// (they are numbered in the order the iteration first reads them, as the recorder numbers them).
+// These are the recorder's answers for the same ops: a tensor's latest producer is the op that
+// returned it last, and an in-place op returns the tensor it wrote.
+//
+// The table holds weak references: a tensor that dies keeps its TensorImpl's memory until the
+// table lets go of it, so no other tensor can come at its address and pass for it.
+#pragma once
+
+#include <ATen/core/TensorBase.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/flat_hash_map.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "dispatch/op_record.h"
+
+namespace hotpath::detail {
+
+class ReplayValues {
+ public:
+  // A new iteration, its first op the recorder's op `iter_start`.
+  void begin(std::int64_t iter_start);
+  // Input `t` where the plan expects `want` (a producer relative to the iteration's start, or
+  // -(k+1): the iteration's k-th value from outside): whether it is that value. `got` is then the
+  // recorder's name for it (an absolute producer, or one before the iteration for outside values).
+  bool matches(ValueRef want, const at::TensorBase& t, ValueRef& got);
+  // What matches() would answer, changing nothing (for a divergence's log line).
+  bool would_match(ValueRef want, const at::TensorBase& t) const;
+  // Op `index` of the iteration returned these tensors (the tensors among its returns, in order;
+  // an undefined one keeps its place).
+  void returned(std::size_t index, c10::ArrayRef<const at::TensorBase*> outputs);
+
+ private:
+  using Weak = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  void keep(const at::TensorBase& t) { keep_.emplace_back(t.getIntrusivePtr()); }
+
+  std::int64_t iter_start_ = 0;
+  // The op that returned each tensor last (relative to the iteration's start), and each value
+  // from outside by its number.
+  ska::flat_hash_map<const c10::TensorImpl*, ValueRef> latest_;
+  ska::flat_hash_map<const c10::TensorImpl*, std::int64_t> outside_;
+  std::vector<Weak> keep_;  // every tensor in the maps, until the next iteration
+};
+
+}  // namespace hotpath::detail
