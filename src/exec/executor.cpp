@@ -98,7 +98,7 @@ bool Executor::try_arm() {
 bool Executor::guard(const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs,
                      bool check_key) {
   if (check_key && rec.input_key != p.input_key) return false;
-  if (mode_ == Mode::kReplay) return guard_replayed(p, inputs, nullptr);
+  if (mode_ == Mode::kReplay) return guard_replayed(p, inputs);
   return guard_flow(
       p, rec.inputs.size(), [&](std::size_t k) { return rec.inputs[k].meta.defined; },
       [&](std::size_t k) { return rec.inputs[k].ref; });

@@ -96,9 +96,8 @@ class Executor {
   // no record. Refused (kDeclined, nothing done) unless the full path would take it the same
   // way: the op the plan has next, its inputs' metadata and arguments (in.input_key), their data
   // flow (by the iteration's own table of values: exec/replay_values.h) and where the capture
-  // had them. kHandled: its outputs
-  // are on the stack; kEager: run it below the hook (a view, or one the host waits on). `key`:
-  // the record key the plan has for it.
+  // had them. kHandled: its outputs are on the stack; kEager: run it below the hook (a view, or
+  // one the host waits on). `key`: the record key the plan has for it.
   enum class Fast { kDeclined, kHandled, kEager };
   Fast fast_replay(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                    torch::jit::Stack* stack, const FastInputs& in, std::uint64_t& key);
@@ -217,9 +216,9 @@ class Executor {
   bool guard_flow(const PlanOp& p, std::size_t inputs, c10::function_ref<bool(std::size_t)> defined,
                   c10::function_ref<ValueRef(std::size_t)> ref);
   // The same check in a replayed iteration, against its own table of values (replay_values_,
-  // not the recorder's): `refs`, unless null, gets the recorder's name for each input (a default
-  // ValueRef where undefined).
-  bool guard_replayed(const PlanOp& p, c10::ArrayRef<const at::TensorBase*> inputs, ValueRef* refs);
+  // not the recorder's). Where it passes, replay_refs_ holds the recorder's name for each input
+  // (a default ValueRef where undefined), for Replay::replay_op.
+  bool guard_replayed(const PlanOp& p, c10::ArrayRef<const at::TensorBase*> inputs);
   // Why guard refused an op of the planned name (for the divergence's log line).
   std::string mismatch(const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs) const;
   // The recorded in-place op to run instead of `rec` when autograd asked for its out-of-place
@@ -299,7 +298,7 @@ class Executor {
   std::int64_t iteration_ = 0;         // iteration number (1-based) of the armed iteration
   OutsideOrdinals outside_;            // guard: outside tensors' ordinals
   ReplayValues replay_values_;         // guard of a replayed iteration: its values by identity
-  std::vector<ValueRef> replay_refs_;  // ... the names it gave an op's inputs (kept: no allocation)
+  std::vector<ValueRef> replay_refs_;  // ... the names its guard gave an op's inputs
   // The op of the replayed iteration whose outputs returned() notes next (-1: none); read
   // without the lock first, written under it.
   std::atomic<std::int64_t> returning_{-1};

@@ -135,18 +135,11 @@ bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::Operat
                            c10::DispatchKeySet keys, torch::jit::Stack* stack, const OpRecord& rec,
                            const TensorPtrs& inputs) {
   std::string why;
-  // The guard passed: the recorder's names for the inputs, as the iteration's table gives them.
-  std::vector<ValueRef>& refs = replay_refs_;
-  refs.resize(inputs.size());
   c10::SmallVector<std::uint8_t, 8> written;
   for (const TensorInput& in : rec.inputs) written.push_back(in.written ? 1 : 0);
-  if (!guard_replayed(p, inputs, refs.data())) {
-    diverge(concat("op ", index, ": ", full_name(p.op_name, p.op_overload),
-                   " reads other values than the captured iteration's"));
-    return false;
-  }
+  // The guard that let the op in (Executor::guard, or the in-place twin's) named its inputs.
   const Replay::Step step =
-      armed_->replay->replay_op(index, p, inputs, refs, written, op, keys, stack, why);
+      armed_->replay->replay_op(index, p, inputs, replay_refs_, written, op, keys, stack, why);
   if (step == Replay::Step::kLeave) {
     diverge(concat("op ", index, ": ", full_name(p.op_name, p.op_overload),
                    " differs from the captured iteration's: ", why));
@@ -178,13 +171,11 @@ Executor::Fast Executor::fast_replay(const c10::OperatorHandle& op, c10::Dispatc
   if (std::string_view(op.schema().name()) != p.op_name ||
       std::string_view(op.schema().overload_name()) != p.op_overload)
     return Fast::kDeclined;
-  std::vector<ValueRef>& refs = replay_refs_;
-  refs.resize(in.tensors.size());
-  if (!guard_replayed(p, in.tensors, refs.data())) return Fast::kDeclined;
+  if (!guard_replayed(p, in.tensors)) return Fast::kDeclined;
   host_lap(kGuardPart);
   std::string why;
-  const Replay::Step step =
-      armed_->replay->replay_op(index, p, in.tensors, refs, in.written, op, keys, stack, why);
+  const Replay::Step step = armed_->replay->replay_op(index, p, in.tensors, replay_refs_,
+                                                      in.written, op, keys, stack, why);
   // The full path meets the same op in the same state and leaves the plan there, logging why.
   if (step == Replay::Step::kLeave) return Fast::kDeclined;
   ++cursor_;
@@ -199,13 +190,12 @@ Executor::Fast Executor::fast_replay(const c10::OperatorHandle& op, c10::Dispatc
   return step == Replay::Step::kHandled ? Fast::kHandled : Fast::kEager;
 }
 
-bool Executor::guard_replayed(const PlanOp& p, c10::ArrayRef<const at::TensorBase*> inputs,
-                              ValueRef* refs) {
+bool Executor::guard_replayed(const PlanOp& p, c10::ArrayRef<const at::TensorBase*> inputs) {
   if (inputs.size() != p.refs.size()) return false;
+  replay_refs_.assign(inputs.size(), ValueRef{});
   for (std::size_t k = 0; k < inputs.size(); ++k) {
-    ValueRef got;
-    if (inputs[k]->defined() && !replay_values_.matches(p.refs[k], *inputs[k], got)) return false;
-    if (refs != nullptr) refs[k] = got;
+    if (inputs[k]->defined() && !replay_values_.matches(p.refs[k], *inputs[k], replay_refs_[k]))
+      return false;
   }
   return true;
 }
