@@ -357,7 +357,7 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     }
   } timing;
   if (session->profiling_host()) {
-    laps.emplace().last = std::chrono::steady_clock::now();
+    laps.emplace();
     timing.laps = &*laps;
     current_host_laps() = timing.laps;
   }

@@ -328,7 +328,7 @@ void Session::fill_stats(Stats& s) const {
   s.aside_reason = aside_times > 0 ? aside_reason : std::string();
   s.standing_aside = aside_now_.load(std::memory_order_relaxed);
   const HostCounters h = host_counters();
-  auto us = [&](HostPart p) { return static_cast<double>(h.ns[p]) / 1e3; };
+  auto us = [&](HostPart p) { return h.ns[p] / 1e3; };
   s.host_ops = h.ops;
   s.host_record_us = us(kRecordPart);
   s.host_flow_us = us(kFlowPart);
