@@ -37,8 +37,11 @@ struct Result {
   std::string name;
   int64_t ops = 0;
   double eager_us = 0, hotpath_us = 0;
-  // Config::host_profile, where it was on (host.ops > 0): the hook's share per op.
+  // Config::host_profile, where it was on (host.ops > 0): the hook's share per op, from blocks of
+  // their own; profiled_us: those blocks' median (the profile's clock reads and counters cost the
+  // host too: hotpath_us is timed without them).
   bench::HostShare host;
+  double profiled_us = 0;
 };
 
 // Interception alone: fusion is off here (bench_fusion measures it), so that both sides run the
@@ -135,9 +138,10 @@ Result measure_fused(const Workload& w, bool cuda, int rounds, int iters) {
   return r;
 }
 
-// Replay on, measured here rather than judged, with the host profile (a few clock reads an op:
-// what the hook itself takes, and where).
-hotpath::Config replay_measured(bool fast_lane = true) {
+// Replay on, measured here rather than judged; `profile`: with the host profile (a few clock
+// reads an op: what the hook itself takes, and where). Switching between the two configures the
+// running session again: plans and captures stay.
+hotpath::Config replay_measured(bool fast_lane = true, bool profile = true) {
   hotpath::Config c;
   c.replay_fast_lane = fast_lane;
   c.threshold = 10;
@@ -145,13 +149,14 @@ hotpath::Config replay_measured(bool fast_lane = true) {
   c.revert_window = 1000000;
   c.stand_aside = false;
   c.replay = true;
-  c.host_profile = true;
+  c.host_profile = profile;
   return c;
 }
 
 // The step replayed as CUDA graphs (its own kernels compiled, Config::replay): the host's time
 // until the step's body returns, its GPU work queued, against plain eager's (under Pause), in
-// interleaved blocks. Over the ops, that is what an op costs the host while replaying.
+// interleaved blocks. Over the ops, that is what an op costs the host while replaying. A third
+// block each round runs with the host profile, for the hook's share and its parts.
 // `fast_lane`: Config::replay_fast_lane.
 Result measure_replayed(const Workload& w, int rounds, int iters, bool fast_lane) {
   hotpath::enable_hot_path_detection(replay_measured(fast_lane));
@@ -169,25 +174,30 @@ Result measure_replayed(const Workload& w, int rounds, int iters, bool fast_lane
   r.ops = hotpath::stats().last().ops_per_iteration;
   const hotpath::Stats s0 = hotpath::stats();
   const std::int64_t before = s0.last().fusion.replayed_iterations;
-  std::vector<double> eager, hp;
+  std::vector<double> eager, hp, profiled;
   for (int round = 0; round < rounds; ++round) {
     {
       hotpath::Pause pause;
       time_host(w, true, iters, false, eager, true);
     }
+    hotpath::enable_hot_path_detection(replay_measured(fast_lane, false));
     time_host(w, true, iters, true, hp, true);
+    hotpath::enable_hot_path_detection(replay_measured(fast_lane, true));
+    time_host(w, true, iters, true, profiled, true);
   }
+  // Only the profiled blocks add to the host profile's counters.
   const hotpath::Stats s1 = hotpath::stats();
   r.host = bench::host_share(s0, s1);
   const auto f = s1.last().fusion;
-  if (f.replayed_iterations - before < static_cast<std::int64_t>(rounds) * iters)
+  if (f.replayed_iterations - before < 2 * static_cast<std::int64_t>(rounds) * iters)
     std::fprintf(stderr, "bench_overhead: %s: only %lld of %d iterations replayed%s%s\n",
                  w.name.c_str(), static_cast<long long>(f.replayed_iterations - before),
-                 rounds * iters,
+                 2 * rounds * iters,
                  f.replay_off.empty() ? "" : "; replay is off: ", f.replay_off.c_str());
   hotpath::disable_hot_path_detection();
   r.eager_us = median(eager);
   r.hotpath_us = median(hp);
+  r.profiled_us = median(profiled);
   return r;
 }
 
@@ -198,8 +208,10 @@ Result measure_replayed(const Workload& w, int rounds, int iters, bool fast_lane
 // host walking the step's ops). Beside it, the same step without item() (a block's time over its
 // steps: the GPU's time per step where the GPU is the bottleneck) and the step's five matrix
 // products alone: what the GPU cannot do without, whatever the host does.
+// The replayed steps are timed without the host profile; its figures come from blocks of their own
+// (profiled_step: their median step).
 struct SyncedSplit {
-  double eager_step = 0, eager_wait = 0, replay_step = 0, replay_wait = 0;
+  double eager_step = 0, eager_wait = 0, replay_step = 0, replay_wait = 0, profiled_step = 0;
   // Replayed with Config::replay_fast_lane off (each replayed op recorded in full), in the same
   // rounds.
   double recorded_step = 0, recorded_wait = 0;
@@ -257,7 +269,7 @@ SyncedSplit measure_synced(int rounds, int iters) {
     per_step.push_back(std::chrono::duration<double, std::micro>(clock::now() - start).count() /
                        iters);
   };
-  hotpath::enable_hot_path_detection(replay_measured());
+  hotpath::enable_hot_path_detection(replay_measured(true, false));
   std::vector<double> es, ew, rs, rw;
   block(rs, rw, true);
   hotpath::wait_for_compilation();
@@ -273,27 +285,31 @@ SyncedSplit measure_synced(int rounds, int iters) {
     for (const auto& sig : a.signatures) n -= sig.fusion.replayed_iterations;
     return n;
   };
-  // A replayed block with the fast lane on or off: its steps, replayed iterations and host
-  // profile added to the kind's.
-  std::vector<double> cs, cw;
+  // A replayed block with the fast lane on or off, timed: its steps and replayed iterations
+  // added to the kind's. Then a block with the host profile, for the kind's profile.
+  std::vector<double> cs, cw, ps, qs;
   auto replayed_block = [&](bool fast, std::vector<double>& steps, std::vector<double>& waits,
-                            std::int64_t& replayed, bench::HostShare& host) {
-    hotpath::enable_hot_path_detection(replay_measured(fast));
+                            std::int64_t& replayed, bench::HostShare& host,
+                            std::vector<double>& profiled) {
+    hotpath::enable_hot_path_detection(replay_measured(fast, false));
     const hotpath::Stats a = hotpath::stats();
     block(steps, waits, true);
     const hotpath::Stats b = hotpath::stats();
     replayed += replayed_between(a, b);
-    bench::add_host_share(host, bench::host_share(a, b));
+    hotpath::enable_hot_path_detection(replay_measured(fast, true));
+    std::vector<double> unused;
+    block(profiled, unused, true);
+    bench::add_host_share(host, bench::host_share(b, hotpath::stats()));
   };
   for (int round = 0; round < rounds; ++round) {
     {
       hotpath::Pause pause;
       block(es, ew, false);
     }
-    replayed_block(true, rs, rw, r.replayed, r.host);
-    replayed_block(false, cs, cw, r.replayed_recorded, r.host_recorded);
+    replayed_block(true, rs, rw, r.replayed, r.host, ps);
+    replayed_block(false, cs, cw, r.replayed_recorded, r.host_recorded, qs);
   }
-  hotpath::enable_hot_path_detection(replay_measured());
+  hotpath::enable_hot_path_detection(replay_measured(true, false));
   std::vector<double> ef, rf;
   // Without item() the step is another signature: it turns hot, compiles and is captured first.
   free_block(rf, true);
@@ -337,6 +353,7 @@ SyncedSplit measure_synced(int rounds, int iters) {
   r.eager_wait = median(ew);
   r.replay_step = median(rs);
   r.replay_wait = median(rw);
+  r.profiled_step = median(ps);
   r.recorded_step = median(cs);
   r.recorded_wait = median(cw);
   r.steps = static_cast<std::int64_t>(rounds) * (iters + 1);
@@ -419,9 +436,10 @@ int main(int argc, char** argv) {
   std::printf("%-40s %6s %12s %12s %14s %12s %12s\n", "workload", "ops", "eager us", "hotpath us",
               "overhead/op us", "host/op us", "hook/op us");
   // (the fused row's "overhead" is negative where deferring an op costs less than running it; the
-  // replayed row's hotpath column over its ops is the host's cost per op while replaying, and of
-  // that, with Config::host_profile, what the hook itself took: the rest is LibTorch's C++ API,
-  // autograd and dispatch down to the hook, and the loop's own code)
+  // replayed row's hotpath column over its ops is the host's cost per op while replaying, timed
+  // without the host profile, and of that, from profiled blocks beside them, what the hook itself
+  // took: the rest is LibTorch's C++ API, autograd and dispatch down to the hook, and the loop's
+  // own code)
   for (const auto& r : results) {
     std::printf("%-40s %6lld %12.1f %12.1f %14.3f", r.name.c_str(), (long long)r.ops, r.eager_us,
                 r.hotpath_us, (r.hotpath_us - r.eager_us) / r.ops);
@@ -430,7 +448,10 @@ int main(int argc, char** argv) {
   }
   for (const auto& r : results) {
     if (r.host.ops > 0)
-      std::printf("%s: %s\n", r.name.c_str(), bench::host_share_text(r.host).c_str());
+      std::printf(
+          "%s: %s; the host %.3f us an op in the profiled blocks, %.3f without the profile\n",
+          r.name.c_str(), bench::host_share_text(r.host).c_str(), r.profiled_us / r.ops,
+          r.hotpath_us / r.ops);
   }
   if (synced) {
     const SyncedSplit& y = *synced;
@@ -439,14 +460,14 @@ int main(int argc, char** argv) {
         "medians in us:\n"
         "  plain eager: step %.1f = host %.1f + waiting in item() %.1f\n"
         "  replayed:    step %.1f = host %.1f + waiting in item() %.1f  (%.2fx; %lld of %lld steps "
-        "replayed)\n  replayed, %s\n"
+        "replayed)\n  replayed, with the host profile (blocks of their own, step %.1f): %s\n"
         "  replayed, no fast lane: step %.1f = host %.1f + waiting in item() %.1f  (%.2fx; %lld "
-        "of %lld steps replayed)\n  replayed, no fast lane, %s\n"
+        "of %lld steps replayed)\n  replayed, no fast lane, with the host profile: %s\n"
         "  without item(), a step (a block over its steps): plain eager %.1f, replayed %.1f; its "
         "five matrix products alone %.1f (%lld of %lld steps replayed)\n",
         y.eager_step, y.eager_step - y.eager_wait, y.eager_wait, y.replay_step,
         y.replay_step - y.replay_wait, y.replay_wait, y.eager_step / y.replay_step,
-        static_cast<long long>(y.replayed), static_cast<long long>(y.steps),
+        static_cast<long long>(y.replayed), static_cast<long long>(y.steps), y.profiled_step,
         bench::host_share_text(y.host).c_str(), y.recorded_step, y.recorded_step - y.recorded_wait,
         y.recorded_wait, y.eager_step / y.recorded_step,
         static_cast<long long>(y.replayed_recorded), static_cast<long long>(y.steps),

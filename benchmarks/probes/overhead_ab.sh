@@ -23,7 +23,7 @@ echo "runs: $(($(date +%s) - t0)) s"
 for t in base new; do
   echo "== $t"
   for i in $(seq "$RUNS"); do
-    grep -hE "replayed \(host only\)  |replayed \(host only\):|replayed, the hook|^  replayed: " \
+    grep -hE "replayed \(host only\)  |replayed \(host only\):|replayed, (with the host profile[^:]*: )?the hook|^  replayed: " \
       "$OUTD/overhead_${t}_$i.txt"
   done
 done
