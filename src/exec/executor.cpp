@@ -282,7 +282,9 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   if (mode_ == Mode::kCapture) {
     // A batch's groups that are complete launch now where the capture would cut a graph
     // before this op: the GPU starts them while the host goes through the rest.
-    if (!deferred_.empty() && armed_->replay->cut_wanted(index)) flush_finished(index);
+    const bool random = draws_random(as->schema(), p.op_name);  // a graph of its own (capture_op)
+    if (!deferred_.empty() && (random || armed_->replay->cut_wanted(index))) flush_finished(index);
+    if (random && fused) armed_->replay->fail(concat("op ", index, " draws random numbers, fused"));
     armed_->replay->capture_op(index, p, rec, inputs, *as, deferred_.empty());
     if (!fused) {
       capture_eager(*as, keys, stack, index);  // runs it, then captures it

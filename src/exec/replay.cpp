@@ -337,15 +337,22 @@ void Replay::launch_pending() {
                span_bytes(value), device_);
   refills_.clear();
   host_lap(kCopyPart);
-  // The graph straight to the driver: CUDAGraph::replay() first prepares the random number
-  // generators a graph drew from (it builds a message string, asks for the device and whether
-  // the stream captures, every launch), and no replayed graph draws any: a plan with an op that
-  // does is never captured (Executor::arm_replay).
-  const c10::cuda::CUDAStream stream =
-      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_));
-  const cudaError_t e = cudaGraphLaunch(s.graph->raw_cuda_graph_exec(), stream.stream());
-  HOTPATH_CHECK(e == cudaSuccess, "launching replay segment ", seg,
-                "'s CUDA graph failed: ", cudaGetErrorString(e));
+  // A graph that draws no random numbers straight to the driver: CUDAGraph::replay() first
+  // prepares the random number generators a graph drew from, and builds a message string, asks
+  // for the device and whether the stream captures at every launch.
+  if (s.empty) {
+    // Nothing to launch (Segment::empty).
+  } else if (s.random) {
+    // The generator first (Segment::random): its fills are ATen ops, below the hook.
+    c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+    s.graph->replay();
+  } else {
+    const c10::cuda::CUDAStream stream =
+        c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_));
+    const cudaError_t e = cudaGraphLaunch(s.graph->raw_cuda_graph_exec(), stream.stream());
+    HOTPATH_CHECK(e == cudaSuccess, "launching replay segment ", seg,
+                  "'s CUDA graph failed: ", cudaGetErrorString(e));
+  }
   records_.clear();
   host_lap(kGraphPart);
 }

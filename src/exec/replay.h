@@ -227,7 +227,10 @@ class Replay {
   int static_nodes() const;
   std::int64_t repointed() const { return repointed_; }
   std::int64_t pool_bytes() const { return pool_bytes_; }
-  int graphs() const { return static_cast<int>(segments_.size()); }
+  int graphs() const {  // the ones launched (Segment::empty are not)
+    return static_cast<int>(std::count_if(segments_.begin(), segments_.end(),
+                                          [](const Segment& s) { return !s.empty; }));
+  }
 
  private:
   struct Out {
@@ -277,6 +280,13 @@ class Replay {
   struct Segment {
     std::unique_ptr<at::cuda::CUDAGraph> graph;
     std::vector<Node> nodes;
+    // Its first op draws random numbers from the device's default generator (the only op that
+    // does: each starts a graph of its own). A replay launches it through CUDAGraph::replay(),
+    // which first points the graph's random numbers where eager's would be drawn now and moves
+    // the generator past them.
+    bool random = false;
+    // Its ops made no kernel (allocations only, ended before a random op's graph): never launched.
+    bool empty = false;
   };
   // A value of the captured iteration: its shadow, and the program's tensor's storage (when
   // nobody holds that any more, neither does the shadow at the segment's end).

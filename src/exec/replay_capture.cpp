@@ -50,6 +50,24 @@ bool is_view(const c10::FunctionSchema& s) {
   return false;
 }
 
+// Drops CUDAGraph's warning that a captured graph is empty while it lives, and passes every other
+// warning on to the handler before it.
+class QuietEmptyGraph : public c10::WarningHandler {
+ public:
+  QuietEmptyGraph() : before_(c10::WarningUtils::get_warning_handler()) {
+    c10::WarningUtils::set_warning_handler(this);
+  }
+  ~QuietEmptyGraph() override { c10::WarningUtils::set_warning_handler(before_); }
+  QuietEmptyGraph(const QuietEmptyGraph&) = delete;
+  QuietEmptyGraph& operator=(const QuietEmptyGraph&) = delete;
+  void process(const c10::Warning& w) override {
+    if (w.msg().find("The CUDA Graph is empty") == std::string::npos) before_->process(w);
+  }
+
+ private:
+  c10::WarningHandler* before_;
+};
+
 }  // namespace
 
 bool draws_random(std::string_view name) {
@@ -168,9 +186,17 @@ void Replay::close_segment() {
   {
     AddElapsed lap(cost_.streams_ms);
     c10::cuda::CUDAStreamGuard guard(side_);
+    // A segment of ops that made no kernel (Segment::empty): CUDAGraph warns of an empty graph,
+    // which is not the program's concern.
+    QuietEmptyGraph quiet;
     s.graph->capture_end();
   }
-  {
+  std::size_t nodes = 0;
+  const cudaError_t e = cudaGraphGetNodes(s.graph->raw_cuda_graph(), nullptr, &nodes);
+  HOTPATH_CHECK(e == cudaSuccess,
+                "counting a captured graph's nodes failed: ", cudaGetErrorString(e));
+  s.empty = nodes == 0;
+  if (!s.empty) {
     AddElapsed lap(cost_.instantiate_ms);
     s.graph->instantiate();
   }
@@ -254,9 +280,21 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
       return r.kind;
     }
     r.kind = Kind::kGraph;
-    if (draws_random(schema, rec.name)) {
-      fail(concat("op ", index, " (", name, ") draws random numbers"));
-      return r.kind;
+    const bool random = draws_random(schema, rec.name);
+    if (random) {
+      // Only the device's default generator takes part in a capture (CUDAGraph registers it):
+      // from a generator of its own a graph would draw the same numbers in every replay.
+      if (std::any_of(rec.args.begin(), rec.args.end(),
+                      [](const c10::IValue& a) { return a.isGenerator(); })) {
+        fail(
+            concat("op ", index, " (", name, ") draws random numbers from a generator of its own"));
+        return r.kind;
+      }
+      if (!between_groups) {
+        fail(concat("op ", index, " (", name,
+                    ") draws random numbers where a fused group is pending"));
+        return r.kind;
+      }
     }
     if (rec.name.substr(0, 6) == "c10d::") {
       fail(concat("op ", index, " (", name, ") is a collective"));
@@ -273,13 +311,20 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
     // stretch's first graphs are smaller (a quarter, then half of graph_ops_): after a wait the
     // GPU has work again sooner. Before a run of a graph's size or more that no cut may split (an
     // optimizer's update of a parameter), the open graph ends whatever its own size (cut_before).
-    if (between_groups && cut_wanted(index)) {
+    if (between_groups && (cut_wanted(index) || (random && open_))) {
       close_segment();
       ++stretch_graphs_;
     }
-    open_segment();
-    ++segment_ops_;
-    r.segment = static_cast<int>(segments_.size()) - 1;
+    if (random) {
+      // While a graph captures, the default generator is in capture mode and the op's own run
+      // (before its shadow's, Executor::capture_eager) would throw: its graph opens after that
+      // run (Replay::capture_eager) and draws in each replay where eager would have.
+      r.segment = static_cast<int>(segments_.size());
+    } else {
+      open_segment();
+      ++segment_ops_;
+      r.segment = static_cast<int>(segments_.size()) - 1;
+    }
     r.input_ptrs.clear();  // once the shadows of its inputs exist (a group's: at its launch)
     r.statics.clear();
     r.outs.assign(p.outs.size(), Out{});
@@ -431,6 +476,12 @@ void Replay::capture_eager(std::size_t index, const c10::OperatorHandle& op,
           keep_shadow(index, static_cast<int>(k), reals[k], reals[k], false, true);
       }
       return;
+    }
+    if (r.kind == Kind::kGraph && r.segment == static_cast<int>(segments_.size())) {
+      // A random op (capture_op): it has run; its graph opens for its shadow.
+      open_segment();
+      segments_.back().random = true;
+      ++segment_ops_;
     }
     bool moves = false;  // a view of a moving value moves with it
     r.input_ptrs.clear();

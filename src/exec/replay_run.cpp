@@ -107,18 +107,6 @@ void Executor::arm_replay(Plan& plan) {
     return;
   }
   if (plan.replay || !eligible || plan.replay_attempts >= kReplayAttempts) return;
-  // Random numbers drawn on the GPU: a graph would draw the same ones in every replay.
-  for (const PlanOp& op : plan.ops) {
-    const bool gpu = std::any_of(op.outs.begin(), op.outs.end(), [](const TensorMeta& m) {
-      return m.defined && m.device.is_cuda();
-    });
-    if (gpu && draws_random(op.op_name)) {
-      drop_replay(plan, concat(full_name(op.op_name, op.op_overload),
-                               " draws random numbers on the GPU (a graph would draw the same ones "
-                               "in every replay)"));
-      return;
-    }
-  }
   // The iteration before the capture notes where its inputs from outside are.
   ++plan.replay_attempts;
   const auto t0 = std::chrono::steady_clock::now();
