@@ -441,6 +441,24 @@ TEST_CASE("which ops draw random numbers (each starts a graph of its own)", "[re
   CHECK_FALSE(random("aten::mul_", "Tensor"));
 }
 
+TEST_CASE("a batch norm that updates its running statistics is not captured", "[replay]") {
+  // Its schema has running_mean and running_var as read-only inputs; it writes them where
+  // `training` is true. A graph would update a copy of them (a GPU run of a convnet left its
+  // statistics 0.11 away from eager's where the noise floor was 0.005).
+  using hotpath::detail::writes_running_stats;
+  const std::vector<c10::IValue> training{
+      c10::IValue(), c10::IValue(), c10::IValue(), c10::IValue(), c10::IValue(), true, 0.1, 1e-5};
+  std::vector<c10::IValue> eval = training;
+  eval[5] = false;
+  CHECK(writes_running_stats("aten::native_batch_norm", training));
+  CHECK(writes_running_stats("aten::cudnn_batch_norm", training));
+  CHECK(writes_running_stats("aten::miopen_batch_norm", training));
+  CHECK_FALSE(writes_running_stats("aten::cudnn_batch_norm", eval));
+  CHECK_FALSE(writes_running_stats("aten::native_layer_norm", training));
+  // The annotated forms (Tensor(a!) running_mean) are written as any in-place argument is.
+  CHECK_FALSE(writes_running_stats("aten::_native_batch_norm_legit", training));
+}
+
 TEST_CASE("a stretch's first graphs are smaller, then each takes replay_graph_ops ops",
           "[replay]") {
   using hotpath::detail::graph_size;
