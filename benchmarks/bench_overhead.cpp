@@ -214,7 +214,7 @@ struct SyncedSplit {
   double eager_step = 0, eager_wait = 0, replay_step = 0, replay_wait = 0, profiled_step = 0;
   // Replayed with Config::replay_fast_lane off (each replayed op recorded in full), in the same
   // rounds.
-  double recorded_step = 0, recorded_wait = 0;
+  double recorded_step = 0, recorded_wait = 0, recorded_profiled_step = 0;
   std::int64_t replayed_recorded = 0;
   bench::HostShare host_recorded;
   double eager_free = 0, replay_free = 0, products = 0;
@@ -354,6 +354,7 @@ SyncedSplit measure_synced(int rounds, int iters) {
   r.replay_step = median(rs);
   r.replay_wait = median(rw);
   r.profiled_step = median(ps);
+  r.recorded_profiled_step = median(qs);
   r.recorded_step = median(cs);
   r.recorded_wait = median(cw);
   r.steps = static_cast<std::int64_t>(rounds) * (iters + 1);
@@ -462,7 +463,8 @@ int main(int argc, char** argv) {
         "  replayed:    step %.1f = host %.1f + waiting in item() %.1f  (%.2fx; %lld of %lld steps "
         "replayed)\n  replayed, with the host profile (blocks of their own, step %.1f): %s\n"
         "  replayed, no fast lane: step %.1f = host %.1f + waiting in item() %.1f  (%.2fx; %lld "
-        "of %lld steps replayed)\n  replayed, no fast lane, with the host profile: %s\n"
+        "of %lld steps replayed)\n  replayed, no fast lane, with the host profile (blocks of their "
+        "own, step %.1f): %s\n"
         "  without item(), a step (a block over its steps): plain eager %.1f, replayed %.1f; its "
         "five matrix products alone %.1f (%lld of %lld steps replayed)\n",
         y.eager_step, y.eager_step - y.eager_wait, y.eager_wait, y.replay_step,
@@ -471,8 +473,9 @@ int main(int argc, char** argv) {
         bench::host_share_text(y.host).c_str(), y.recorded_step, y.recorded_step - y.recorded_wait,
         y.recorded_wait, y.eager_step / y.recorded_step,
         static_cast<long long>(y.replayed_recorded), static_cast<long long>(y.steps),
-        bench::host_share_text(y.host_recorded).c_str(), y.eager_free, y.replay_free, y.products,
-        static_cast<long long>(y.replayed_free), static_cast<long long>(y.steps));
+        y.recorded_profiled_step, bench::host_share_text(y.host_recorded).c_str(), y.eager_free,
+        y.replay_free, y.products, static_cast<long long>(y.replayed_free),
+        static_cast<long long>(y.steps));
   }
   if (!csv.empty()) {
     std::ofstream f(csv);

@@ -20,12 +20,6 @@ bool invariant_tsc() {
 #endif
 }
 
-std::int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 // Before the origin below: its tick count reads it (one translation unit initialises in order).

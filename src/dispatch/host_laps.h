@@ -33,13 +33,16 @@ enum HostPart : int {
 // Ticks: the time-stamp counter where it runs at a constant rate (x86-64 with an invariant TSC),
 // else steady_clock's nanoseconds.
 extern const bool host_ticks_tsc;
+inline std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 inline std::int64_t host_ticks() {
 #if defined(__x86_64__)
   if (host_ticks_tsc) return static_cast<std::int64_t>(__rdtsc());
 #endif
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return steady_ns();
 }
 // Nanoseconds in `ticks`: the time-stamp counter's rate measured against steady_clock since the
 // library loaded (the first call waits until 5 ms have passed since then, if they have not).

@@ -54,18 +54,13 @@ bool is_view(const c10::FunctionSchema& s) {
 // warning on to the handler before it.
 class QuietEmptyGraph : public c10::WarningHandler {
  public:
-  QuietEmptyGraph() : before_(c10::WarningUtils::get_warning_handler()) {
-    c10::WarningUtils::set_warning_handler(this);
-  }
-  ~QuietEmptyGraph() override { c10::WarningUtils::set_warning_handler(before_); }
-  QuietEmptyGraph(const QuietEmptyGraph&) = delete;
-  QuietEmptyGraph& operator=(const QuietEmptyGraph&) = delete;
   void process(const c10::Warning& w) override {
     if (w.msg().find("The CUDA Graph is empty") == std::string::npos) before_->process(w);
   }
 
  private:
-  c10::WarningHandler* before_;
+  c10::WarningHandler* before_ = c10::WarningUtils::get_warning_handler();
+  c10::WarningUtils::WarningHandlerGuard in_place_{this};  // after before_: it replaces that one
 };
 
 }  // namespace
