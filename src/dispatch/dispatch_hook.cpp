@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "dispatch/hook_key.h"
 #include "dispatch/op_call.h"
+#include "dispatch/op_facts.h"
 #include "dispatch/plain_block.h"
 
 namespace hotpath::detail {
@@ -99,37 +100,14 @@ void release_thread_locked() {
 // Per-operator facts that do not change between calls (OpCall::finish reads them too).
 struct OpInfo {
   std::uint64_t name_hash = 0;
-  std::vector<bool> scalar_argument;  // Scalar/float arguments: values are run-time parameters
-  // Integers that only say where a view starts (slice's start and end, select's index, ...):
-  // a batch sliced at another place each step is the same op (the view's sizes and strides,
-  // which are hashed, say all a kernel needs); views run eagerly with their real arguments.
-  std::vector<bool> position_argument;
-  std::vector<bool> written;               // Tensor(a!) arguments
+  std::vector<bool> scalar_argument;       // Scalar/float arguments: values are run-time parameters
+  std::vector<bool> position_argument;     // is_position_argument (op_facts.h)
+  std::vector<bool> written;               // written_arguments (op_facts.h)
   std::vector<std::int32_t> return_alias;  // per return: the argument it writes and returns, or -1
   std::uint64_t scalar_mask = 0;
 };
 
 namespace {
-
-bool is_position_argument(const c10::FunctionSchema& schema, const c10::Argument& a) {
-  static const char* const kViews[] = {
-      "aten::slice",         "aten::select",         "aten::narrow",     "aten::as_strided",
-      "aten::slice_scatter", "aten::select_scatter", "aten::narrow_copy"};
-  const std::string& n = a.name();
-  if (n != "start" && n != "end" && n != "index" && n != "storage_offset") return false;
-  for (const char* v : kViews)
-    if (schema.name() == v) return true;
-  return false;
-}
-
-bool is_scalar_type(const c10::TypePtr& type) {
-  c10::TypePtr t = type;
-  if (t->kind() == c10::TypeKind::OptionalType)
-    t = t->castRaw<c10::OptionalType>()->getElementType();
-  const auto k = t->kind();
-  return k == c10::TypeKind::NumberType || k == c10::TypeKind::FloatType ||
-         k == c10::TypeKind::ComplexType;
-}
 
 const OpInfo& op_info(const c10::OperatorHandle& op) {
   thread_local ska::flat_hash_map<const c10::FunctionSchema*, OpInfo> cache;
@@ -143,8 +121,8 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
       it->second.scalar_argument.push_back(is_scalar_type(a.type()));
       it->second.position_argument.push_back(is_position_argument(schema, a));
       if (it->second.scalar_argument.back() && i < 64) it->second.scalar_mask |= 1ULL << i;
-      it->second.written.push_back(a.alias_info() != nullptr && a.alias_info()->isWrite());
     }
+    it->second.written = written_arguments(schema);
     for (const auto& r : schema.returns()) {
       std::int32_t alias = -1;
       if (r.alias_info() != nullptr && r.alias_info()->isWrite()) {  // in-place / out=, not views

@@ -228,7 +228,7 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const TensorP
   }
   if (p.out_alias < 0) {
     for (std::size_t k = 0; k < p.outs.size(); ++k) {
-      if (p.outs[k].defined && (k >= r.outs.size() || r.outs[k].base == nullptr)) {
+      if (p.outs[k].defined && (k >= r.outs.size() || !r.outs[k].kept)) {
         why = concat("its output ", k, " had no tensor in the captured iteration");
         return Step::kLeave;
       }
@@ -425,7 +425,7 @@ void Replay::leave() {
     const OpRecipe& r = ops_[d.index];
     const std::vector<at::Tensor> outs = returned_tensors(s, d.op.schema().returns().size());
     for (std::size_t k = 0; k < outs.size() && k < r.outs.size(); ++k) {
-      if (r.outs[k].base != nullptr && outs[k].defined()) placeholder(d.index, k).copy_(outs[k]);
+      if (r.outs[k].kept && outs[k].defined()) placeholder(d.index, k).copy_(outs[k]);
     }
   }
   records_.clear();

@@ -109,16 +109,10 @@ inline bool cut_before(int segment_ops, int limit, std::uint32_t run, bool betwe
 // References to `t` that `args` hold, in a list (a stack's inputs) too.
 int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args);
 
-// Whether an op draws random numbers (it starts a graph of its own, Replay::capture_op): by its
+// Whether an op draws random numbers (a graph would replay the same ones: not captured): by its
 // name, and by its schema (a generator argument).
 bool draws_random(std::string_view name);
 bool draws_random(const c10::FunctionSchema& schema, std::string_view name);
-// Whether a batch norm updates its running statistics (`training` true): it writes them in place
-// though its schema does not say so, and a graph would read them through a copy where they are
-// small (as it does read-only inputs from outside) and leave them as the captured iteration did.
-// Not captured. `args`: the op's arguments as recorded (OpRecord::args: input, weight, bias,
-// running_mean, running_var, training, ...).
-bool writes_running_stats(std::string_view name, c10::ArrayRef<c10::IValue> args);
 
 class Replay {
  public:
@@ -240,7 +234,8 @@ class Replay {
 
  private:
   struct Out {
-    void* base = nullptr;  // the storage's data (nullptr: no fresh output here)
+    void* base = nullptr;  // the storage's data (nullptr for an output of no bytes too)
+    bool kept = false;     // a fresh output here, its shadow kept (keep_shadow)
     std::size_t nbytes = 0;
     std::int64_t offset = 0;
     int released_after = -1;  // the segment after whose end the pool may reuse it; -1: the last
