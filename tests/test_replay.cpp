@@ -398,6 +398,41 @@ TEST_CASE("a batch norm's running statistics are updated by every replay", "[gpu
   check_replayed(r, 20);
 }
 
+// An op whose schema says it reads `counter`, but which adds one to it in place: the kind of op
+// a capture cannot take at its schema's word.
+TORCH_LIBRARY(hotpath_replay_test, m) { m.def("bump(Tensor counter, Tensor x) -> Tensor"); }
+TORCH_LIBRARY_IMPL(hotpath_replay_test, CUDA, m) {
+  m.impl("bump", [](const at::Tensor& counter, const at::Tensor& x) {
+    counter.add_(1);
+    return x * 2;
+  });
+}
+
+TEST_CASE("an op that writes an input its schema says it reads is not captured", "[gpu][replay]") {
+  if (!have_gpu()) return;
+  // The graph would read the counter through a copy and add one to the copy: the loop's counter
+  // would stop where the capture left it. The captured iteration sees the write and gives up.
+  static const auto bump = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("hotpath_replay_test::bump", "")
+                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  auto counter = torch::zeros({4}, torch::kCUDA);
+  const Run r = check(40, [&](int i, Model& model, Opt& opt, Kept& kept) {
+    if (i == 0) {
+      hotpath::Pause outside;
+      counter.zero_();
+    }
+    kept.push_back(train_step(model, opt, x, bump.call(counter, y) / 2).detach());
+    if (i == 39) kept.push_back(counter);
+  });
+  const auto f = r.stats.last().fusion;
+  INFO(hotpath::format_stats(r.stats));
+  CHECK(f.replayed_iterations == 0);
+  CHECK(f.replay_off.find("hotpath_replay_test::bump") != std::string::npos);
+  CHECK(f.replay_off.find("which its schema says it only reads") != std::string::npos);
+  CHECK(r.kept.back().eq(40).all().item<bool>());
+}
+
 TEST_CASE("a plan an earlier run kept replayed is captured after kReplayAfterKnown iterations",
           "[gpu][replay]") {
   if (!have_gpu()) return;

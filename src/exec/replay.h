@@ -109,10 +109,18 @@ inline bool cut_before(int segment_ops, int limit, std::uint32_t run, bool betwe
 // References to `t` that `args` hold, in a list (a stack's inputs) too.
 int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args);
 
-// Whether an op draws random numbers (a graph would replay the same ones: not captured): by its
-// name, and by its schema (a generator argument).
+// What a capture makes of an op (replay_ops.cpp):
+// - the host waits on it (its result decides what the host does next): it ends a segment and
+//   runs eagerly between graphs;
+bool host_waits(std::string_view name);
+// - a view: a return that aliases an argument without writing it (no kernel runs);
+bool is_view(const c10::FunctionSchema& schema);
+// - it draws random numbers (it starts a graph of its own, Replay::capture_op): by its name, and
+//   by its schema (a generator argument);
 bool draws_random(std::string_view name);
 bool draws_random(const c10::FunctionSchema& schema, std::string_view name);
+// - it returns a list of new tensors (not captured).
+bool returns_list(const c10::FunctionSchema& schema);
 
 class Replay {
  public:
@@ -165,6 +173,14 @@ class Replay {
   // arguments as they were before it ran, and the stack after it (its outputs).
   void capture_eager(std::size_t index, const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                      torch::jit::Stack args, const torch::jit::Stack& outputs);
+  // Around that op's own run: whether it left the inputs its graph reads through copies as they
+  // were. One that wrote such an input (its schema says it only reads it) would write the copy in
+  // each replay, and the tensor the loop holds would keep its captured value. Before the run, the
+  // bytes of each, and after it, copied to the host; end_capture compares them (after one wait)
+  // and fails the capture where one changed.
+  void before_own_run(std::size_t index, const c10::OperatorHandle& op,
+                      const torch::jit::Stack& args);
+  void after_own_run(std::size_t index);
   // A fused group the plan launched on its own kernel: the launch's scalars, grid and workspace;
   // the members' outputs (per member, per output; undefined where nobody held one).
   struct Launch {
@@ -308,6 +324,14 @@ class Replay {
     bool written = false;  // written in place (Tensor(a!))
     bool saved = false;    // a value of the iteration through another tensor (ref names it)
   };
+  // An input an op's own run must leave as it was (before_own_run).
+  struct ReadOnly {
+    std::size_t index = 0;
+    std::size_t k = 0;  // which of the op's inputs
+    std::string op;
+    at::Tensor input;          // until the op has run
+    at::Tensor before, after;  // its bytes in pinned host memory, once the copies are done
+  };
   // A replayed op's deferred call (for leave()).
   struct Record {
     std::size_t index = 0;
@@ -370,6 +394,7 @@ class Replay {
   CaptureCost cost_;
   ska::flat_hash_map<ValueRef, Shadow, ValueRefHash> shadows_;
   std::vector<std::vector<Input>> inputs_;          // per op, its inputs (capture only)
+  std::vector<ReadOnly> read_only_;                 // before_own_run (capture only)
   std::vector<std::vector<const void*>> observed_;  // per op, its outside inputs' addresses
   std::set<const void*> written_;  // outside inputs the observed iteration wrote in place
   ska::flat_hash_map<const c10::StorageImpl*, ValueRef> by_storage_;  // real storage -> value

@@ -24,32 +24,6 @@
 namespace hotpath::detail {
 namespace {
 
-// Ops the host waits on (their results decide what the host does next): they end a segment and
-// run eagerly between graphs.
-bool host_waits(std::string_view name) {
-  static constexpr std::array<std::string_view, 11> kNames = {"aten::_local_scalar_dense",
-                                                              "aten::item",
-                                                              "aten::is_nonzero",
-                                                              "aten::equal",
-                                                              "aten::nonzero",
-                                                              "aten::masked_select",
-                                                              "aten::_unique2",
-                                                              "aten::unique_dim",
-                                                              "aten::unique_consecutive",
-                                                              "aten::allclose",
-                                                              "aten::repeat_interleave"};
-  return std::find(kNames.begin(), kNames.end(), name) != kNames.end();
-}
-
-// A view: a return that aliases an argument without writing it (no kernel runs).
-bool is_view(const c10::FunctionSchema& s) {
-  for (const c10::Argument& r : s.returns()) {
-    const c10::AliasInfo* a = r.alias_info();
-    if (a != nullptr && !a->isWrite()) return true;
-  }
-  return false;
-}
-
 // Drops CUDAGraph's warning that a captured graph is empty while it lives, and passes every other
 // warning on to the handler before it.
 class QuietEmptyGraph : public c10::WarningHandler {
@@ -62,34 +36,6 @@ class QuietEmptyGraph : public c10::WarningHandler {
   c10::WarningHandler* before_ = c10::WarningUtils::get_warning_handler();
   c10::WarningUtils::WarningHandlerGuard in_place_{this};  // after before_: it replaces that one
 };
-
-}  // namespace
-
-bool draws_random(std::string_view name) {
-  // ATen's random ops; some overloads take no generator (randn, rand_like).
-  static constexpr std::array<std::string_view, 9> kWords = {"rand",    "normal",  "bernoulli",
-                                                             "dropout", "uniform", "multinomial",
-                                                             "poisson", "rrelu",   "exponential"};
-  return std::any_of(kWords.begin(), kWords.end(),
-                     [&](std::string_view w) { return name.find(w) != std::string_view::npos; });
-}
-
-bool draws_random(const c10::FunctionSchema& s, std::string_view name) {
-  if (draws_random(name)) return true;
-  for (const c10::Argument& a : s.arguments()) {
-    if (a.type()->str().find("Generator") != std::string::npos) return true;
-  }
-  return false;
-}
-
-namespace {
-
-bool returns_list(const c10::FunctionSchema& s) {
-  for (const c10::Argument& r : s.returns()) {
-    if (r.type()->kind() == c10::TypeKind::ListType) return true;
-  }
-  return false;
-}
 
 // Replaces every tensor argument (in the order OpRecord::inputs has them: arguments in order, a
 // list's tensors in order) by f(k, tensor).
@@ -117,40 +63,13 @@ void map_inputs(torch::jit::Stack& args, F&& f) {
 
 // ---- Capture
 
-std::vector<std::uint32_t> uncut_runs(const std::vector<int>& groups) {
-  // Each group's first and last member; position i is free when no group spans it.
-  std::map<int, std::pair<std::size_t, std::size_t>> span;
-  for (std::size_t i = 0; i < groups.size(); ++i) {
-    if (groups[i] < 0) continue;
-    auto [it, fresh] = span.emplace(groups[i], std::make_pair(i, i));
-    if (!fresh) it->second.second = i;
-  }
-  std::vector<int> open(groups.size() + 1, 0);  // groups spanning position i (difference array)
-  for (const auto& [g, s] : span) {
-    ++open[s.first + 1];
-    --open[s.second + 1];
-  }
-  std::vector<std::uint32_t> runs(groups.size(), 1);
-  std::vector<bool> free(groups.size() + 1, true);
-  int spanning = 0;
-  for (std::size_t i = 0; i <= groups.size(); ++i) {
-    spanning += open[i];
-    free[i] = spanning == 0;
-  }
-  std::size_t next = groups.size();  // the nearest free position after i
-  for (std::size_t i = groups.size(); i-- > 0;) {
-    runs[i] = static_cast<std::uint32_t>(next - i);
-    if (free[i]) next = i;
-  }
-  return runs;
-}
-
 void Replay::begin_capture(std::int64_t iter_start, std::vector<std::uint32_t> runs) {
   capture_began_ = std::chrono::steady_clock::now();
   iter_start_ = iter_start;
   runs_ = std::move(runs);
   stretch_graphs_ = 0;
   inputs_.assign(ops_.size(), {});
+  read_only_.clear();
   pool_ = at::cuda::graph_pool_handle();
   const auto& stats =
       c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_));
@@ -516,10 +435,57 @@ void Replay::capture_eager(std::size_t index, const c10::OperatorHandle& op,
   }
 }
 
+namespace {
+
+// A tensor's elements as bytes, in order, copied into pinned host memory on the current stream:
+// no kernel of its own (a check that launched new kernels paid for loading them, tens of ms).
+at::Tensor host_bytes(const at::Tensor& t) {
+  const at::Tensor bytes = t.contiguous().reshape({-1}).view(at::kByte);
+  at::Tensor host =
+      at::empty({bytes.numel()}, bytes.options().device(at::kCPU).pinned_memory(true));
+  host.copy_(bytes, /*non_blocking=*/true);
+  return host;
+}
+
+}  // namespace
+
+void Replay::before_own_run(std::size_t index, const c10::OperatorHandle& op,
+                            const torch::jit::Stack& args) {
+  if (failed() || ops_[index].kind != Kind::kGraph) return;
+  torch::jit::Stack walked = args;
+  map_inputs(walked, [&](std::size_t k, const at::Tensor& t) {
+    if (moving(index, k) && !inputs_[index][k].written && t.is_cuda() && t.numel() > 0)
+      read_only_.push_back(ReadOnly{index, k,
+                                    full_name(op.schema().name(), op.schema().overload_name()), t,
+                                    host_bytes(t), at::Tensor()});
+    return t;
+  });
+}
+
+void Replay::after_own_run(std::size_t index) {
+  for (auto it = read_only_.rbegin(); it != read_only_.rend() && it->index == index; ++it) {
+    it->after = host_bytes(it->input);
+    it->input = at::Tensor();
+  }
+}
+
 void Replay::end_capture() {
   if (failed()) return;
   try {
     close_segment();
+    if (!read_only_.empty()) {
+      // The capture's one wait: for the copies, on the stream the iteration ran on.
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).synchronize();
+      for (const ReadOnly& r : read_only_) {
+        if (std::memcmp(r.before.const_data_ptr(), r.after.const_data_ptr(),
+                        static_cast<std::size_t>(r.before.numel())) == 0)
+          continue;
+        HOTPATH_FAIL("op ", r.index, " (", r.op, ") wrote its input ", r.k,
+                     " in place, which its schema says it only reads: a replay would write a copy "
+                     "of it");
+      }
+      read_only_.clear();
+    }
   } catch (const std::exception& e) {
     fail(concat("the capture could not end: ", e.what()));
     return;
@@ -544,6 +510,7 @@ void Replay::fail(const std::string& why) {
   if (failed()) return;
   failure_ = why.empty() ? "capture failed" : why;
   ready_ = false;
+  read_only_.clear();
   if (open_) {
     open_ = false;
     try {

@@ -207,6 +207,7 @@ void Executor::capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet 
     op.redispatchBoxed(keys, stack);
     return;
   }
+  armed_->replay->before_own_run(index, op, args);
   try {
     op.redispatchBoxed(keys, stack);  // the op itself, as the hook would run it
   } catch (const std::exception& e) {
@@ -221,6 +222,7 @@ void Executor::capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet 
     op.redispatchBoxed(keys, stack);
     return;
   }
+  armed_->replay->after_own_run(index);
   armed_->replay->capture_eager(index, op, keys, std::move(args), *stack);
 }
 
