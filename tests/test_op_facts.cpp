@@ -41,14 +41,18 @@ TEST_CASE("a batch norm writes its running statistics though its schema does not
   // statistics as the hook looks for them.
   const std::vector<std::string> stats{"running_mean", "running_var"};
   for (const char* op :
-       {"aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::miopen_batch_norm"}) {
+       {"aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::miopen_batch_norm",
+        "aten::batch_norm_update_stats", "aten::batch_norm_gather_stats",
+        "aten::batch_norm_gather_stats_with_counts"}) {
     CAPTURE(op);
     const c10::FunctionSchema& s = schema(op);
     for (const auto& a : s.arguments())  // unannotated: the hook's own word is what marks them
       if (a.name() == "running_mean") CHECK(a.alias_info() == nullptr);
     CHECK(written(s) == stats);
   }
-  // Its backward reads them.
+  // Their out= forms write their outputs and the statistics; the backward only reads them.
+  CHECK(written(schema("aten::cudnn_batch_norm", "out")) ==
+        std::vector<std::string>{"running_mean", "running_var", "out0", "out1", "out2", "out3"});
   CHECK(written(schema("aten::native_batch_norm_backward", "")).empty());
 }
 

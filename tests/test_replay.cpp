@@ -374,9 +374,11 @@ TEST_CASE("a batch norm's running statistics are updated by every replay", "[gpu
   // captured iteration did.
   auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
   auto mean = torch::zeros({64}, torch::kCUDA), var = torch::ones({64}, torch::kCUDA);
-  bool cudnn = true;  // aten::cudnn_batch_norm; without cuDNN, aten::native_batch_norm
+  bool cudnn = true;         // aten::cudnn_batch_norm; without cuDNN, aten::native_batch_norm
+  bool stats_alone = false;  // aten::batch_norm_update_stats
   SECTION("cuDNN's batch norm") { cudnn = true; }
   SECTION("ATen's own batch norm") { cudnn = false; }
+  SECTION("the statistics alone") { stats_alone = true; }
   const Run r = check(40, [&](int i, Model& model, Opt& opt, Kept& kept) {
     if (i == 0) {
       hotpath::Pause outside;  // each run starts from the same statistics
@@ -387,7 +389,13 @@ TEST_CASE("a batch norm's running statistics are updated by every replay", "[gpu
     // h beside its normalised self: a batch norm right after a bias takes away its gradient,
     // which Adam would then scale up from rounding noise.
     const auto h = model->forward(x);
-    const auto n = torch::batch_norm(h, {}, {}, mean, var, /*training=*/true, 0.1, 1e-5, cudnn);
+    at::Tensor n;
+    if (stats_alone) {
+      const auto [m, v] = at::batch_norm_update_stats(h.detach(), mean, var, 0.1);
+      n = h * m.mean() + v.mean();
+    } else {
+      n = torch::batch_norm(h, {}, {}, mean, var, /*training=*/true, 0.1, 1e-5, cudnn);
+    }
     torch::mse_loss(h + n, y).backward();
     opt.step();
     if (i == 39) {

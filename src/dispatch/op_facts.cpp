@@ -6,10 +6,13 @@ namespace hotpath::detail {
 namespace {
 
 // An argument the op writes in place though its schema does not say so: the batch norms' running
-// statistics (updated where `training` is true). Their schemas predate the annotation.
+// statistics (updated where `training` is true; SyncBatchNorm's gathers and the update of the
+// statistics alone always update them). Their schemas predate the annotation.
 bool written_unannotated(const c10::FunctionSchema& schema, const c10::Argument& a) {
-  static const char* const kBatchNorms[] = {"aten::native_batch_norm", "aten::cudnn_batch_norm",
-                                            "aten::miopen_batch_norm"};
+  static const char* const kBatchNorms[] = {
+      "aten::native_batch_norm",       "aten::cudnn_batch_norm",
+      "aten::miopen_batch_norm",       "aten::batch_norm_update_stats",
+      "aten::batch_norm_gather_stats", "aten::batch_norm_gather_stats_with_counts"};
   if (a.name() != "running_mean" && a.name() != "running_var") return false;
   for (const char* b : kBatchNorms)
     if (schema.name() == b) return true;
