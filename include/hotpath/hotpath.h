@@ -224,6 +224,9 @@ struct Stats {
   std::int64_t iterations = 0;      // completed iterations
   std::int64_t ops_seen = 0;        // top-level ops intercepted for this thread
   std::int64_t ops_unassigned = 0;  // ops dropped: outside Iteration scopes or before a period
+  // Ops of training steps' tails (data preparation, host syncs, logging after a plan's
+  // iteration) that the hook ran with a light record only.
+  std::int64_t ops_tail_lane = 0;
   std::vector<SignatureStats> signatures;  // in order of first appearance
   // Standing aside: where interception bought nothing (no stable period, no signature that
   // repeats, nothing to fuse, every plan reverted) hotpath took its hook out of the thread's

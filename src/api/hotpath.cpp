@@ -164,7 +164,9 @@ std::string format_stats(const Stats& s) {
      << ", iterations " << s.iterations << " (boundaries " << mode;
   if (s.detected_period > 0) os << ", period " << s.detected_period << " ops";
   if (s.passes_per_step > 0) os << ", at forward passes, " << s.passes_per_step << " per step";
-  os << "), ops seen " << s.ops_seen << " (" << s.ops_unassigned << " outside iterations), "
+  os << "), ops seen " << s.ops_seen << " (" << s.ops_unassigned << " outside iterations";
+  if (s.ops_tail_lane > 0) os << ", " << s.ops_tail_lane << " in steps' tails on the light lane";
+  os << "), "
      << s.signatures.size() << " signature(s), " << s.hot_signatures() << " hot\n";
   if (s.stood_aside > 0) {
     os << "  stood aside " << s.stood_aside << " time(s) (" << s.aside_seconds

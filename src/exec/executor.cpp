@@ -534,6 +534,7 @@ void Executor::complete_iteration() {
   // The governor's requests take effect between iterations; the next iteration is armed where
   // the recorder expects it to start (after a training step's tail, which runs eagerly).
   disarm();
+  tail_.store(recorder_.cuts_tails(), std::memory_order_relaxed);
 }
 
 void Executor::on_boundary() {

@@ -107,6 +107,13 @@ class Executor {
   // Whether an iteration is being replayed, its ops offered to the fast lane (lock-free, for the
   // hook; Config::replay_fast_lane).
   bool replaying() const { return replaying_.load(std::memory_order_relaxed); }
+  // A step's tail (data preparation, host syncs, logging): a plan's iteration completed and no
+  // op has gone the full way since (close_tail). Its ops that read no parameter, with grad mode
+  // on, take the light lane (Session::fast_op): no record but a light one, no guard, and nothing
+  // here but a skipped value one of them reads, computed first (tail_op). Lock-free, for the hook.
+  bool in_tail() const { return tail_.load(std::memory_order_relaxed); }
+  void close_tail() { tail_.store(false, std::memory_order_relaxed); }
+  bool tail_op(torch::jit::Stack* stack, std::size_t nargs);
   // An explicit iteration boundary (step(), Iteration scope) is about to be recorded.
   void on_boundary();
   // Materialises anything pending (and computes skipped values still held) and disarms
@@ -313,7 +320,8 @@ class Executor {
                      std::memory_order_relaxed);
   }
   std::atomic<bool> replaying_{false};
-  bool launched_ = false;    // the armed iteration has launched a kernel
+  std::atomic<bool> tail_{false};  // in_tail()
+  bool launched_ = false;          // the armed iteration has launched a kernel
   bool waited_ = false;      // ... a group ran eagerly, waiting for its kernel (no interpreter)
   bool stood_in_ = false;    // ... the interpreter ran a group whose kernel is still compiling
   bool tiers_final_ = true;  // ... no group stood in for a kernel still compiling

@@ -1,5 +1,6 @@
 // Values a fused kernel skipped (PlanGroup::speculative): what computes each one if the program
-// needs it after all (speculate), and computing them then (restore_read, restore_unwritten).
+// needs it after all (speculate), and computing them then (restore_read, restore_unwritten; for
+// an op of a step's tail on the light lane, tail_op).
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
@@ -69,6 +70,13 @@ void Executor::restore_read(const torch::jit::Stack& stack, std::size_t nargs) {
       return;
     }
   }
+}
+
+bool Executor::tail_op(torch::jit::Stack* stack, std::size_t nargs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (armed_ || !tail_.load(std::memory_order_relaxed)) return false;
+  if (!unwritten_.empty()) restore_read(*stack, nargs);  // as intercept does between plans
+  return true;
 }
 
 void Executor::restore_unwritten(bool all) {

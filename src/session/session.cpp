@@ -8,6 +8,7 @@
 namespace hotpath::detail {
 
 void Session::on_op(OpCall& call) {
+  executor.close_tail();  // an op the fast lane did not take: what follows is no step's tail
   if (call.owner) {
     if (call.back_from_plain) back_from_plain_block();
     if (call.back_from_aside) back_from_aside();
@@ -62,6 +63,7 @@ bool Session::fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
   if (owner && (check_.plan || aside_due())) return false;
   const std::int64_t index = recorder.next_index();
   if (index == recorder.boundary_due() || (owner && index % kJudgeOps == 0)) return false;
+  if (!executor.replaying()) return tail_op(op, below, stack, in, owner);
   std::uint64_t key = 0;
   const Executor::Fast how = executor.fast_replay(op, below, stack, in, key);
   if (how == Executor::Fast::kDeclined) return false;
@@ -84,6 +86,24 @@ bool Session::fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
   f.grad_enabled = in.grad_enabled;
   f.reads_param = in.reads_param;
   f.writes_param = in.writes_param;
+  recorder.commit_fast(f);
+  host_lap(kCommitPart);
+  return true;
+}
+
+bool Session::tail_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
+                      torch::jit::Stack* stack, const FastInputs& in, bool owner) {
+  if (!owner || !in.grad_enabled || in.reads_param || in.writes_param) return false;
+  if (!executor.tail_op(stack, op.schema().arguments().size())) return false;
+  host_lap(kOtherPart);
+  op.redispatchBoxed(below, stack);
+  host_lap(kBelowPart);
+  Recorder::FastOp f;
+  f.name = op.schema().name();
+  f.overload = op.schema().overload_name();
+  f.key = in.input_key;
+  f.name_key = in.name_key;
+  f.tail = true;
   recorder.commit_fast(f);
   host_lap(kCommitPart);
   return true;

@@ -60,10 +60,17 @@ struct Session final : OpSink, PlanControl {
 
   // Each op of the owner thread and of autograd threads working for it (OpSink).
   void on_op(OpCall& call) override;
-  // The replay fast lane (OpSink): ops of a replayed iteration, with no record built.
-  bool fast_lane_open() const override { return executor.replaying(); }
+  // The fast lane (OpSink): ops of a replayed iteration, and ops of a step's tail after a plan's
+  // iteration (Executor::in_tail), with no record built.
+  bool fast_lane_open() const override { return executor.replaying() || executor.in_tail(); }
   bool fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below, torch::jit::Stack* stack,
                const FastInputs& in, bool owner) override;
+  // An op of a step's tail on the fast lane: one of the owner's, with grad mode on, that reads
+  // and writes no parameter (an op that does goes the full way, and closes the tail: the next
+  // forward pass, or the optimizer's or an evaluation's work that the core then takes in). It
+  // runs below the hook and leaves a light record for the step detector.
+  bool tail_op(const c10::OperatorHandle& op, c10::DispatchKeySet below, torch::jit::Stack* stack,
+               const FastInputs& in, bool owner);
 
   // What the governor sees of the plans and asks of them (PlanControl).
   Run ran(std::uint64_t signature, std::int64_t first) const override;

@@ -162,12 +162,22 @@ void Recorder::commit_fast(const FastOp& op) {
     r.grad_enabled = op.grad_enabled;
     r.reads_param = op.reads_param;
     r.writes_param = op.writes_param;
-    last_light_ = index;
+    if (!op.tail) {
+      last_light_ = index;
+    } else {
+      ++ops_tail_lane_;
+      if (tail_first_ < seg_start_) tail_first_ = index;
+    }
     after_op(index, op.key, op.name_key);
     publish_locked();
     events = !hot_traces_.empty() || !closed_.empty();
   }
   if (events) notify_hot();
+}
+
+bool Recorder::cuts_tails() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return training_ && mode_ == BoundaryMode::Auto && config_.auto_detect_period;
 }
 
 void Recorder::note_replayed(std::int64_t first, std::int64_t ops, std::uint64_t signature,
@@ -280,6 +290,13 @@ void Recorder::close_iteration(std::int64_t end) {
         break;
       }
     }
+  }
+  if (tail_first_ >= seg_start_ && tail_first_ < core_end) {
+    // Ops of a step's tail took the light lane, and then an op with grad mode off drew the core
+    // over them: light records are never hashed. Not a plan's iteration either (its ops went on
+    // past the plan's): dropped.
+    drop_pending(end);
+    return;
   }
   if (last_light_ >= seg_start_) {
     close_replayed(end, core_end);
@@ -532,6 +549,7 @@ Stats Recorder::snapshot() const {
   s.iterations = iterations_;
   s.ops_seen = next_;
   s.ops_unassigned = ops_unassigned_;
+  s.ops_tail_lane = ops_tail_lane_;
   s.signatures = signatures_;
   s.last_signature = last_signature_;
   return s;

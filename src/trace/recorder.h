@@ -92,12 +92,19 @@ class Recorder {
   // in the replay's own table (exec/replay_values.h), and a later op that reads one through
   // resolve_inputs finds it as a value from outside (an iteration left part-way finishes
   // eagerly; a signature is never counted from light records).
+  // `tail`: an op of a step's tail, after a plan's iteration completed (Executor::in_tail), not
+  // of a replayed iteration: its key is its input key. An iteration whose core (its ops up to
+  // its last one with grad mode off) turns out to hold one is dropped, not hashed.
   struct FastOp {
     std::string_view name, overload;
     std::uint64_t key = 0, name_key = 0;
     bool grad_enabled = true, reads_param = false, writes_param = false;
+    bool tail = false;
   };
   void commit_fast(const FastOp& op);
+  // Whether iterations are found by the step detector, so that each has a tail (ops after its
+  // core that no plan covers): what lets a step's tail take the light lane.
+  bool cuts_tails() const;
   // The executor's word on the replayed iteration of `signature` that started at global op
   // `first`, its plan `ops` long: it ran to its end, or left the plan part-way (`left`). An
   // iteration with light records is counted by it, not hashed.
@@ -193,6 +200,7 @@ class Recorder {
   std::unordered_map<std::uint64_t, std::size_t> index_;
   std::int64_t iterations_ = 0;
   std::int64_t ops_unassigned_ = 0;
+  std::int64_t ops_tail_lane_ = 0;
   std::uint64_t last_signature_ = 0;
   bool warned_unbounded_ = false;
   bool after_gap_ = false;  // the next iteration closed is incomplete: dropped
@@ -204,6 +212,7 @@ class Recorder {
   // The last op kept as a light record (-1: none), and the executor's word on the last replayed
   // iteration (note_replayed).
   std::int64_t last_light_ = -1;
+  std::int64_t tail_first_ = -1;  // the first light record of a step's tail (FastOp::tail)
   struct Replayed {
     std::int64_t first = -1, ops = 0;
     std::uint64_t signature = 0;

@@ -1,0 +1,120 @@
+// A training step's tail on the light lane (Executor::in_tail, Session::tail_op): after a plan's
+// iteration, the next batch's preparation, the loss's item() and logging run below the hook with
+// a light record each, on CPU plans in auto-detected loops (no step() call).
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "fusion_support.h"
+
+namespace {
+
+using namespace fusion_test;
+
+// The small MLP + AdamW (fusion_support.h), its batch prepared in the step's tail as a
+// DataLoader's per-sample transforms would: sample by sample, normalised, stacked. Every
+// `eval_every` steps (0: never) an evaluation under NoGradGuard follows the preparation, so that
+// the step's core reaches over it.
+struct TailLoop {
+  Mlp mlp;
+  std::vector<torch::Tensor> samples;
+  TailLoop() {
+    for (int i = 0; i < 16; ++i) samples.push_back(torch::rand({16}));
+  }
+  torch::Tensor batch(int step) {
+    std::vector<torch::Tensor> rows;
+    for (int j = 0; j < 8; ++j)
+      rows.push_back((samples[static_cast<std::size_t>((step + j) % 16)] - 0.5) / 0.25);
+    return torch::stack(rows);
+  }
+  double run(int steps, int eval_every) {
+    double losses = 0;
+    for (int i = 0; i < steps; ++i) {
+      mlp.opt.zero_grad();
+      auto loss = torch::mse_loss(mlp.model->forward(mlp.x), mlp.y);
+      loss.backward();
+      mlp.opt.step();
+      mlp.x = batch(i);  // the tail: the next batch, then the loss read on the host
+      losses += loss.item<double>();
+      if (eval_every > 0 && i % eval_every == eval_every - 1) {
+        torch::NoGradGuard no_grad;
+        losses += mlp.model->forward(mlp.x).abs().mean().item<double>();
+      }
+    }
+    return losses;
+  }
+};
+
+struct Result {
+  std::vector<torch::Tensor> params;
+  double losses = 0;
+  hotpath::Stats stats;
+};
+
+Result train(bool hot, int steps, int eval_every) {
+  torch::manual_seed(7);
+  TailLoop loop;
+  std::unique_ptr<Enabled> on;
+  if (hot) on = std::make_unique<Enabled>(cpu_plans(3));
+  Result r;
+  r.losses = loop.run(steps, eval_every);
+  if (hot) r.stats = hotpath::stats();
+  r.params = loop.mlp.params();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a step's tail runs on the light lane after a plan's iteration", "[fusion][tail]") {
+  const Result eager = train(false, 30, 0);
+  const Result hot = train(true, 30, 0);
+  INFO(hotpath::format_stats(hot.stats));
+  const auto s = hot.stats.last();
+  REQUIRE(s.fusion.planned);
+  // The batch's 8 samples (a sub and a div each), the stack and item(), in each step after the
+  // plan's first iteration.
+  CHECK(hot.stats.ops_tail_lane >= 18 * 20);
+  // The plan ran to its end in every step after it was built: the tail's light records kept
+  // the detector on the step and the signature as it was.
+  CHECK(s.fusion.fused_iterations >= 30 - s.hot_at_iteration - 2);
+  CHECK(s.fusion.divergences == 0);
+  CHECK(hot.stats.hot_signatures() == 1);
+  REQUIRE(hot.params.size() == eager.params.size());
+  for (std::size_t i = 0; i < eager.params.size(); ++i)
+    CHECK(torch::equal(hot.params[i], eager.params[i]));
+  CHECK(hot.losses == eager.losses);
+}
+
+TEST_CASE("an evaluation after the tail's light ops does not get them hashed", "[fusion][tail]") {
+  // Every fifth step an evaluation (grad mode off) follows the batch's preparation: the step's
+  // core, which ends with its last op with grad mode off, then reaches over light records. Such a
+  // step is dropped, not hashed; the others keep their plan, and nothing differs from eager.
+  const Result eager = train(false, 40, 5);
+  const Result hot = train(true, 40, 5);
+  INFO(hotpath::format_stats(hot.stats));
+  const auto s = hot.stats.last();
+  REQUIRE(s.fusion.planned);
+  CHECK(hot.stats.ops_tail_lane > 0);
+  CHECK(s.fusion.fused_iterations >= 10);
+  REQUIRE(hot.params.size() == eager.params.size());
+  for (std::size_t i = 0; i < eager.params.size(); ++i)
+    CHECK(torch::equal(hot.params[i], eager.params[i]));
+  CHECK(hot.losses == eager.losses);
+}
+
+TEST_CASE("a loop marked with step() has no tail lane", "[fusion][tail]") {
+  // Its iterations end where step() says: no tail, every op recorded in full.
+  torch::manual_seed(7);
+  TailLoop loop;
+  Enabled on(cpu_plans(3));
+  for (int i = 0; i < 20; ++i) {
+    loop.run(1, 0);
+    hotpath::step();
+  }
+  const hotpath::Stats stats = hotpath::stats();
+  INFO(hotpath::format_stats(stats));
+  CHECK(stats.last().fusion.planned);
+  CHECK(stats.ops_tail_lane == 0);
+}
