@@ -65,14 +65,30 @@ Result train(bool hot, int steps, int eval_every) {
   return r;
 }
 
+// The parameters and the losses the loop read, as eager's bit for bit (CPU plans).
+void check_bitwise(const Result& hot, const Result& eager) {
+  REQUIRE(hot.params.size() == eager.params.size());
+  for (std::size_t i = 0; i < eager.params.size(); ++i)
+    CHECK(torch::equal(hot.params[i], eager.params[i]));
+  CHECK(hot.losses == eager.losses);
+}
+
+// The loop under hotpath beside eager: it made a plan, and trained as eager did.
+Result against_eager(int steps, int eval_every) {
+  const Result eager = train(false, steps, eval_every);
+  Result hot = train(true, steps, eval_every);
+  INFO(hotpath::format_stats(hot.stats));
+  REQUIRE(hot.stats.last().fusion.planned);
+  check_bitwise(hot, eager);
+  return hot;
+}
+
 }  // namespace
 
 TEST_CASE("a step's tail runs on the light lane after a plan's iteration", "[fusion][tail]") {
-  const Result eager = train(false, 30, 0);
-  const Result hot = train(true, 30, 0);
+  const Result hot = against_eager(30, 0);
   INFO(hotpath::format_stats(hot.stats));
   const auto s = hot.stats.last();
-  REQUIRE(s.fusion.planned);
   // The batch's 8 samples (a sub and a div each), the stack and item(), in each step after the
   // plan's first iteration.
   CHECK(hot.stats.ops_tail_lane >= 18 * 20);
@@ -81,27 +97,17 @@ TEST_CASE("a step's tail runs on the light lane after a plan's iteration", "[fus
   CHECK(s.fusion.fused_iterations >= 30 - s.hot_at_iteration - 2);
   CHECK(s.fusion.divergences == 0);
   CHECK(hot.stats.hot_signatures() == 1);
-  REQUIRE(hot.params.size() == eager.params.size());
-  for (std::size_t i = 0; i < eager.params.size(); ++i)
-    CHECK(torch::equal(hot.params[i], eager.params[i]));
-  CHECK(hot.losses == eager.losses);
 }
 
 TEST_CASE("an evaluation after the tail's light ops does not get them hashed", "[fusion][tail]") {
   // Every fifth step an evaluation (grad mode off) follows the batch's preparation: the step's
   // core, which ends with its last op with grad mode off, then reaches over light records. Such a
   // step is dropped, not hashed; the others keep their plan, and nothing differs from eager.
-  const Result eager = train(false, 40, 5);
-  const Result hot = train(true, 40, 5);
+  const Result hot = against_eager(40, 5);
   INFO(hotpath::format_stats(hot.stats));
   const auto s = hot.stats.last();
-  REQUIRE(s.fusion.planned);
   CHECK(hot.stats.ops_tail_lane > 0);
   CHECK(s.fusion.fused_iterations >= 10);
-  REQUIRE(hot.params.size() == eager.params.size());
-  for (std::size_t i = 0; i < eager.params.size(); ++i)
-    CHECK(torch::equal(hot.params[i], eager.params[i]));
-  CHECK(hot.losses == eager.losses);
 }
 
 TEST_CASE("a loop marked with step() has no tail lane", "[fusion][tail]") {
