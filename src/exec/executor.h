@@ -112,7 +112,9 @@ class Executor {
   // on, take the light lane (Session::fast_op): no record but a light one, no guard, and nothing
   // here but a skipped value one of them reads, computed first (tail_op). Lock-free, for the hook.
   bool in_tail() const { return tail_.load(std::memory_order_relaxed); }
-  void close_tail() { tail_.store(false, std::memory_order_relaxed); }
+  void close_tail() {  // a store only where open: every full-path op, on every thread, asks
+    if (tail_.load(std::memory_order_relaxed)) tail_.store(false, std::memory_order_relaxed);
+  }
   bool tail_op(torch::jit::Stack* stack, std::size_t nargs);
   // An explicit iteration boundary (step(), Iteration scope) is about to be recorded.
   void on_boundary();

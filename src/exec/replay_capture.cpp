@@ -9,9 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
-#include <map>
 
 #include "common/error.h"
 #include "common/log.h"
