@@ -59,56 +59,65 @@ struct TensorInput {
   ValueRef ref;
 };
 
-struct OpRecord {
+// The scalar fields come first and the record starts a cache line, so that a light record (a
+// fast-lane op's: Recorder::commit_fast, OpRing::push_light) touches its first two lines only; a
+// record is about 1 KB, most of it the inline buffers after them.
+struct alignas(64) OpRecord {
   std::string_view name;      // e.g. "aten::addmm"; owned by the dispatcher's operator table
   std::string_view overload;  // e.g. "out", or empty
   // Hash of everything structural except data flow: operator, tensor metadata, non-scalar
   // arguments (ints, bools, lists, dtypes, ...), output metadata. Scalar values are left out.
   std::uint64_t key = 0;
-  std::uint64_t name_key = 0;   // operator name and overload alone
-  std::uint64_t input_key = 0;  // like key, without the outputs: what a guard can check up front
-  c10::SmallVector<TensorInput, 3> inputs;  // inline: no allocation per op for most ops
-  // Every schema argument that is not a tensor (tensors are left as None): structural values
-  // (ints, strings, lists) and run-time scalars.
-  c10::SmallVector<c10::IValue, 6> args;
+  std::uint64_t name_key = 0;     // operator name and overload alone
+  std::uint64_t input_key = 0;    // like key, without the outputs: what a guard can check up front
   std::uint64_t scalar_mask = 0;  // bit i: argument i is a Scalar (a run-time parameter)
+  // Set by the executor when a plan ran the op's recorded in-place twin instead (autograd asked
+  // for add only because deferred ops held its buffer; see Executor::in_place_twin): the op is
+  // recorded as the plan has it, so that the iteration keeps the plan's signature.
+  std::uint64_t planned_key = 0;
+  std::int32_t planned_alias = -1;
   // What autograd makes of the op: grad mode was on, and an input is a leaf that requires grad
   // (a parameter, read by a forward pass). Backward and optimizer ops run with grad mode off.
   bool grad_enabled = true;
   bool reads_param = false;
   // It writes a parameter in place (an optimizer's update; a gradient is no parameter).
   bool writes_param = false;
+  // Kept by the recorder for an op of a replayed iteration or a step's tail that took the fast
+  // lane (Recorder::commit_fast): its operator, key and grad mode only; no inputs, arguments or
+  // outputs. An iteration with such records is never hashed or traced from them.
+  bool light = false;
+
+  c10::SmallVector<TensorInput, 3> inputs;  // inline: no allocation per op for most ops
+  // Every schema argument that is not a tensor (tensors are left as None): structural values
+  // (ints, strings, lists) and run-time scalars.
+  c10::SmallVector<c10::IValue, 6> args;
   c10::SmallVector<TensorMeta, 1> outputs;
   // Per output: the argument it aliases (in-place and out= ops return their argument), or -1.
   c10::SmallVector<std::int32_t, 1> output_alias;
   // Filled only in a HotTrace: per output, whether anything still held it when the iteration
   // ended (values that die inside the iteration need not be written by a fused kernel).
   std::vector<bool> output_alive;
-  // Set by the executor when a plan ran the op's recorded in-place twin instead (autograd asked
-  // for add only because deferred ops held its buffer; see Executor::in_place_twin): the op is
-  // recorded as the plan has it, so that the iteration keeps the plan's signature.
-  std::uint64_t planned_key = 0;
-  std::int32_t planned_alias = -1;
-  // Kept by the recorder for an op of a replayed iteration that took the fast lane
-  // (Recorder::commit_fast): its operator, key and grad mode only; no inputs, arguments or
-  // outputs. An iteration with such records is never hashed or traced from them.
-  bool light = false;
 
-  // Empty again for another op; the inline buffers stay.
-  void clear() {
+  // The scalar fields as a new record has them; the buffers are left as they are (a record whose
+  // buffers are known to be empty: OpRing::push_light).
+  void clear_fields() {
     name = {};
     overload = {};
     key = name_key = input_key = scalar_mask = planned_key = 0;
+    planned_alias = -1;
     grad_enabled = true;
     reads_param = false;
     writes_param = false;
     light = false;
+  }
+  // Empty again for another op; the inline buffers stay.
+  void clear() {
+    clear_fields();
     inputs.clear();
     args.clear();
     outputs.clear();
     output_alias.clear();
     output_alive.clear();
-    planned_alias = -1;
   }
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -25,15 +26,29 @@ class OpRing {
   // again for another op), or nullptr: the ring moves pointers, never a record's contents.
   void push_back(std::unique_ptr<OpRecord>& rec) {
     if (size_ == slots_.size()) grow();
-    std::swap(slots_[(head_ + size_) & mask_], rec);
+    const std::size_t at = (head_ + size_) & mask_;
+    std::swap(slots_[at], rec);
+    filled_[at] = 1;
     ++size_;
   }
-  // Appends the record the next slot holds (made if it has none), to be filled in place: for
-  // records the recorder writes itself (Recorder::commit_fast).
-  OpRecord& push_blank() {
+  // Appends a light record (Recorder::commit_fast) in the next slot, fields cleared and buffers
+  // empty, to be filled in place. The slot's record is reused: where a full record (push_back)
+  // left it, its buffers are emptied; otherwise they are empty already and only its first cache
+  // lines are touched (the ring of a long step is cold: a full clear cost the fast lane a miss
+  // for every buffer).
+  OpRecord& push_light() {
     if (size_ == slots_.size()) grow();
-    std::unique_ptr<OpRecord>& slot = slots_[(head_ + size_) & mask_];
-    if (!slot) slot = std::make_unique<OpRecord>();
+    const std::size_t at = (head_ + size_) & mask_;
+    std::unique_ptr<OpRecord>& slot = slots_[at];
+    if (!slot) {
+      slot = std::make_unique<OpRecord>();
+    } else if (filled_[at] != 0) {
+      slot->clear();
+    } else {
+      slot->clear_fields();
+    }
+    filled_[at] = 0;
+    slot->light = true;
     ++size_;
     return *slot;
   }
@@ -45,15 +60,22 @@ class OpRing {
 
  private:
   void grow() {
-    std::vector<std::unique_ptr<OpRecord>> bigger(slots_.empty() ? 64 : 2 * slots_.size());
-    for (std::size_t i = 0; i < slots_.size(); ++i)
+    const std::size_t n = slots_.empty() ? 64 : 2 * slots_.size();
+    std::vector<std::unique_ptr<OpRecord>> bigger(n);
+    std::vector<std::uint8_t> filled(n, 0);
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
       bigger[i] = std::move(slots_[(head_ + i) & mask_]);
+      filled[i] = filled_[(head_ + i) & mask_];
+    }
     slots_.swap(bigger);
+    filled_.swap(filled);
     head_ = 0;
     mask_ = slots_.size() - 1;
   }
 
   std::vector<std::unique_ptr<OpRecord>> slots_;  // a power of two in size
+  // Per slot: its record was filled by push_back (its buffers may hold something).
+  std::vector<std::uint8_t> filled_;
   std::size_t head_ = 0, size_ = 0, mask_ = 0;
 };
 

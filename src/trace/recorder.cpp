@@ -152,9 +152,7 @@ void Recorder::commit_fast(const FastOp& op) {
     if (mode_ != BoundaryMode::Explicit && config_.auto_detect_period)
       detect_steps(op.name_key, op.grad_enabled, op.reads_param, op.writes_param);
     const std::int64_t index = next_++;
-    OpRecord& r = ops_.push_blank();
-    r.clear();
-    r.light = true;
+    OpRecord& r = ops_.push_light();
     r.name = op.name;
     r.overload = op.overload;
     r.key = op.key;
