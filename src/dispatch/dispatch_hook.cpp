@@ -112,32 +112,31 @@ namespace {
 const OpInfo& op_info(const c10::OperatorHandle& op) {
   thread_local ska::flat_hash_map<const c10::FunctionSchema*, OpInfo> cache;
   const c10::FunctionSchema& schema = op.schema();
-  auto [it, inserted] = cache.emplace(&schema, OpInfo{});
-  if (inserted) {
-    it->second.name_hash =
-        hash_combine(hash_string(schema.name()), hash_string(schema.overload_name()));
-    for (const auto& a : schema.arguments()) {
-      const std::size_t i = it->second.scalar_argument.size();
-      it->second.scalar_argument.push_back(is_scalar_type(a.type()));
-      it->second.position_argument.push_back(is_position_argument(schema, a));
-      if (it->second.scalar_argument.back() && i < 64) it->second.scalar_mask |= 1ULL << i;
-    }
-    it->second.written = written_arguments(schema);
-    for (const auto& r : schema.returns()) {
-      std::int32_t alias = -1;
-      if (r.alias_info() != nullptr && r.alias_info()->isWrite()) {  // in-place / out=, not views
-        for (std::size_t i = 0; i < schema.arguments().size(); ++i) {
-          const auto* ai = schema.arguments()[i].alias_info();
-          if (ai != nullptr && ai->beforeSets() == r.alias_info()->beforeSets()) {
-            alias = static_cast<std::int32_t>(i);
-            break;
-          }
+  // Looked up first: an emplace would build (and drop) an OpInfo for every op.
+  if (const auto found = cache.find(&schema); found != cache.end()) return found->second;
+  OpInfo info;
+  info.name_hash = hash_combine(hash_string(schema.name()), hash_string(schema.overload_name()));
+  for (const auto& a : schema.arguments()) {
+    const std::size_t i = info.scalar_argument.size();
+    info.scalar_argument.push_back(is_scalar_type(a.type()));
+    info.position_argument.push_back(is_position_argument(schema, a));
+    if (info.scalar_argument.back() && i < 64) info.scalar_mask |= 1ULL << i;
+  }
+  info.written = written_arguments(schema);
+  for (const auto& r : schema.returns()) {
+    std::int32_t alias = -1;
+    if (r.alias_info() != nullptr && r.alias_info()->isWrite()) {  // in-place / out=, not views
+      for (std::size_t i = 0; i < schema.arguments().size(); ++i) {
+        const auto* ai = schema.arguments()[i].alias_info();
+        if (ai != nullptr && ai->beforeSets() == r.alias_info()->beforeSets()) {
+          alias = static_cast<std::int32_t>(i);
+          break;
         }
       }
-      it->second.return_alias.push_back(alias);
     }
+    info.return_alias.push_back(alias);
   }
-  return it->second;
+  return cache.emplace(&schema, std::move(info)).first->second;
 }
 
 // Hashes a tensor's metadata; fills `m` with it unless it is null (the fast lane keeps none).
@@ -173,8 +172,10 @@ std::uint64_t hash_meta(std::uint64_t h, TensorMeta* m, const at::TensorBase& t)
 }
 
 // Where hash_input puts the tensors it meets: a record's inputs (RecordInputs), or the fast
-// lane's (FastInputs, no metadata kept). Both hash alike.
+// lane's (FastInputs, no metadata kept). Both hash alike. A step's tail on the fast lane needs only
+// to know whether the op reads or writes a parameter (ParamSink: nothing hashed or kept).
 struct RecordInputs {
+  static constexpr bool kHashes = true;
   OpRecord& rec;
   TensorPtrs& tensors;
   bool& reads_param() { return rec.reads_param; }
@@ -188,6 +189,7 @@ struct RecordInputs {
   }
 };
 struct FastSink {
+  static constexpr bool kHashes = true;
   FastInputs& in;
   bool& reads_param() { return in.reads_param; }
   bool& writes_param() { return in.writes_param; }
@@ -196,6 +198,12 @@ struct FastSink {
     in.written.push_back(written ? 1 : 0);
     return nullptr;
   }
+};
+struct ParamSink {
+  static constexpr bool kHashes = false;
+  FastInputs& in;
+  bool& reads_param() { return in.reads_param; }
+  bool& writes_param() { return in.writes_param; }
 };
 
 template <class Sink>
@@ -214,7 +222,17 @@ std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg
       // that does not require grad, on the parameter's storage.
       sink.writes_param() = param_storage(t.storage().unsafeGetStorageImpl());
     }
-    return hash_meta(hash_combine(h, 0x7e), sink.add(v.toTensor(), arg, written), v.toTensor());
+    if constexpr (!Sink::kHashes) {
+      return h;
+    } else {
+      return hash_meta(hash_combine(h, 0x7e), sink.add(t, arg, written), t);
+    }
+  }
+  if constexpr (!Sink::kHashes) {
+    if (v.isList()) {  // a list of tensors may hold a parameter
+      for (const c10::IValue& e : v.toListRef()) hash_input(h, e, arg, false, false, written, sink);
+    }
+    return h;
   }
   if (scalar && (v.isScalar() || v.isNone())) {
     // The value is a run-time argument; only its kind is structural.
@@ -250,6 +268,21 @@ std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg
     return hash_combine(h, static_cast<std::uint64_t>(v.toSymInt().guard_int(__FILE__, __LINE__)));
   // Generators, objects, ...: their identity is not structural; their kind is.
   return hash_combine(h, 0x7a90 + static_cast<std::uint64_t>(v.tagKind().size()));
+}
+
+// The fast lane's walk over an op's arguments (Sink: FastSink or ParamSink): their key, as a
+// record's input_key would be where Sink hashes.
+template <class Sink>
+std::uint64_t walk_inputs(const OpInfo& info, const torch::jit::Stack& stack, std::size_t nargs,
+                          FastInputs& fast) {
+  Sink sink{fast};
+  std::uint64_t h = info.name_hash;
+  const auto args = torch::jit::last(stack, nargs);
+  for (std::size_t i = 0; i < nargs; ++i) {
+    h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
+                   info.position_argument[i], info.written[i], sink);
+  }
+  return h;
 }
 
 OpSink* current_session() {
@@ -343,17 +376,13 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   const auto& schema = op.schema();
   const std::size_t nargs = schema.arguments().size();
   if (session->fast_lane_open() && !back_from_plain && !back_from_aside) {
-    // A replayed iteration: guarded against its capture with no record built.
+    // A replayed iteration: guarded against its capture with no record built. A step's tail:
+    // only whether the op reads or writes a parameter (FastInputs::hashed).
     thread_local FastInputs fast;
     fast.clear();
-    FastSink sink{fast};
-    std::uint64_t h = info.name_hash;
-    const auto args = torch::jit::last(*stack, nargs);
-    for (std::size_t i = 0; i < nargs; ++i) {
-      h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
-                     info.position_argument[i], info.written[i], sink);
-    }
-    fast.input_key = h;
+    fast.hashed = session->fast_lane_guards();
+    fast.input_key = fast.hashed ? walk_inputs<FastSink>(info, *stack, nargs, fast)
+                                 : walk_inputs<ParamSink>(info, *stack, nargs, fast);
     fast.name_key = info.name_hash;
     fast.grad_enabled = c10::GradMode::is_enabled();
     host_lap(kRecordPart);

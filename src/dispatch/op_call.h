@@ -88,7 +88,11 @@ struct FastInputs {
   bool grad_enabled = true;
   bool reads_param = false;
   bool writes_param = false;
+  // The inputs were hashed and listed (a replayed op is guarded by them); false: a step's tail,
+  // where only the parameter flags were found (input_key is the name's hash, tensors empty).
+  bool hashed = true;
   void clear() {
+    hashed = true;
     input_key = name_key = 0;
     tensors.clear();
     written.clear();
@@ -112,6 +116,9 @@ class OpSink {
   // built. True: the op was handled whole (its outputs are on the stack). False: nothing was done;
   // the op goes to on_op as any other. `owner`: on the thread that enabled hotpath.
   virtual bool fast_lane_open() const { return false; }
+  // Whether the fast lane guards ops against a capture (a replayed iteration: inputs hashed and
+  // listed) rather than taking a step's tail (parameter flags only; FastInputs::hashed).
+  virtual bool fast_lane_guards() const { return false; }
   virtual bool fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
                        torch::jit::Stack* stack, const FastInputs& in, bool owner) {
     (void)op, (void)below, (void)stack, (void)in, (void)owner;

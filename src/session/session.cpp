@@ -64,6 +64,7 @@ bool Session::fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
   const std::int64_t index = recorder.next_index();
   if (index == recorder.boundary_due() || (owner && index % kJudgeOps == 0)) return false;
   if (!executor.replaying()) return tail_op(op, below, stack, in, owner);
+  if (!in.hashed) return false;  // walked for a tail that ended before the op came here
   std::uint64_t key = 0;
   const Executor::Fast how = executor.fast_replay(op, below, stack, in, key);
   if (how == Executor::Fast::kDeclined) return false;
@@ -78,16 +79,7 @@ bool Session::fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
     key = fast_outputs(in.input_key, op, *stack, outputs, true);
     executor.returned(outputs);
   }
-  Recorder::FastOp f;
-  f.name = op.schema().name();
-  f.overload = op.schema().overload_name();
-  f.key = key;
-  f.name_key = in.name_key;
-  f.grad_enabled = in.grad_enabled;
-  f.reads_param = in.reads_param;
-  f.writes_param = in.writes_param;
-  recorder.commit_fast(f);
-  host_lap(kCommitPart);
+  commit_light(op, in, key, false);
   return true;
 }
 
@@ -98,15 +90,23 @@ bool Session::tail_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
   host_lap(kOtherPart);
   op.redispatchBoxed(below, stack);
   host_lap(kBelowPart);
+  commit_light(op, in, in.input_key, true);
+  return true;
+}
+
+void Session::commit_light(const c10::OperatorHandle& op, const FastInputs& in, std::uint64_t key,
+                           bool tail) {
   Recorder::FastOp f;
   f.name = op.schema().name();
   f.overload = op.schema().overload_name();
-  f.key = in.input_key;
+  f.key = key;
   f.name_key = in.name_key;
-  f.tail = true;
+  f.grad_enabled = in.grad_enabled;
+  f.reads_param = in.reads_param;
+  f.writes_param = in.writes_param;
+  f.tail = tail;
   recorder.commit_fast(f);
   host_lap(kCommitPart);
-  return true;
 }
 
 PlanControl::Run Session::ran(std::uint64_t signature, std::int64_t first) const {

@@ -63,6 +63,7 @@ struct Session final : OpSink, PlanControl {
   // The fast lane (OpSink): ops of a replayed iteration, and ops of a step's tail after a plan's
   // iteration (Executor::in_tail), with no record built.
   bool fast_lane_open() const override { return executor.replaying() || executor.in_tail(); }
+  bool fast_lane_guards() const override { return executor.replaying(); }
   bool fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below, torch::jit::Stack* stack,
                const FastInputs& in, bool owner) override;
   // An op of a step's tail on the fast lane: one of the owner's, with grad mode on, that reads
@@ -71,6 +72,9 @@ struct Session final : OpSink, PlanControl {
   // runs below the hook and leaves a light record for the step detector.
   bool tail_op(const c10::OperatorHandle& op, c10::DispatchKeySet below, torch::jit::Stack* stack,
                const FastInputs& in, bool owner);
+  // A fast-lane op's light record (Recorder::commit_fast): `key` as a record of it would have it.
+  void commit_light(const c10::OperatorHandle& op, const FastInputs& in, std::uint64_t key,
+                    bool tail);
 
   // What the governor sees of the plans and asks of them (PlanControl).
   Run ran(std::uint64_t signature, std::int64_t first) const override;
