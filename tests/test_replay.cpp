@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -201,6 +202,35 @@ TEST_CASE("a batch at a new address every step is copied in where the graph read
   const auto f = r.stats.last().fusion;
   CHECK(f.replay_copy_nodes >= 1);
   CHECK(f.replay_repointed >= f.replayed_iterations - 1);
+}
+
+TEST_CASE("an epoch's last, smaller batch leaves the plan at its first op, and replay goes on",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  // A DataLoader's epochs: 11 batches of 32 rows, then one of 16 (60000 images in batches of 64
+  // leave one of 32 at the end of each epoch). The small batch's first op is not the plan's: its
+  // iteration leaves the plan there, in more epochs than replayed iterations may leave it.
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  const auto xs = x.narrow(0, 0, 16).clone(), ys = y.narrow(0, 0, 16).clone();
+  const int epochs = 2 * hotpath::detail::kReplayDivergences + 1;
+  const Run r = check(12 * epochs, [&](int i, Model& model, Opt& opt, Kept& kept) {
+    const bool last = i % 12 == 11;
+    kept.push_back(train_step(model, opt, last ? xs : x, last ? ys : y).detach());
+  });
+  // The loop's step (the small batch's iterations have a signature of their own).
+  REQUIRE_FALSE(r.stats.signatures.empty());
+  const auto main =
+      *std::max_element(r.stats.signatures.begin(), r.stats.signatures.end(),
+                        [](const hotpath::SignatureStats& a, const hotpath::SignatureStats& b) {
+                          return a.count < b.count;
+                        });
+  INFO(hotpath::format_stats(r.stats));
+  const auto f = main.fusion;
+  CHECK(f.replay_off.empty());
+  CHECK(f.divergences >= epochs - 1);  // every small batch after the plan's first iteration
+  // At most 11 replays an epoch: more than three epochs' worth went past kReplayDivergences
+  // small batches, each of which would have counted against replay.
+  CHECK(f.replayed_iterations > 11 * hotpath::detail::kReplayDivergences);
 }
 
 TEST_CASE("a value inside a fused group that the loop keeps in some steps is written in those",

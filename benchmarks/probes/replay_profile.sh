@@ -9,31 +9,35 @@
 #   (then remove libc, libm, libstdc++ and libgcc_s from it)
 #   source .device-deps/gpu-env.sh; bash benchmarks/probes/replay_profile.sh
 # Environment: PROFILE_STEPS (the example's --iterations, default 3000), PROFILE_BUILD (build dir,
-# default build-gpu; built here when its example is missing).
+# default build-gpu; built here when its example is missing); PROFILE_EXAMPLE and PROFILE_ARGS
+# (another example and its arguments, e.g. convnet_classifier and "--epochs 1"; hotpath's
+# environment variables pass through).
 set -uo pipefail
 OUTD=${OUT:-$PWD/probe_out}
 mkdir -p "$OUTD"
 KIT=$PWD/build-probe/perfkit
 B=${PROFILE_BUILD:-$PWD/build-gpu}
-if [[ ! -x $B/examples/mlp_training ]]; then
+EXAMPLE=${PROFILE_EXAMPLE:-mlp_training}
+ARGS=${PROFILE_ARGS:---sync --iterations ${PROFILE_STEPS:-3000}}
+if [[ ! -x $B/examples/$EXAMPLE ]]; then
   t0=$(date +%s)
-  cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUTD/configure.log" 2>&1 &&
-    cmake --build "$B" -j16 --target mlp_training >"$OUTD/build.log" 2>&1 || {
+  if ! { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUTD/configure.log" 2>&1 &&
+    cmake --build "$B" -j16 --target "$EXAMPLE" >"$OUTD/build.log" 2>&1; }; then
     tail -20 "$OUTD/build.log"
     exit 1
-  }
+  fi
   echo "build: $(($(date +%s) - t0)) s"
 fi
 export LD_LIBRARY_PATH="$KIT:${LD_LIBRARY_PATH:-}"
 echo "perf_event_paranoid: $(cat /proc/sys/kernel/perf_event_paranoid)"
 "$KIT/perf" --version || exit 1
+# shellcheck disable=SC2086 # ARGS: the example's arguments, split
 "$KIT/perf" record -F 2999 -o /tmp/replay.perf.data -- \
-  "$B/examples/mlp_training" --sync --iterations "${PROFILE_STEPS:-3000}" \
-  >"$OUTD/mlp_training.txt" 2>"$OUTD/perf_record.txt" || {
+  "$B/examples/$EXAMPLE" $ARGS >"$OUTD/$EXAMPLE.txt" 2>"$OUTD/perf_record.txt" || {
   tail -20 "$OUTD/perf_record.txt"
   exit 1
 }
-grep -E "replayed|verdict|steady" "$OUTD/mlp_training.txt" | tail -5
+grep -E "VERDICT|cross-check against|  host: " "$OUTD/$EXAMPLE.txt" | tail -5
 "$KIT/perf" report -i /tmp/replay.perf.data --no-children --sort dso,symbol 2>/dev/null |
   grep "%" >"$OUTD/by_symbol.txt"
 "$KIT/perf" report -i /tmp/replay.perf.data --no-children --sort dso 2>/dev/null |

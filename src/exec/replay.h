@@ -165,6 +165,10 @@ class Replay {
   // ---- Capture: the iteration runs its plan as always; each op is captured beside it.
   // runs: uncut_runs of the plan's ops as the iteration runs them (where a graph may end).
   void begin_capture(std::int64_t iter_start, std::vector<std::uint32_t> runs);
+  // The iteration left the plan before its first op was captured (another iteration came where
+  // the plan's was expected): back to the observed state, for a later iteration to be captured.
+  // False where something was captured already (then the capture fails instead).
+  bool cancel_capture();
   // Before op `index` runs: its kind (after this, failed() if it cannot be captured).
   // `between_groups`: no fused group or batch is pending (a graph may end before this op).
   Kind capture_op(std::size_t index, const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs,

@@ -264,6 +264,8 @@ void Executor::leave_replay(const std::string& why) {
   set_mode(Mode::kPlan);
   if (mode == Mode::kObserve) return;  // the next iteration that runs whole is captured
   if (mode == Mode::kCapture) {
+    // Left at its first op, before anything was captured: a later iteration is captured.
+    if (cursor_ == 0 && plan.replay->cancel_capture()) return;
     plan.replay->fail(concat("the captured iteration left the plan (", why, ")"));
     return;
   }
@@ -276,6 +278,10 @@ void Executor::leave_replay(const std::string& why) {
     plan.replay_attempts = 0;
     return;
   }
+  // An iteration whose first op is not the plan's is another iteration that came where the
+  // plan's was expected (a DataLoader's last, smaller batch of an epoch): replay had done nothing
+  // yet, and goes on with the plan's next iteration. Only iterations that left later count.
+  if (cursor_ == 0) return;
   if (++plan.replay_divergences >= kReplayDivergences)
     drop_replay(plan, concat(plan.replay_divergences,
                              " replayed iterations left the plan; the last: ", why));
