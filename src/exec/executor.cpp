@@ -215,12 +215,12 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
   return &add_;
 }
 
-void Executor::diverge(const std::string& why) {
+void Executor::diverge(const std::string& why, bool other) {
   if (mode_ == Mode::kReplay) {
     recorder_.note_replayed(iter_start_, static_cast<std::int64_t>(armed_->ops.size()),
                             armed_->signature, /*left=*/true);
   }
-  if (mode_ != Mode::kPlan) leave_replay(why);
+  if (mode_ != Mode::kPlan) leave_replay(why, other);
   materialize_all();
   restore_unwritten(true);  // the op that left the plan may read a value a kernel skipped
   ++armed_->divergences;
@@ -267,7 +267,8 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
       const std::string want = full_name(p.op_name, p.op_overload);
       const std::string got = full_name(rec.name, rec.overload);
       diverge(concat("op ", index, ": expected ", want, ", got ", got,
-                     got == want ? concat(" with other inputs: ", mismatch(p, rec, inputs)) : ""));
+                     got == want ? concat(" with other inputs: ", mismatch(p, rec, inputs)) : ""),
+              /*other=*/true);
       return false;
     }
   }

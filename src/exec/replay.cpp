@@ -154,6 +154,7 @@ void Replay::begin_replay(std::int64_t iter_start) {
   records_.clear();
   refills_.clear();
   moved_input_.reset();
+  handed_any_ = false;
 }
 
 Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const TensorPtrs& inputs,
@@ -234,6 +235,7 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const TensorP
       }
     }
   }
+  handed_any_ = true;
   records_.push_back(Record{index, op, keys, {}});
   Record& d = records_.back();
   for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nargs); it != stack->end(); ++it)

@@ -165,10 +165,8 @@ class Replay {
   // ---- Capture: the iteration runs its plan as always; each op is captured beside it.
   // runs: uncut_runs of the plan's ops as the iteration runs them (where a graph may end).
   void begin_capture(std::int64_t iter_start, std::vector<std::uint32_t> runs);
-  // The iteration left the plan before its first op was captured (another iteration came where
-  // the plan's was expected): back to the observed state, for a later iteration to be captured.
-  // False where something was captured already (then the capture fails instead).
-  bool cancel_capture();
+  // No graph was begun yet (the ops so far ran eagerly beside the capture: views).
+  bool nothing_captured() const { return segments_.empty() && !open_; }
   // Before op `index` runs: its kind (after this, failed() if it cannot be captured).
   // `between_groups`: no fused group or batch is pending (a graph may end before this op).
   Kind capture_op(std::size_t index, const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs,
@@ -229,6 +227,9 @@ class Replay {
   std::optional<std::pair<std::size_t, std::size_t>> moved_input() const { return moved_input_; }
   void set_moved(std::set<std::pair<std::size_t, std::size_t>> moved) { moved_ = std::move(moved); }
   void leave();  // the iteration leaves the plan: what is pending runs eagerly
+  // Whether this replay took any op into its graphs yet (kHandled); before that its ops ran
+  // eagerly (views, ops the host waits on), and leaving costs replay nothing.
+  bool handed_any() const { return handed_any_; }
 
   // What the deferred calls of a replayed iteration hold of `t` (Executor::in_place_twin):
   // references to it, and distinct views of it (each holds its base and shares its storage). In
@@ -431,6 +432,7 @@ class Replay {
   std::vector<std::vector<Handed>> handed_;
   std::size_t handed_next_ = 0;  // buckets before it are rescued
   std::int64_t replayed_ = 0;
+  bool handed_any_ = false;  // handed_any(), since begin_replay
   std::int64_t rescued_ = 0;
   std::int64_t pool_bytes_ = 0;
 };

@@ -76,16 +76,6 @@ void Replay::begin_capture(std::int64_t iter_start, std::vector<std::uint32_t> r
   cost_ = CaptureCost{};
 }
 
-bool Replay::cancel_capture() {
-  if (failed() || ready_ || open_ || !segments_.empty()) return false;
-  if (std::any_of(inputs_.begin(), inputs_.end(), [](const auto& ins) { return !ins.empty(); }))
-    return false;
-  inputs_.clear();
-  read_only_.clear();
-  runs_.clear();
-  return true;
-}
-
 void Replay::open_segment() {
   if (open_) return;
   Segment s;

@@ -258,14 +258,19 @@ void Executor::capture_launches(const std::vector<PlanGroup*>& groups,
     armed_->replay->capture_launch(launches.front());
 }
 
-void Executor::leave_replay(const std::string& why) {
+void Executor::leave_replay(const std::string& why, bool other) {
   Plan& plan = *armed_;
   const Mode mode = mode_;
   set_mode(Mode::kPlan);
   if (mode == Mode::kObserve) return;  // the next iteration that runs whole is captured
   if (mode == Mode::kCapture) {
-    // Left at its first op, before anything was captured: a later iteration is captured.
-    if (cursor_ == 0 && plan.replay->cancel_capture()) return;
+    if (other && plan.replay->nothing_captured()) {
+      // Another iteration (an epoch's last, smaller batch) before any graph began: the plan's
+      // next iterations are observed and captured afresh, this attempt not counted.
+      drop_replay(plan, "");
+      if (plan.replay_attempts > 0) --plan.replay_attempts;
+      return;
+    }
     plan.replay->fail(concat("the captured iteration left the plan (", why, ")"));
     return;
   }
@@ -278,10 +283,10 @@ void Executor::leave_replay(const std::string& why) {
     plan.replay_attempts = 0;
     return;
   }
-  // An iteration whose first op is not the plan's is another iteration that came where the
-  // plan's was expected (a DataLoader's last, smaller batch of an epoch): replay had done nothing
-  // yet, and goes on with the plan's next iteration. Only iterations that left later count.
-  if (cursor_ == 0) return;
+  // Another iteration where the plan's was expected, before the replay handed anything out (its
+  // ops so far ran eagerly: views of the weights ahead of the batch's first product): replay goes
+  // on with the plan's next iteration. Iterations that left after the graphs' work began count.
+  if (other && !plan.replay->handed_any()) return;
   if (++plan.replay_divergences >= kReplayDivergences)
     drop_replay(plan, concat(plan.replay_divergences,
                              " replayed iterations left the plan; the last: ", why));
