@@ -62,8 +62,7 @@ void Executor::apply_requests(Plan& plan) {
 }
 
 bool Executor::try_arm() {
-  // Called for every op while plans are ready but none is armed: decide without the recorder's
-  // lock when this op cannot start an iteration.
+  // Called for every op while plans are ready but none is armed: without the recorder's lock first.
   if (recorder_.next_index() != recorder_.expected_start()) return false;
   const StreamPosition pos = recorder_.position();
   if (pos.expected_start != pos.next_op) return false;
@@ -216,15 +215,16 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
 }
 
 void Executor::diverge(const std::string& why, bool other) {
+  const bool another = other && before_any_work();  // no sign the plan's own iterations stop short
   if (mode_ == Mode::kReplay) {
     recorder_.note_replayed(iter_start_, static_cast<std::int64_t>(armed_->ops.size()),
                             armed_->signature, /*left=*/true);
   }
-  if (mode_ != Mode::kPlan) leave_replay(why, other);
+  if (mode_ != Mode::kPlan) leave_replay(why, another);
   materialize_all();
   restore_unwritten(true);  // the op that left the plan may read a value a kernel skipped
   ++armed_->divergences;
-  armed_->steady = 0;
+  if (!another) armed_->steady = 0;
   completed_[completed_next_++ % std::size(completed_)] =
       Completed{armed_->signature, iter_start_,
                 armed_->epoch,

@@ -235,10 +235,15 @@ class Executor {
   const c10::OperatorHandle* in_place_twin(const PlanOp& p, const OpRecord& rec,
                                            const TensorPtrs& inputs, const torch::jit::Stack& stack,
                                            std::size_t index);
-  // The armed iteration leaves the plan. `other`: its op was not the plan's (the guard refused it:
-  // another iteration came where the plan's was expected, e.g. an epoch's last, smaller batch),
-  // as opposed to one the plan's replay or launches could not go on with.
+  // The armed iteration leaves the plan. `other`: its op was not the plan's (the guard refused it),
+  // as opposed to one the plan's replay or launches could not go on with. Refused before the
+  // plan did any of its work (before_any_work), it is another iteration that came where the
+  // plan's was expected (an epoch's last, smaller batch): not counted against replay, and the
+  // plan's run of steady iterations goes on.
   void diverge(const std::string& why, bool other = false);
+  // Nothing of the armed iteration was fused, deferred, captured into a graph or handed out of
+  // one yet (its ops so far ran eagerly: views of the weights ahead of the batch's first product).
+  bool before_any_work() const;
   void defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
              const PlanOp& p, int index);
   std::vector<Deferred*> members_of(int group);
@@ -288,9 +293,9 @@ class Executor {
                         const std::vector<const std::vector<Deferred*>*>& members,
                         const std::vector<const LaunchArgs*>& args, bool joint);
   // The armed iteration leaves the plan: what a replay left pending runs eagerly; a capture stops.
-  // `other` as for diverge: where the replay or capture had done nothing yet, that is no failure
-  // of replay's (not counted against it; a capture is tried again from a new observation).
-  void leave_replay(const std::string& why, bool other = false);
+  // `another` (diverge): no failure of replay's; not counted, and a capture that had begun no
+  // graph is dropped without using up an attempt (the next iterations observe and capture anew).
+  void leave_replay(const std::string& why, bool another = false);
   // Lets a plan's capture go (what the program holds of it is copied out first); `why`, if not
   // empty, is why replay is off for good (stats()).
   void drop_replay(Plan& plan, const std::string& why);

@@ -258,15 +258,19 @@ void Executor::capture_launches(const std::vector<PlanGroup*>& groups,
     armed_->replay->capture_launch(launches.front());
 }
 
-void Executor::leave_replay(const std::string& why, bool other) {
+bool Executor::before_any_work() const {
+  if (mode_ == Mode::kReplay) return !armed_->replay->handed_any();
+  if (mode_ == Mode::kCapture) return armed_->replay->nothing_captured() && deferred_.empty();
+  return !launched_ && deferred_.empty();
+}
+
+void Executor::leave_replay(const std::string& why, bool another) {
   Plan& plan = *armed_;
   const Mode mode = mode_;
   set_mode(Mode::kPlan);
   if (mode == Mode::kObserve) return;  // the next iteration that runs whole is captured
   if (mode == Mode::kCapture) {
-    if (other && plan.replay->nothing_captured()) {
-      // Another iteration (an epoch's last, smaller batch) before any graph began: the plan's
-      // next iterations are observed and captured afresh, this attempt not counted.
+    if (another) {
       drop_replay(plan, "");
       if (plan.replay_attempts > 0) --plan.replay_attempts;
       return;
@@ -283,10 +287,7 @@ void Executor::leave_replay(const std::string& why, bool other) {
     plan.replay_attempts = 0;
     return;
   }
-  // Another iteration where the plan's was expected, before the replay handed anything out (its
-  // ops so far ran eagerly: views of the weights ahead of the batch's first product): replay goes
-  // on with the plan's next iteration. Iterations that left after the graphs' work began count.
-  if (other && !plan.replay->handed_any()) return;
+  if (another) return;  // replay goes on with the plan's next iteration
   if (++plan.replay_divergences >= kReplayDivergences)
     drop_replay(plan, concat(plan.replay_divergences,
                              " replayed iterations left the plan; the last: ", why));
