@@ -62,7 +62,7 @@ void Executor::apply_requests(Plan& plan) {
 }
 
 bool Executor::try_arm() {
-  // Called for every op while plans are ready but none is armed: without the recorder's lock first.
+  // Asked for every op while plans are ready and none is armed: most answer without a lock.
   if (recorder_.next_index() != recorder_.expected_start()) return false;
   const StreamPosition pos = recorder_.position();
   if (pos.expected_start != pos.next_op) return false;
