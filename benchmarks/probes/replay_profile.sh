@@ -20,12 +20,9 @@ B=${PROFILE_BUILD:-$PWD/build-gpu}
 EXAMPLE=${PROFILE_EXAMPLE:-mlp_training}
 ARGS=${PROFILE_ARGS:---sync --iterations ${PROFILE_STEPS:-3000}}
 if [[ ! -x $B/examples/$EXAMPLE ]]; then
+  source "$(dirname "$0")/two_trees.sh"  # build_tree
   t0=$(date +%s)
-  if ! { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUTD/configure.log" 2>&1 &&
-    cmake --build "$B" -j16 --target "$EXAMPLE" >"$OUTD/build.log" 2>&1; }; then
-    tail -20 "$OUTD/build.log"
-    exit 1
-  fi
+  build_tree . "$B" "$EXAMPLE" || exit 1
   echo "build: $(($(date +%s) - t0)) s"
 fi
 export LD_LIBRARY_PATH="$KIT:${LD_LIBRARY_PATH:-}"

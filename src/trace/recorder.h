@@ -93,8 +93,9 @@ class Recorder {
   // resolve_inputs finds it as a value from outside (an iteration left part-way finishes
   // eagerly; a signature is never counted from light records).
   // `tail`: an op of a step's tail, after a plan's iteration completed (Executor::in_tail), not
-  // of a replayed iteration: its key is its input key. An iteration whose core (its ops up to
-  // its last one with grad mode off) turns out to hold one is dropped, not hashed.
+  // of a replayed iteration: nothing reads its key (its walk hashed only the name;
+  // FastInputs::hashed). An iteration whose core (its ops up to its last one with grad mode off)
+  // turns out to hold one is dropped, not hashed.
   struct FastOp {
     std::string_view name, overload;
     std::uint64_t key = 0, name_key = 0;
