@@ -8,7 +8,13 @@
 // printed with its seed.
 //
 //   fuzz_programs [--device cpu|cuda] [--programs N] [--seconds S] [--seed S] [--compile-kernels]
-//                 [--replay FILE] [--csv FILE] [--show] [--self-test]
+//                 [--iterations N] [--replay FILE] [--csv FILE] [--show] [--self-test]
+//
+// Each program runs --iterations times (6 unless told). Its outputs of the iteration before the
+// last are held through the last one and compared too: a value the program keeps must stay as
+// eager left it. On a GPU, 30 or more iterations let a program's plan run steadily, be captured
+// and be replayed as CUDA graphs (Config::replay) for the rest; the summary counts the programs
+// whose iterations were replayed.
 //
 // --show prints each program's values (shape, dtype, strides) and, with --compile-kernels, the
 // source of every kernel its plans generate: `--seed S --programs 1 --show --compile-kernels`
@@ -53,7 +59,7 @@ struct Outcome {
   std::string error;
 };
 
-constexpr int kIterations = 6;
+int iterations = 6;  // --iterations
 
 // `perturb` > 0: each fp32 input is first multiplied by (1 + perturb * noise), noise drawn from
 // the program's seed: the same program with its inputs moved by about a rounding error.
@@ -71,7 +77,8 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
   hotpath::disable_hot_path_detection();
   if (hot) hotpath::enable_hot_path_detection(c);
   try {
-    for (int i = 0; i < kIterations; ++i) {
+    std::vector<torch::Tensor> held;  // the outputs of the iteration before, as they came
+    for (int i = 0; i < iterations; ++i) {
       std::vector<torch::Tensor> v = in;
       apply(p, v, i);
       if (p.backward) {
@@ -89,12 +96,15 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
       }
       hotpath::step();
       if (hot && i == 2 && d.is_cuda()) hotpath::wait_for_compilation();
-      if (i == kIterations - 1) {
+      if (i == iterations - 1) {
         for (std::size_t k = in.size(); k < v.size(); ++k)
           o.values.push_back(v[k].detach().cpu().clone());
+      } else {
+        held.assign(v.begin() + static_cast<std::ptrdiff_t>(in.size()), v.end());
       }
     }
     for (auto& t : in) o.values.push_back(t.detach().cpu().clone());
+    for (auto& t : held) o.values.push_back(t.detach().cpu().clone());
   } catch (const std::exception& e) {
     o.threw = true;
     o.error = e.what();
@@ -267,6 +277,9 @@ int main(int argc, char** argv) {
       if (programs < 0) usage("--programs needs a count");
     } else if (a == "--seconds") {
       seconds = std::atof(value().c_str());
+    } else if (a == "--iterations") {
+      iterations = std::atoi(value().c_str());
+      if (iterations < 1) usage("--iterations needs a count of at least 1");
     } else if (a == "--seed") {
       seed = std::strtoull(value().c_str(), nullptr, 10);
     } else if (a == "--compile-kernels") {
@@ -339,7 +352,8 @@ int main(int argc, char** argv) {
 
   const auto t0 = std::chrono::steady_clock::now();
   std::set<std::string> compiled;
-  long ran = 0, fused_programs = 0, disagreements = 0, kernels = 0, refused = 0, within_noise = 0;
+  long ran = 0, fused_programs = 0, disagreements = 0, kernels = 0, refused = 0, within_noise = 0,
+       replayed_programs = 0;
   for (std::size_t k = 0; k < seeds.size(); ++k) {
     if (seconds > 0 && k >= replayed &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds)
@@ -350,9 +364,13 @@ int main(int argc, char** argv) {
     ++ran;
     if (show) show_program(p, d);
     const hotpath::Stats st = hotpath::stats();
-    bool any_group = false;
-    for (const auto& sig : st.signatures) any_group = any_group || sig.fusion.fused_iterations > 0;
+    bool any_group = false, any_replayed = false;
+    for (const auto& sig : st.signatures) {
+      any_group = any_group || sig.fusion.fused_iterations > 0;
+      any_replayed = any_replayed || sig.fusion.replayed_iterations > 0;
+    }
     fused_programs += any_group ? 1 : 0;
+    replayed_programs += any_replayed ? 1 : 0;
     if (compile_kernels) {
       auto session = hotpath::detail::thread_session();
       for (const auto& sig : st.signatures) {
@@ -396,10 +414,12 @@ int main(int argc, char** argv) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
-      "fuzz_programs: %ld program(s) on %s (%zu replayed), %ld with fused iterations, %ld "
-      "disagreement(s), %ld within their noise floor only, %ld group(s) codegen refused%s, "
-      "%.1f s\n",
-      ran, d.str().c_str(), replayed, fused_programs, disagreements, within_noise, refused,
+      "fuzz_programs: %ld program(s) on %s (%zu from the regressions file), %d iterations each, "
+      "%ld with fused "
+      "iterations, %ld with iterations replayed as CUDA graphs, %ld disagreement(s), %ld within "
+      "their noise floor only, %ld group(s) codegen refused%s, %.1f s\n",
+      ran, d.str().c_str(), replayed, iterations, fused_programs, replayed_programs, disagreements,
+      within_noise, refused,
       compile_kernels
           ? (", " + std::to_string(kernels) + " distinct kernels compiled by NVRTC").c_str()
           : "",
@@ -407,9 +427,10 @@ int main(int argc, char** argv) {
   if (!csv.empty()) {
     std::ofstream f(csv);
     f << "device,programs,replayed,fused_programs,disagreements,codegen_refused,kernels_compiled,"
-         "seconds,within_noise\n"
+         "seconds,within_noise,graph_programs,iterations\n"
       << d.str() << "," << ran << "," << replayed << "," << fused_programs << "," << disagreements
-      << "," << refused << "," << kernels << "," << secs << "," << within_noise << "\n";
+      << "," << refused << "," << kernels << "," << secs << "," << within_noise << ","
+      << replayed_programs << "," << iterations << "\n";
   }
   return disagreements == 0 ? 0 : 1;
 }
