@@ -438,7 +438,11 @@ namespace {
 // A tensor's elements as bytes, in order, copied into pinned host memory on the current stream:
 // no kernel of its own (a check that launched new kernels paid for loading them, tens of ms).
 at::Tensor host_bytes(const at::Tensor& t) {
-  const at::Tensor bytes = t.contiguous().reshape({-1}).view(at::kByte);
+  // contiguous() keeps a one-element tensor as it is, whatever its stride (a slice with a step
+  // leaves one of 2), and viewing it as bytes wants a stride of 1: such a tensor is copied.
+  at::Tensor flat = t.contiguous().reshape({-1});
+  if (flat.stride(0) != 1) flat = flat.clone(at::MemoryFormat::Contiguous);
+  const at::Tensor bytes = flat.view(at::kByte);
   at::Tensor host =
       at::empty({bytes.numel()}, bytes.options().device(at::kCPU).pinned_memory(true));
   host.copy_(bytes, /*non_blocking=*/true);
@@ -450,20 +454,30 @@ at::Tensor host_bytes(const at::Tensor& t) {
 void Replay::before_own_run(std::size_t index, const c10::OperatorHandle& op,
                             const torch::jit::Stack& args) {
   if (failed() || ops_[index].kind != Kind::kGraph) return;
-  torch::jit::Stack walked = args;
-  map_inputs(walked, [&](std::size_t k, const at::Tensor& t) {
-    if (moving(index, k) && !inputs_[index][k].written && t.is_cuda() && t.numel() > 0)
-      read_only_.push_back(ReadOnly{index, k,
-                                    full_name(op.schema().name(), op.schema().overload_name()), t,
-                                    host_bytes(t), at::Tensor()});
-    return t;
-  });
+  // What goes wrong here fails the capture, never the loop's op (as in capture_op).
+  try {
+    torch::jit::Stack walked = args;
+    map_inputs(walked, [&](std::size_t k, const at::Tensor& t) {
+      if (moving(index, k) && !inputs_[index][k].written && t.is_cuda() && t.numel() > 0)
+        read_only_.push_back(ReadOnly{index, k,
+                                      full_name(op.schema().name(), op.schema().overload_name()), t,
+                                      host_bytes(t), at::Tensor()});
+      return t;
+    });
+  } catch (const std::exception& e) {
+    fail(concat("op ", index, "'s read-only inputs could not be kept: ", e.what()));
+  }
 }
 
 void Replay::after_own_run(std::size_t index) {
-  for (auto it = read_only_.rbegin(); it != read_only_.rend() && it->index == index; ++it) {
-    it->after = host_bytes(it->input);
-    it->input = at::Tensor();
+  if (failed()) return;
+  try {
+    for (auto it = read_only_.rbegin(); it != read_only_.rend() && it->index == index; ++it) {
+      it->after = host_bytes(it->input);
+      it->input = at::Tensor();
+    }
+  } catch (const std::exception& e) {
+    fail(concat("op ", index, "'s read-only inputs could not be kept: ", e.what()));
   }
 }
 

@@ -59,8 +59,6 @@ struct Outcome {
   std::string error;
 };
 
-int iterations = 6;  // --iterations
-
 // `perturb` > 0: each fp32 input is first multiplied by (1 + perturb * noise), noise drawn from
 // the program's seed: the same program with its inputs moved by about a rounding error.
 Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& c,
@@ -78,7 +76,7 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
   if (hot) hotpath::enable_hot_path_detection(c);
   try {
     std::vector<torch::Tensor> held;  // the outputs of the iteration before, as they came
-    for (int i = 0; i < iterations; ++i) {
+    for (int i = 0; i < p.iterations; ++i) {
       std::vector<torch::Tensor> v = in;
       apply(p, v, i);
       if (p.backward) {
@@ -96,7 +94,7 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
       }
       hotpath::step();
       if (hot && i == 2 && d.is_cuda()) hotpath::wait_for_compilation();
-      if (i == iterations - 1) {
+      if (i == p.iterations - 1) {
         for (std::size_t k = in.size(); k < v.size(); ++k)
           o.values.push_back(v[k].detach().cpu().clone());
       } else {
@@ -260,6 +258,7 @@ int main(int argc, char** argv) {
   long programs = 200;
   double seconds = 0;
   std::uint64_t seed = 1;
+  int iterations = 6;
   bool compile_kernels = false, show = false;
   std::string replay, csv;
   for (int i = 1; i < argc; ++i) {
@@ -338,17 +337,24 @@ int main(int argc, char** argv) {
   c.log_level = hotpath::LogLevel::Error;
   const bool exact = !d.is_cuda();
 
-  std::vector<std::uint64_t> seeds;
+  // Seeds and their iterations: a line of the regressions file may name more iterations than
+  // --iterations after its seed (a replayed capture needs about 20): it runs with the larger.
+  std::vector<std::pair<std::uint64_t, int>> seeds;
   if (!replay.empty()) {
     std::ifstream f(replay);
     if (!f) usage("cannot read " + replay);
     for (std::string line; std::getline(f, line);) {
       if (line.empty() || line[0] == '#') continue;
-      seeds.push_back(std::strtoull(line.c_str(), nullptr, 10));
+      char* end = nullptr;
+      const std::uint64_t s = std::strtoull(line.c_str(), &end, 10);
+      char* after = nullptr;
+      const long n = std::strtol(end, &after, 10);
+      seeds.emplace_back(s, after != end ? std::max(iterations, static_cast<int>(n)) : iterations);
     }
   }
   const std::size_t replayed = seeds.size();
-  for (long k = 0; k < programs; ++k) seeds.push_back(seed + static_cast<std::uint64_t>(k));
+  for (long k = 0; k < programs; ++k)
+    seeds.emplace_back(seed + static_cast<std::uint64_t>(k), iterations);
 
   const auto t0 = std::chrono::steady_clock::now();
   std::set<std::string> compiled;
@@ -358,7 +364,8 @@ int main(int argc, char** argv) {
     if (seconds > 0 && k >= replayed &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds)
       break;
-    const Program p = generate(seeds[k], d);
+    Program p = generate(seeds[k].first, d);
+    p.iterations = seeds[k].second;
     if (p.ops.empty()) continue;
     const Verdict verdict = judge(p, d, c, exact);
     ++ran;
@@ -414,7 +421,8 @@ int main(int argc, char** argv) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
-      "fuzz_programs: %ld program(s) on %s (%zu from the regressions file), %d iterations each, "
+      "fuzz_programs: %ld program(s) on %s (%zu from the regressions file), %d iterations a "
+      "program, "
       "%ld with fused "
       "iterations, %ld with iterations replayed as CUDA graphs, %ld disagreement(s), %ld within "
       "their noise floor only, %ld group(s) codegen refused%s, %.1f s\n",

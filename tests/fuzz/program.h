@@ -77,10 +77,11 @@ struct Program {
   int values = 0;  // tensors before the first op: its operands index from there
   std::vector<FOp> ops;
   bool backward = false;
+  int iterations = 6;  // how many times the loop runs it (fuzz_programs --iterations)
   std::string text() const {
     std::ostringstream os;
     os << "seed " << seed << ", " << inputs << " inputs" << (backward ? ", backward + SGD" : "")
-       << ":";
+       << ", " << iterations << " iterations:";
     for (std::size_t i = 0; i < ops.size(); ++i)
       os << " v" << values + static_cast<int>(i) << "=" << kNames[static_cast<int>(ops[i].kind)]
          << "(v" << ops[i].a << ",v" << ops[i].b << ",v" << ops[i].c << ")";
