@@ -310,6 +310,26 @@ TEST_CASE("a batch sliced from a larger tensor at another place each step is cop
   check_replayed(r, 20);
 }
 
+TEST_CASE("a one-element input with a stride of 2, read by an eager op, is captured and replayed",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  // A slice with a step of a small tensor outside the loop: one element, stride 2. The capture
+  // keeps what an op only reads of such an input as bytes, to see that it did not write it; that
+  // view threw into the loop (fuzz seed 50000813). The product runs eagerly: its own run is
+  // checked.
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
+  auto scale = torch::randn({2}, torch::kCUDA), row = torch::randn({1, 64}, torch::kCUDA);
+  const Run r = check(40, [&](int, Model& model, Opt& opt, Kept& kept) {
+    torch::Tensor s;
+    {
+      hotpath::Pause outside;
+      s = scale.slice(0, 0, 2, 2).view({1, 1});
+    }
+    kept.push_back(train_step(model, opt, x + torch::mm(s, row), y).detach());
+  });
+  check_replayed(r, 20);
+}
+
 TEST_CASE("a batch copied to the GPU inside the step is copied in where the graph reads it",
           "[gpu][replay]") {
   if (!have_gpu()) return;

@@ -95,3 +95,30 @@ TEST_CASE("a captured stretch is cut before a run of ops no graph may end inside
   CHECK(uncut_runs({-1, 0, -1, -1, 0, -1}) == std::vector<std::uint32_t>{1, 4, 3, 2, 1, 1});
   CHECK(uncut_runs({}).empty());
 }
+
+TEST_CASE("a tensor's elements as bytes, whatever its layout", "[replay]") {
+  using hotpath::detail::element_bytes;
+  // The bytes of the elements in logical order, as a contiguous copy's are.
+  auto same_bytes = [](const torch::Tensor& t) {
+    const torch::Tensor b = element_bytes(t);
+    CHECK(b.dim() == 1);
+    CHECK(b.stride(0) == 1);
+    CHECK(b.scalar_type() == torch::kByte);
+    return torch::equal(b, t.clone(at::MemoryFormat::Contiguous).reshape({-1}).view(torch::kByte));
+  };
+  auto base = torch::randn({2});
+  // One element with stride 2 (a slice with a step): contiguous() keeps it as it is, and viewing
+  // it as bytes throws (a capture once threw that into the loop: fuzz seed 50000813).
+  const auto one = base.slice(0, 0, 2, 2);
+  REQUIRE(one.numel() == 1);
+  REQUIRE(one.stride(0) == 2);
+  CHECK_THROWS(one.contiguous().reshape({-1}).view(torch::kByte));
+  CHECK(same_bytes(one));
+  CHECK(same_bytes(torch::randn({3, 1}).expand({3, 1}).as_strided({1, 1}, {5, 7})));
+  CHECK(same_bytes(torch::randn({4, 6}).t()));                // transposed
+  CHECK(same_bytes(torch::randn({4, 6}).slice(1, 0, 6, 2)));  // a step in the last dim
+  CHECK(same_bytes(torch::randn({5, 3}, torch::kHalf)));      // contiguous: a view
+  CHECK(same_bytes(torch::randn({2, 3}).expand({4, 2, 3})));  // broadcast
+  const auto dense = torch::randn({5, 3});
+  CHECK(element_bytes(dense).data_ptr() == dense.data_ptr());  // no copy where none is needed
+}

@@ -81,6 +81,9 @@ std::vector<at::Tensor> returned_tensors(const torch::jit::Stack& stack, std::si
 const void* data_address(const at::TensorBase& t);
 // The bytes from a tensor's first element to its last, as it is laid out.
 std::int64_t span_bytes(const at::TensorBase& t);
+// A tensor's elements in their logical order as one dimension of bytes: a view where its layout
+// allows, else a copy (one element with a stride other than 1 included).
+at::Tensor element_bytes(const at::Tensor& t);
 // Copies n bytes on `device` (its current stream), a raw cudaMemcpyAsync: nothing through ATen.
 void copy_bytes(void* dst, const void* src, std::int64_t n, int device);
 // Ops the graph after `cut` graphs of a stretch takes before it is cut (graph_ops:

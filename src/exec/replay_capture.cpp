@@ -433,16 +433,20 @@ void Replay::capture_eager(std::size_t index, const c10::OperatorHandle& op,
   }
 }
 
+at::Tensor element_bytes(const at::Tensor& t) {
+  // contiguous() keeps a one-element tensor as it is, whatever its stride (a slice with a step
+  // leaves one of 2), and viewing it as bytes wants a stride of 1: such a tensor is copied.
+  at::Tensor flat = t.contiguous().reshape({-1});
+  if (flat.stride(0) != 1) flat = flat.clone(at::MemoryFormat::Contiguous);
+  return flat.view(at::kByte);
+}
+
 namespace {
 
 // A tensor's elements as bytes, in order, copied into pinned host memory on the current stream:
 // no kernel of its own (a check that launched new kernels paid for loading them, tens of ms).
 at::Tensor host_bytes(const at::Tensor& t) {
-  // contiguous() keeps a one-element tensor as it is, whatever its stride (a slice with a step
-  // leaves one of 2), and viewing it as bytes wants a stride of 1: such a tensor is copied.
-  at::Tensor flat = t.contiguous().reshape({-1});
-  if (flat.stride(0) != 1) flat = flat.clone(at::MemoryFormat::Contiguous);
-  const at::Tensor bytes = flat.view(at::kByte);
+  const at::Tensor bytes = element_bytes(t);
   at::Tensor host =
       at::empty({bytes.numel()}, bytes.options().device(at::kCPU).pinned_memory(true));
   host.copy_(bytes, /*non_blocking=*/true);
