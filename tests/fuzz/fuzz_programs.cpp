@@ -16,9 +16,10 @@
 // and be replayed as CUDA graphs (Config::replay) for the rest; the summary counts the programs
 // whose iterations were replayed.
 //
-// --show prints each program's values (shape, dtype, strides) and, with --compile-kernels, the
-// source of every kernel its plans generate: `--seed S --programs 1 --show --compile-kernels`
-// looks at one.
+// --show prints each program's values (shape, dtype, strides), what hotpath's run of it did
+// (hotpath::format_stats: plans, groups, launches on the interpreter, eager runs, replayed
+// iterations) and, with --compile-kernels, the source of every kernel its plans generate: `--seed S
+// --programs 1 --show --compile-kernels` looks at one.
 //
 // On the CPU, plans run ATen's kernels (Config::fuse_cpu): results must be bitwise equal, and
 // --compile-kernels has NVRTC compile every kernel the plans generate. On a GPU the kernels run,
@@ -179,8 +180,9 @@ std::string compare(const Outcome& eager, const Outcome& fused, bool exact,
 }
 
 struct Verdict {
-  std::string why;     // empty: hotpath agrees with eager
-  bool noise = false;  // agrees only within the program's own noise floor
+  std::string why;       // empty: hotpath agrees with eager
+  bool noise = false;    // agrees only within the program's own noise floor
+  hotpath::Stats stats;  // of the hotpath run judged, not of the checks that may follow it
 };
 
 // Runs `p` with and without hotpath. On a GPU, a result beyond the fixed tolerance is looked at
@@ -190,7 +192,7 @@ struct Verdict {
 Verdict judge(const Program& p, torch::Device d, const hotpath::Config& c, bool exact) {
   const Outcome eager = run(p, d, false, c);
   const Outcome fused = run(p, d, true, c);
-  Verdict v{compare(eager, fused, exact)};
+  Verdict v{compare(eager, fused, exact), false, hotpath::stats()};
   if (v.why.empty() || exact) return v;
   hotpath::Config verify = c;
   verify.verify = true;
@@ -209,14 +211,21 @@ Verdict judge(const Program& p, torch::Device d, const hotpath::Config& c, bool 
   }
   const std::string within =
       compare(eager, fused, exact, noise_floor(eager, run(p, d, false, c, kPerturbation)));
-  if (within.empty()) return Verdict{{}, true};
-  // Every launch within tolerance, yet the result beyond the noise: the groups that differed
-  // from eager at all, to look at first.
+  if (within.empty()) {
+    v.why.clear();
+    v.noise = true;
+    return v;
+  }
+  // Every launch within tolerance, yet the result beyond the noise: how each group ran in the
+  // checked run (a group whose ops ran eagerly was checked by no launch), the ones that
+  // differed from eager at all first to look at.
   std::ostringstream os;
-  os << within << "; every launch within tolerance, largest relative errors:";
+  os << within << "; every launch within tolerance; groups (launches, on the interpreter, eager "
+     << "runs, launches checked, largest relative error):";
   for (const auto& sig : verified.signatures)
     for (const auto& g : sig.fusion.groups)
-      if (g.max_rel_error > 0) os << " " << g.name << " " << g.max_rel_error;
+      os << " " << g.name << " (" << g.launches << ", " << g.interpreted << ", " << g.eager_runs
+         << ", " << g.checks << ", " << g.max_rel_error << ")";
   v.why = os.str();
   return v;
 }
@@ -369,8 +378,11 @@ int main(int argc, char** argv) {
     if (p.ops.empty()) continue;
     const Verdict verdict = judge(p, d, c, exact);
     ++ran;
-    if (show) show_program(p, d);
-    const hotpath::Stats st = hotpath::stats();
+    const hotpath::Stats& st = verdict.stats;
+    if (show) {
+      show_program(p, d);
+      std::printf("%s\n", hotpath::format_stats(st).c_str());
+    }
     bool any_group = false, any_replayed = false;
     for (const auto& sig : st.signatures) {
       any_group = any_group || sig.fusion.fused_iterations > 0;
