@@ -164,7 +164,7 @@ std::string Executor::mismatch(const PlanOp& p, const OpRecord& rec,
   return "its inputs differ";
 }
 
-const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpRecord& rec,
+const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, OpRecord& rec,
                                                    const TensorPtrs& inputs,
                                                    const torch::jit::Stack& stack,
                                                    std::size_t index) {
@@ -211,6 +211,12 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, const OpReco
     log_debug(concat("hotpath: replay: add_ refused: held ", self.use_count(), " times (", ours,
                      " by deferred ops and the stack), storage ", self.storage().use_count()));
   if (!only_autograd || !guard(p, rec, inputs, false)) return nullptr;
+  // Recorded as the plan's op, input key too (or a plan built from it would take add for add_).
+  rec.name = p.op_name;
+  rec.overload = p.op_overload;
+  rec.input_key = p.input_key;
+  rec.planned_key = p.key;
+  rec.planned_alias = p.out_alias;
   return &add_;
 }
 
@@ -257,12 +263,6 @@ bool Executor::intercept(const c10::OperatorHandle& op, c10::DispatchKeySet keys
   const c10::OperatorHandle* as = &op;
   if (!guard(p, rec, inputs, true)) {
     as = in_place_twin(p, rec, inputs, *stack, index);
-    if (as != nullptr) {
-      rec.name = p.op_name;
-      rec.overload = p.op_overload;
-      rec.planned_key = p.key;
-      rec.planned_alias = p.out_alias;
-    }
     if (as == nullptr) {
       const std::string want = full_name(p.op_name, p.op_overload);
       const std::string got = full_name(rec.name, rec.overload);

@@ -232,9 +232,9 @@ class Executor {
   std::string mismatch(const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs) const;
   // The recorded in-place op to run instead of `rec` when autograd asked for its out-of-place
   // twin only because deferred ops hold its buffer (see the definition); nullptr otherwise.
-  const c10::OperatorHandle* in_place_twin(const PlanOp& p, const OpRecord& rec,
-                                           const TensorPtrs& inputs, const torch::jit::Stack& stack,
-                                           std::size_t index);
+  // Where it returns the twin, `rec` is rewritten as the plan's op (name, keys, alias).
+  const c10::OperatorHandle* in_place_twin(const PlanOp& p, OpRecord& rec, const TensorPtrs& inputs,
+                                           const torch::jit::Stack& stack, std::size_t index);
   // The armed iteration leaves the plan. `other`: its op was not the plan's (the guard refused it),
   // as opposed to one the plan's replay or launches could not go on with. Refused before the
   // plan did any of its work (before_any_work), it is another iteration that came where the
