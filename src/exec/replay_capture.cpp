@@ -531,6 +531,7 @@ void Replay::fail(const std::string& why) {
     open_ = false;
     try {
       c10::cuda::CUDAStreamGuard guard(side_);
+      QuietEmptyGraph quiet;  // as close_segment: a failed capture's last segment may be empty
       segments_.back().graph->capture_end();
     } catch (const std::exception&) {
       // An invalidated capture: out of capture mode, and the allocator no longer routes to the
