@@ -8,13 +8,20 @@
 // printed with its seed.
 //
 //   fuzz_programs [--device cpu|cuda] [--programs N] [--seconds S] [--seed S] [--compile-kernels]
-//                 [--iterations N] [--replay FILE] [--csv FILE] [--show] [--self-test]
+//                 [--iterations N] [--stand-ins] [--replay FILE] [--csv FILE] [--show]
+//                 [--self-test]
 //
 // Each program runs --iterations times (6 unless told). Its outputs of the iteration before the
 // last are held through the last one and compared too: a value the program keeps must stay as
 // eager left it. On a GPU, 30 or more iterations let a program's plan run steadily, be captured
 // and be replayed as CUDA graphs (Config::replay) for the rest; the summary counts the programs
 // whose iterations were replayed.
+//
+// The run waits for its plans' kernels after its third iteration, so that the rest run them. With
+// --stand-ins no group kernel is compiled (Config::compile_kernels): the interpreter runs the
+// groups it can and the rest run as their eager ops, as in a cold start's first iterations,
+// while NVRTC compiles. A regressions line asks for that with `stand-ins` after its seed (and
+// iterations). On the CPU, where plans run ATen's kernels, it changes nothing.
 //
 // --show prints each program's values (shape, dtype, strides), what hotpath's run of it did
 // (hotpath::format_stats: plans, groups, launches on the interpreter, eager runs, replayed
@@ -268,7 +275,7 @@ int main(int argc, char** argv) {
   double seconds = 0;
   std::uint64_t seed = 1;
   int iterations = 6;
-  bool compile_kernels = false, show = false;
+  bool compile_kernels = false, show = false, stand_ins = false;
   std::string replay, csv;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -292,6 +299,8 @@ int main(int argc, char** argv) {
       seed = std::strtoull(value().c_str(), nullptr, 10);
     } else if (a == "--compile-kernels") {
       compile_kernels = true;
+    } else if (a == "--stand-ins") {
+      stand_ins = true;
     } else if (a == "--show") {
       show = true;
     } else if (a == "--replay") {
@@ -346,38 +355,58 @@ int main(int argc, char** argv) {
   c.log_level = hotpath::LogLevel::Error;
   const bool exact = !d.is_cuda();
 
-  // Seeds and their iterations: a line of the regressions file may name more iterations than
-  // --iterations after its seed (a replayed capture needs about 20): it runs with the larger.
-  std::vector<std::pair<std::uint64_t, int>> seeds;
+  // The programs to run: a line of the regressions file may name more iterations than
+  // --iterations after its seed (a replayed capture needs about 20): it runs with the larger;
+  // then `stand-ins` (see above).
+  struct Seed {
+    std::uint64_t seed = 0;
+    int iterations = 0;
+    bool stand_ins = false;
+  };
+  std::vector<Seed> seeds;
   if (!replay.empty()) {
     std::ifstream f(replay);
     if (!f) usage("cannot read " + replay);
     for (std::string line; std::getline(f, line);) {
-      if (line.empty() || line[0] == '#') continue;
-      char* end = nullptr;
-      const std::uint64_t s = std::strtoull(line.c_str(), &end, 10);
-      char* after = nullptr;
-      const long n = std::strtol(end, &after, 10);
-      seeds.emplace_back(s, after != end ? std::max(iterations, static_cast<int>(n)) : iterations);
+      std::istringstream words(line.substr(0, line.find('#')));
+      std::string word;
+      if (!(words >> word)) continue;
+      Seed s{std::strtoull(word.c_str(), nullptr, 10), iterations, stand_ins};
+      if (word.find_first_not_of("0123456789") != std::string::npos)
+        usage(replay + ": '" + word + "' is no seed");
+      while (words >> word) {
+        if (word == "stand-ins") {
+          s.stand_ins = true;
+        } else if (word.find_first_not_of("0123456789") == std::string::npos) {
+          s.iterations = std::max(iterations, std::atoi(word.c_str()));
+        } else {
+          usage(replay + ": after seed " + std::to_string(s.seed) + ", '" + word +
+                "' is neither iterations nor stand-ins");
+        }
+      }
+      seeds.push_back(s);
     }
   }
   const std::size_t replayed = seeds.size();
   for (long k = 0; k < programs; ++k)
-    seeds.emplace_back(seed + static_cast<std::uint64_t>(k), iterations);
+    seeds.push_back({seed + static_cast<std::uint64_t>(k), iterations, stand_ins});
 
   const auto t0 = std::chrono::steady_clock::now();
   std::set<std::string> compiled;
   long ran = 0, fused_programs = 0, disagreements = 0, kernels = 0, refused = 0, within_noise = 0,
-       replayed_programs = 0;
+       replayed_programs = 0, stand_in_programs = 0;
   for (std::size_t k = 0; k < seeds.size(); ++k) {
     if (seconds > 0 && k >= replayed &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds)
       break;
-    Program p = generate(seeds[k].first, d);
-    p.iterations = seeds[k].second;
+    Program p = generate(seeds[k].seed, d);
+    p.iterations = seeds[k].iterations;
     if (p.ops.empty()) continue;
-    const Verdict verdict = judge(p, d, c, exact);
+    hotpath::Config pc = c;
+    pc.compile_kernels = !seeds[k].stand_ins;
+    const Verdict verdict = judge(p, d, pc, exact);
     ++ran;
+    stand_in_programs += seeds[k].stand_ins ? 1 : 0;
     const hotpath::Stats& st = verdict.stats;
     if (show) {
       show_program(p, d);
@@ -427,19 +456,19 @@ int main(int argc, char** argv) {
     if (verdict.why.empty()) continue;
     ++disagreements;
     const Program small =
-        shrink(p, [&](const Program& q) { return !judge(q, d, c, exact).why.empty(); });
-    std::printf("DISAGREES: %s\n  %s\n  shrunk: %s\n", p.text().c_str(), verdict.why.c_str(),
-                small.text().c_str());
+        shrink(p, [&](const Program& q) { return !judge(q, d, pc, exact).why.empty(); });
+    std::printf("DISAGREES%s: %s\n  %s\n  shrunk: %s\n",
+                seeds[k].stand_ins ? " (stand-ins for kernels)" : "", p.text().c_str(),
+                verdict.why.c_str(), small.text().c_str());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
-      "fuzz_programs: %ld program(s) on %s (%zu from the regressions file), %d iterations a "
-      "program, "
-      "%ld with fused "
-      "iterations, %ld with iterations replayed as CUDA graphs, %ld disagreement(s), %ld within "
-      "their noise floor only, %ld group(s) codegen refused%s, %.1f s\n",
-      ran, d.str().c_str(), replayed, iterations, fused_programs, replayed_programs, disagreements,
-      within_noise, refused,
+      "fuzz_programs: %ld program(s) on %s (%zu from the regressions file, %ld with stand-ins "
+      "for kernels), %d iterations a program, %ld with fused iterations, %ld with iterations "
+      "replayed as CUDA graphs, %ld disagreement(s), %ld within their noise floor only, %ld "
+      "group(s) codegen refused%s, %.1f s\n",
+      ran, d.str().c_str(), replayed, stand_in_programs, iterations, fused_programs,
+      replayed_programs, disagreements, within_noise, refused,
       compile_kernels
           ? (", " + std::to_string(kernels) + " distinct kernels compiled by NVRTC").c_str()
           : "",
@@ -447,10 +476,10 @@ int main(int argc, char** argv) {
   if (!csv.empty()) {
     std::ofstream f(csv);
     f << "device,programs,replayed,fused_programs,disagreements,codegen_refused,kernels_compiled,"
-         "seconds,within_noise,graph_programs,iterations\n"
+         "seconds,within_noise,graph_programs,iterations,stand_in_programs\n"
       << d.str() << "," << ran << "," << replayed << "," << fused_programs << "," << disagreements
       << "," << refused << "," << kernels << "," << secs << "," << within_noise << ","
-      << replayed_programs << "," << iterations << "\n";
+      << replayed_programs << "," << iterations << "," << stand_in_programs << "\n";
   }
   return disagreements == 0 ? 0 : 1;
 }
