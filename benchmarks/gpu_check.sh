@@ -126,12 +126,12 @@ if want fuzz; then
   shards=${HOTPATH_FUZZ_SHARDS:-8}
   pids=()
   for ((k = 0; k < shards; k++)); do
-    replay=()
-    if ((k == 0)); then replay=(--replay tests/fuzz/regressions.txt); fi
-    if ((k % 2 == 1)) && [[ ${HOTPATH_FUZZ_STAND_INS:-1} != 0 ]]; then replay+=(--stand-ins); fi
+    extra=()
+    if ((k == 0)); then extra=(--replay tests/fuzz/regressions.txt); fi
+    if ((k % 2 == 1)) && [[ ${HOTPATH_FUZZ_STAND_INS:-1} != 0 ]]; then extra+=(--stand-ins); fi
     timeout $((${HOTPATH_FUZZ_SECONDS:-240} + 120)) "$BUILD"/tests/fuzz_programs --device cuda \
       --seed $((1 + k * 10000000)) --programs 10000000 --seconds "${HOTPATH_FUZZ_SECONDS:-240}" \
-      --iterations "${HOTPATH_FUZZ_ITERATIONS:-6}" "${replay[@]}" --csv "$OUT/fuzz_$k.csv" \
+      --iterations "${HOTPATH_FUZZ_ITERATIONS:-6}" "${extra[@]}" --csv "$OUT/fuzz_$k.csv" \
       >"$OUT/fuzz_$k.txt" 2>&1 &
     pids+=($!)
   done

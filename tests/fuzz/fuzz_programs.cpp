@@ -371,9 +371,9 @@ int main(int argc, char** argv) {
       std::istringstream words(line.substr(0, line.find('#')));
       std::string word;
       if (!(words >> word)) continue;
-      Seed s{std::strtoull(word.c_str(), nullptr, 10), iterations, stand_ins};
       if (word.find_first_not_of("0123456789") != std::string::npos)
         usage(replay + ": '" + word + "' is no seed");
+      Seed s{std::strtoull(word.c_str(), nullptr, 10), iterations, stand_ins};
       while (words >> word) {
         if (word == "stand-ins") {
           s.stand_ins = true;
