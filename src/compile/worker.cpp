@@ -72,6 +72,11 @@ void CompileWorker::drain() {
   idle_cv_.wait(lock, [&] { return jobs_.empty() && !busy_; });
 }
 
+bool CompileWorker::idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.empty() && !busy_;
+}
+
 void CompileWorker::run() {
   // Compiles yield to the training thread where cores are short (a lower priority, nice 10).
   if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10) != 0)

@@ -22,6 +22,8 @@ class CompileWorker {
   void start();
   // Blocks until every job submitted so far has finished (tests, shutdown).
   void drain();
+  // No job waits and none runs (a test's gate asks whether more can come: compile/kernel_gate.h).
+  bool idle();
   // Drops the jobs not started, waits for the one running and ends the thread; later jobs are
   // dropped. Both workers stop when the process's main thread exits, before any static object
   // is destroyed: a job still running then would otherwise go on among destroyed objects (the

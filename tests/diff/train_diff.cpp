@@ -20,7 +20,12 @@
 //   plain,...|all]
 //              [--optimizers adamw,sgd] [--dtypes fp32,bf16] [--steps N] [--threshold N]
 //              [--verify] [--explicit-steps] [--exact] [--compile-kernels] [--small]
-//              [--csv FILE] [--trace FILE] [--cache DIR] [--factor F]
+//              [--csv FILE] [--trace FILE] [--cache DIR] [--factor F] [--handover STEP]
+//
+// --handover STEP holds the plans' compiled kernels back (compile/kernel_gate.h) and, from step
+// STEP on, lets one more group take its kernel after each step: the plans run on stand-ins (the
+// interpreter, eager ops), then on a mix of kernels and stand-ins, as a cold start's do while
+// NVRTC compiles, in an order and at steps that are the same in every run.
 //
 // Exit status: 0 when every run passes, 1 when one does not, 2 for a bad argument.
 #include <torch/torch.h>
@@ -36,6 +41,7 @@
 #include <vector>
 
 #include "codegen/kernel.h"
+#include "compile/kernel_gate.h"
 #include "compile/nvrtc.h"
 #include "hotpath/hotpath.h"
 #include "models.h"
@@ -77,6 +83,7 @@ struct Options {
   std::vector<std::string> optimizers{"adamw", "sgd"};
   std::vector<std::string> dtypes;
   int steps = 120, threshold = 10;
+  int handover = -1;  // --handover: the step after which kernels start to come in
   bool verify = false, explicit_steps = false, exact = false, compile_kernels = false,
        small = false;
   double factor = 10.0;
@@ -179,6 +186,13 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
   c.log_level = hotpath::LogLevel::Warn;
   if (!o.cache.empty()) c.cache_dir = o.cache;
   hotpath::disable_hot_path_detection();
+  struct Hold {  // --handover; let go whatever happens, or the next run's kernels wait
+    bool on;
+    ~Hold() {
+      if (on) hotpath::detail::hold_kernels(false);
+    }
+  } hold{o.handover >= 0};
+  if (hold.on) hotpath::detail::hold_kernels(true);
   hotpath::enable_hot_path_detection(c);
 
   double max_noise_loss = 0, max_noise_state = 0;
@@ -207,6 +221,7 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
     if (o.explicit_steps) hotpath::step();
     hotpath::Pause pause;
     const double lh = lh_t.item<double>();
+    if (hold.on && i >= o.handover) hotpath::detail::release_held_kernels(1);
     const auto ref = eager->state();
     const double d_loss_e2 = loss_distance(le2, le), d_loss_p = loss_distance(lp, le);
     const double d_state_e2 = state_distance(eager2->state(), ref);
@@ -314,6 +329,12 @@ int main(int argc, char** argv) {
       o.trace = value();
     } else if (a == "--cache") {
       o.cache = value();
+    } else if (a == "--handover") {
+      const std::string v = value();
+      char* end = nullptr;
+      o.handover = static_cast<int>(std::strtol(v.c_str(), &end, 10));
+      if (v.empty() || *end != '\0' || o.handover < 0)
+        usage("--handover needs a step (0 or more), got '" + v + "'");
     } else {
       usage("unknown argument '" + a + "'");
     }

@@ -8,7 +8,8 @@
 // printed with its seed.
 //
 //   fuzz_programs [--device cpu|cuda] [--programs N] [--seconds S] [--seed S] [--compile-kernels]
-//                 [--iterations N] [--stand-ins] [--replay FILE] [--csv FILE] [--show]
+//                 [--iterations N] [--stand-ins | --handover] [--replay FILE] [--csv FILE]
+//                 [--show]
 //                 [--self-test]
 //
 // Each program runs --iterations times (6 unless told). Its outputs of the iteration before the
@@ -22,6 +23,13 @@
 // groups it can and the rest run as their eager ops, as in a cold start's first iterations,
 // while NVRTC compiles. A regressions line asks for that with `stand-ins` after its seed (and
 // iterations). On the CPU, where plans run ATen's kernels, it changes nothing.
+//
+// --handover holds the plans' compiled kernels back (compile/kernel_gate.h) and lets them in as a
+// cold start gets them, part-way: the first group's kernel in the middle of an iteration (after
+// an op the seed draws, while that iteration's fused groups may be pending), the rest after a
+// later iteration, and at least one iteration runs on them all (fuzz/program.h: Handover). The
+// iterations before run on stand-ins. A regressions line asks for it with `handover`. On the CPU
+// it changes nothing either.
 //
 // --show prints each program's values (shape, dtype, strides), what hotpath's run of it did
 // (hotpath::format_stats: plans, groups, launches on the interpreter, eager runs, replayed
@@ -53,6 +61,7 @@
 #include <vector>
 
 #include "codegen/kernel.h"
+#include "compile/kernel_gate.h"
 #include "compile/nvrtc.h"
 #include "hotpath/hotpath.h"
 #include "program.h"
@@ -81,12 +90,26 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
         t.mul_((1 + perturb * torch::randn(t.sizes(), torch::Generator(g))).to(d));
   }
   hotpath::disable_hot_path_detection();
+  // --handover: the plans' kernels wait at the gate until the points the seed drew.
+  const Handover h = p.handover && hot && d.is_cuda() ? handover_points(p) : Handover{};
+  struct Hold {
+    bool on = false;
+    void let_go() {
+      if (on) hotpath::detail::hold_kernels(false);
+      on = false;
+    }
+    ~Hold() { let_go(); }
+  } hold{h.all >= 0};
+  if (hold.on) hotpath::detail::hold_kernels(true);
   if (hot) hotpath::enable_hot_path_detection(c);
   try {
     std::vector<torch::Tensor> held;  // the outputs of the iteration before, as they came
     for (int i = 0; i < p.iterations; ++i) {
       std::vector<torch::Tensor> v = in;
-      apply(p, v, i);
+      apply(
+          p, v, i, i != h.first ? std::function<void(std::size_t)>() : [&](std::size_t op) {
+            if (op == h.op) hotpath::detail::release_held_kernels(1);
+          });
       if (p.backward) {
         torch::Tensor loss = torch::zeros({}, torch::TensorOptions(d));
         for (std::size_t k = in.size(); k < v.size(); ++k)
@@ -101,7 +124,10 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
         }
       }
       hotpath::step();
-      if (hot && i == 2 && d.is_cuda()) hotpath::wait_for_compilation();
+      if (hot && i == (hold.on ? h.all : 2) && d.is_cuda()) {
+        hold.let_go();
+        hotpath::wait_for_compilation();
+      }
       if (i == p.iterations - 1) {
         for (std::size_t k = in.size(); k < v.size(); ++k)
           o.values.push_back(v[k].detach().cpu().clone());
@@ -115,6 +141,7 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
     o.threw = true;
     o.error = e.what();
   }
+  hold.let_go();
   hotpath::disable_hot_path_detection();
   return o;
 }
@@ -275,7 +302,7 @@ int main(int argc, char** argv) {
   double seconds = 0;
   std::uint64_t seed = 1;
   int iterations = 6;
-  bool compile_kernels = false, show = false, stand_ins = false;
+  bool compile_kernels = false, show = false, stand_ins = false, handover = false;
   std::string replay, csv;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -301,6 +328,8 @@ int main(int argc, char** argv) {
       compile_kernels = true;
     } else if (a == "--stand-ins") {
       stand_ins = true;
+    } else if (a == "--handover") {
+      handover = true;
     } else if (a == "--show") {
       show = true;
     } else if (a == "--replay") {
@@ -345,6 +374,7 @@ int main(int argc, char** argv) {
       usage("unknown argument '" + a + "'");
     }
   }
+  if (stand_ins && handover) usage("--stand-ins compiles no kernels for --handover to hand over");
   hotpath::Config c;
   c.threshold = 2;
   c.fuse_cpu = !d.is_cuda();
@@ -357,11 +387,11 @@ int main(int argc, char** argv) {
 
   // The programs to run: a line of the regressions file may name more iterations than
   // --iterations after its seed (a replayed capture needs about 20): it runs with the larger;
-  // then `stand-ins` (see above).
+  // then `stand-ins` or `handover` (see above).
   struct Seed {
     std::uint64_t seed = 0;
     int iterations = 0;
-    bool stand_ins = false;
+    bool stand_ins = false, handover = false;
   };
   std::vector<Seed> seeds;
   if (!replay.empty()) {
@@ -373,15 +403,18 @@ int main(int argc, char** argv) {
       if (!(words >> word)) continue;
       if (word.find_first_not_of("0123456789") != std::string::npos)
         usage(replay + ": '" + word + "' is no seed");
-      Seed s{std::strtoull(word.c_str(), nullptr, 10), iterations, stand_ins};
+      Seed s{std::strtoull(word.c_str(), nullptr, 10), iterations, stand_ins, handover};
       while (words >> word) {
-        if (word == "stand-ins") {
-          s.stand_ins = true;
+        if (word == "stand-ins" || word == "handover") {
+          (word == "handover" ? s.handover : s.stand_ins) = true;
+          if (s.stand_ins && s.handover)
+            usage(replay + ": seed " + std::to_string(s.seed) +
+                  " asks for stand-ins and handover (stand-ins compile nothing to hand over)");
         } else if (word.find_first_not_of("0123456789") == std::string::npos) {
           s.iterations = std::max(iterations, std::atoi(word.c_str()));
         } else {
           usage(replay + ": after seed " + std::to_string(s.seed) + ", '" + word +
-                "' is neither iterations nor stand-ins");
+                "' is neither iterations, stand-ins nor handover");
         }
       }
       seeds.push_back(s);
@@ -389,34 +422,41 @@ int main(int argc, char** argv) {
   }
   const std::size_t replayed = seeds.size();
   for (long k = 0; k < programs; ++k)
-    seeds.push_back({seed + static_cast<std::uint64_t>(k), iterations, stand_ins});
+    seeds.push_back({seed + static_cast<std::uint64_t>(k), iterations, stand_ins, handover});
 
   const auto t0 = std::chrono::steady_clock::now();
   std::set<std::string> compiled;
   long ran = 0, fused_programs = 0, disagreements = 0, kernels = 0, refused = 0, within_noise = 0,
-       replayed_programs = 0, stand_in_programs = 0;
+       replayed_programs = 0, stand_in_programs = 0, handover_programs = 0, handed_over = 0;
   for (std::size_t k = 0; k < seeds.size(); ++k) {
     if (seconds > 0 && k >= replayed &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds)
       break;
     Program p = generate(seeds[k].seed, d);
     p.iterations = seeds[k].iterations;
+    p.handover = seeds[k].handover;
     if (p.ops.empty()) continue;
     hotpath::Config pc = c;
     pc.compile_kernels = !seeds[k].stand_ins;
     const Verdict verdict = judge(p, d, pc, exact);
     ++ran;
     stand_in_programs += seeds[k].stand_ins ? 1 : 0;
+    handover_programs += seeds[k].handover ? 1 : 0;
     const hotpath::Stats& st = verdict.stats;
     if (show) {
       show_program(p, d);
       std::printf("%s\n", hotpath::format_stats(st).c_str());
     }
-    bool any_group = false, any_replayed = false;
+    bool any_group = false, any_replayed = false, any_handed = false;
     for (const auto& sig : st.signatures) {
       any_group = any_group || sig.fusion.fused_iterations > 0;
       any_replayed = any_replayed || sig.fusion.replayed_iterations > 0;
+      // A group that ran on a stand-in and then on its own kernel: handed over in the run.
+      for (const auto& g : sig.fusion.groups)
+        any_handed = any_handed || ((g.interpreted > 0 || g.eager_runs > 0) &&
+                                    g.launches > g.interpreted && seeds[k].handover);
     }
+    handed_over += any_handed ? 1 : 0;
     fused_programs += any_group ? 1 : 0;
     replayed_programs += any_replayed ? 1 : 0;
     if (compile_kernels) {
@@ -464,11 +504,13 @@ int main(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "fuzz_programs: %ld program(s) on %s (%zu from the regressions file, %ld with stand-ins "
-      "for kernels), %d iterations a program, %ld with fused iterations, %ld with iterations "
+      "for kernels, %ld with kernels handed over, in %ld of them from a stand-in to a group's "
+      "kernel), %d iterations a program, %ld with fused "
+      "iterations, %ld with iterations "
       "replayed as CUDA graphs, %ld disagreement(s), %ld within their noise floor only, %ld "
       "group(s) codegen refused%s, %.1f s\n",
-      ran, d.str().c_str(), replayed, stand_in_programs, iterations, fused_programs,
-      replayed_programs, disagreements, within_noise, refused,
+      ran, d.str().c_str(), replayed, stand_in_programs, handover_programs, handed_over, iterations,
+      fused_programs, replayed_programs, disagreements, within_noise, refused,
       compile_kernels
           ? (", " + std::to_string(kernels) + " distinct kernels compiled by NVRTC").c_str()
           : "",
@@ -476,10 +518,12 @@ int main(int argc, char** argv) {
   if (!csv.empty()) {
     std::ofstream f(csv);
     f << "device,programs,replayed,fused_programs,disagreements,codegen_refused,kernels_compiled,"
-         "seconds,within_noise,graph_programs,iterations,stand_in_programs\n"
+         "seconds,within_noise,graph_programs,iterations,stand_in_programs,handover_programs,"
+         "handed_over\n"
       << d.str() << "," << ran << "," << replayed << "," << fused_programs << "," << disagreements
       << "," << refused << "," << kernels << "," << secs << "," << within_noise << ","
-      << replayed_programs << "," << iterations << "," << stand_in_programs << "\n";
+      << replayed_programs << "," << iterations << "," << stand_in_programs << ","
+      << handover_programs << "," << handed_over << "\n";
   }
   return disagreements == 0 ? 0 : 1;
 }

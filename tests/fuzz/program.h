@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -78,10 +79,12 @@ struct Program {
   std::vector<FOp> ops;
   bool backward = false;
   int iterations = 6;  // how many times the loop runs it (fuzz_programs --iterations)
+  // Its kernels held back and let in part-way (fuzz_programs --handover; see Handover).
+  bool handover = false;
   std::string text() const {
     std::ostringstream os;
     os << "seed " << seed << ", " << inputs << " inputs" << (backward ? ", backward + SGD" : "")
-       << ", " << iterations << " iterations:";
+       << ", " << iterations << " iterations" << (handover ? ", kernels handed over" : "") << ":";
     for (std::size_t i = 0; i < ops.size(); ++i)
       os << " v" << values + static_cast<int>(i) << "=" << kNames[static_cast<int>(ops[i].kind)]
          << "(v" << ops[i].a << ",v" << ops[i].b << ",v" << ops[i].c << ")";
@@ -92,8 +95,21 @@ struct Program {
 // The inputs of a program, made from its seed: shapes with broadcastable dims, a one-element
 // and sometimes an empty tensor, transposed and sliced layouts, NaN/Inf, fp16/bf16, a bool mask.
 std::vector<torch::Tensor> make_inputs(const Program& p, torch::Device d, bool grad);
-// Runs the program's ops on `v` (inputs first), appending each result. Throws what ATen throws.
-void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration);
+// Runs the program's ops on `v` (inputs first), appending each result; `after_op`, where set, is
+// called with each op's index once it has run. Throws what ATen throws.
+void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration,
+           const std::function<void(std::size_t)>& after_op = nullptr);
+// Where a run with its kernels held (Program::handover, compile/kernel_gate.h) lets them in,
+// drawn from the seed: the first group's kernel after op `op` of iteration `first` (while the
+// iteration's fused groups are pending), every other one after iteration `all`, so that at least
+// one iteration runs on them all. `first` is -1 where the program runs too few iterations for
+// a partial handover; `all` is -1 where it runs too few for any.
+struct Handover {
+  int first = -1;
+  std::size_t op = 0;
+  int all = -1;
+};
+Handover handover_points(const Program& p);
 // A random program of the seed's (ops that are invalid on their operands are skipped).
 Program generate(std::uint64_t seed, torch::Device d);
 // The program with each value's shape, dtype and strides (--show).
