@@ -123,7 +123,8 @@ fi
 # ... run with --stand-ins (no group kernels: the interpreter and eager ops stand in for them, as
 # in a cold start's first iterations) unless HOTPATH_FUZZ_STAND_INS=0; shards 2, 5, 8, ... with
 # --handover (the kernels held back, then let in part-way through, as a cold start gets them)
-# unless HOTPATH_FUZZ_HANDOVER=0.
+# unless HOTPATH_FUZZ_HANDOVER=0; shards 3, 6, ... with --actions (the governor's
+# reconfigurations asked at random points) unless HOTPATH_FUZZ_ACTIONS=0.
 if want fuzz; then
   shards=${HOTPATH_FUZZ_SHARDS:-8}
   pids=()
@@ -132,6 +133,7 @@ if want fuzz; then
     if ((k == 0)); then extra=(--replay tests/fuzz/regressions.txt); fi
     if ((k % 3 == 1)) && [[ ${HOTPATH_FUZZ_STAND_INS:-1} != 0 ]]; then extra+=(--stand-ins); fi
     if ((k % 3 == 2)) && [[ ${HOTPATH_FUZZ_HANDOVER:-1} != 0 ]]; then extra+=(--handover); fi
+    if ((k > 0 && k % 3 == 0)) && [[ ${HOTPATH_FUZZ_ACTIONS:-1} != 0 ]]; then extra+=(--actions); fi
     timeout $((${HOTPATH_FUZZ_SECONDS:-240} + 120)) "$BUILD"/tests/fuzz_programs --device cuda \
       --seed $((1 + k * 10000000)) --programs 10000000 --seconds "${HOTPATH_FUZZ_SECONDS:-240}" \
       --iterations "${HOTPATH_FUZZ_ITERATIONS:-6}" "${extra[@]}" --csv "$OUT/fuzz_$k.csv" \
@@ -143,13 +145,13 @@ if want fuzz; then
   {
     cat "$OUT"/fuzz_[0-9]*.txt | grep -vE "^fuzz_programs:"
     awk -F, 'FNR == 1 { header = $0; next }
-             { n++; for (i = 2; i <= 10; i++) t[i] += $i; t[12] += $12; t[13] += $13; t[14] += $14; d = $1; it = $11 }
-             END { printf "fuzz_programs: %d shard(s) on %s: %d program(s) (%d from the regressions file, %d with stand-ins for kernels, %d with kernels handed over, %d of them from a stand-in to a kernel), %d iterations each, %d with fused iterations, %d with iterations replayed as CUDA graphs, %d disagreement(s), %d within their noise floor only, %d group(s) codegen refused, %.1f s each\n", n, d, t[2], t[3], t[12], t[13], t[14], it, t[4], t[10], t[5], t[9], t[6], t[8] / (n ? n : 1) }' \
+             { n++; for (i = 2; i <= 10; i++) t[i] += $i; t[12] += $12; t[13] += $13; t[14] += $14; t[15] += $15; d = $1; it = $11 }
+             END { printf "fuzz_programs: %d shard(s) on %s: %d program(s) (%d from the regressions file, %d with stand-ins for kernels, %d with kernels handed over, %d of them from a stand-in to a kernel, %d with governor actions), %d iterations each, %d with fused iterations, %d with iterations replayed as CUDA graphs, %d disagreement(s), %d within their noise floor only, %d group(s) codegen refused, %.1f s each\n", n, d, t[2], t[3], t[12], t[13], t[14], t[15], it, t[4], t[10], t[5], t[9], t[6], t[8] / (n ? n : 1) }' \
       "$OUT"/fuzz_[0-9]*.csv
   } >"$OUT/fuzz.txt"
   awk -F, 'FNR == 1 { if (NR == 1) print; next }
-           { for (i = 2; i <= 10; i++) t[i] += $i; t[12] += $12; t[13] += $13; t[14] += $14; d = $1; it = $11; n++ }
-           END { printf "%s,%d,%d,%d,%d,%d,%d,%.1f,%d,%d,%d,%d,%d,%d\n", d, t[2], t[3], t[4], t[5], t[6], t[7], t[8] / (n ? n : 1), t[9], t[10], it, t[12], t[13], t[14] }' \
+           { for (i = 2; i <= 10; i++) t[i] += $i; t[12] += $12; t[13] += $13; t[14] += $14; t[15] += $15; d = $1; it = $11; n++ }
+           END { printf "%s,%d,%d,%d,%d,%d,%d,%.1f,%d,%d,%d,%d,%d,%d,%d\n", d, t[2], t[3], t[4], t[5], t[6], t[7], t[8] / (n ? n : 1), t[9], t[10], it, t[12], t[13], t[14], t[15] }' \
     "$OUT"/fuzz_[0-9]*.csv >"$OUT/fuzz.csv"
   echo "fuzz: exit $rc"
   save

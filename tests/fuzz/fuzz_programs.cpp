@@ -8,8 +8,8 @@
 // printed with its seed.
 //
 //   fuzz_programs [--device cpu|cuda] [--programs N] [--seconds S] [--seed S] [--compile-kernels]
-//                 [--iterations N] [--stand-ins | --handover] [--replay FILE] [--csv FILE]
-//                 [--show]
+//                 [--iterations N] [--stand-ins | --handover] [--actions] [--replay FILE]
+//                 [--csv FILE] [--show]
 //                 [--self-test]
 //
 // Each program runs --iterations times (6 unless told). Its outputs of the iteration before the
@@ -31,6 +31,13 @@
 // iterations before run on stand-ins. A regressions line asks for it with `handover`. On the CPU
 // it changes nothing either.
 //
+// --actions asks each run's plans, at points the seed draws (mid-iteration included), what the
+// governor may ask of them: a random set of groups fused and the rest eager, every group eager,
+// every group fused again, replay or the stand-ins let go, the stand-ins kept, the plan reverted
+// (fuzz/program.h: Action). The fuzzer runs with the governor's windows off, so without it these
+// reconfigurations, which a real run's governor makes by timing, would never meet a program. A
+// regressions line asks for it with `actions`.
+//
 // --show prints each program's values (shape, dtype, strides), what hotpath's run of it did
 // (hotpath::format_stats: plans, groups, launches on the interpreter, eager runs, replayed
 // iterations) and, with --compile-kernels, the source of every kernel its plans generate: `--seed S
@@ -41,12 +48,13 @@
 // and results must agree within 1e-4 (fp32) or 2e-2 (fp16/bf16) of the largest magnitude, with
 // NaN and Inf exactly where eager has them. A program beyond that is run again with every launch
 // verified against eager on its own inputs (one launch beyond Config::verify's tolerance is a
-// disagreement), and then judged by its own noise floor: eager again with its fp32 inputs moved
-// by about a rounding error (1e-7); hotpath agrees if it moves no result more than 10 times as
-// far (as tests/diff/train_diff does for training runs). Such programs (an SGD step through
-// rsqrt or a division near zero) are counted apart. --replay runs the programs of a file of seeds
-// (the regressions kept in tests/fuzz/regressions.txt) before the random ones. Exit status 1 when a
-// program disagrees, 2 for a bad argument.
+// disagreement in an fp32 program), and then judged by its own noise floor: eager again with its
+// float inputs moved by about a rounding error (1e-7; where the program computes in fp16 or bf16,
+// that type's: 2^-11 or 2^-8); hotpath agrees if it moves no result more than 10 times as far (as
+// tests/diff/train_diff does for training runs). Such programs (an SGD step through rsqrt or a
+// division near zero, fp16 gradients that cancel) are counted apart. --replay runs the programs of
+// a file of seeds (the regressions kept in tests/fuzz/regressions.txt) before the random ones. Exit
+// status 1 when a program disagrees, 2 for a bad argument.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -64,19 +72,48 @@
 #include "compile/kernel_gate.h"
 #include "compile/nvrtc.h"
 #include "hotpath/hotpath.h"
+#include "judge.h"
 #include "program.h"
 #include "session/session.h"
 
 namespace {
 
 using namespace fuzz;
-struct Outcome {
-  std::vector<torch::Tensor> values;  // outputs of the last iteration and the inputs after SGD
-  bool threw = false;
-  std::string error;
-};
+// --actions: asks every plan of the run what the action says, as the governor would.
+void ask(const Action& a) {
+  const auto session = hotpath::detail::thread_session();
+  if (!session) return;
+  std::mt19937_64 r(a.bits);
+  const std::string why = std::string("fuzz_programs: ") + action_name(a.kind);
+  for (const auto& sig : hotpath::stats().signatures) {
+    const auto groups = session->groups(sig.id);
+    if (!groups || groups->empty()) continue;
+    std::vector<bool> on(groups->size(), a.kind != Action::kAllOff);
+    if (a.kind == Action::kMask)
+      for (std::size_t g = 0; g < on.size(); ++g) on[g] = (r() & 1) != 0;
+    switch (a.kind) {
+      case Action::kMask:
+      case Action::kAllOff:
+      case Action::kAllOn:
+        session->set_active(sig.id, on, why);
+        break;
+      case Action::kNoReplay:
+        session->no_replay(sig.id, why);
+        break;
+      case Action::kNoStandIn:
+        session->no_stand_in(sig.id, why);
+        break;
+      case Action::kKeepStandIn:
+        session->keep_stand_in(sig.id, why);
+        break;
+      case Action::kRevert:
+        session->revert(sig.id, why);
+        break;
+    }
+  }
+}
 
-// `perturb` > 0: each fp32 input is first multiplied by (1 + perturb * noise), noise drawn from
+// `perturb` > 0: each float input is first multiplied by (1 + perturb * noise), noise drawn from
 // the program's seed: the same program with its inputs moved by about a rounding error.
 Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& c,
             double perturb = 0) {
@@ -86,7 +123,7 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
     torch::NoGradGuard no_grad;
     auto g = at::detail::createCPUGenerator(p.seed ^ 0x5eedULL);
     for (auto& t : in)
-      if (t.scalar_type() == torch::kFloat && t.numel() > 0)
+      if (t.is_floating_point() && t.numel() > 0)
         t.mul_((1 + perturb * torch::randn(t.sizes(), torch::Generator(g))).to(d));
   }
   hotpath::disable_hot_path_detection();
@@ -101,15 +138,22 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
     ~Hold() { let_go(); }
   } hold{h.all >= 0};
   if (hold.on) hotpath::detail::hold_kernels(true);
+  const std::vector<Action> acts = p.actions && hot ? action_points(p) : std::vector<Action>{};
+  std::size_t next_act = 0;
   if (hot) hotpath::enable_hot_path_detection(c);
   try {
     std::vector<torch::Tensor> held;  // the outputs of the iteration before, as they came
     for (int i = 0; i < p.iterations; ++i) {
       std::vector<torch::Tensor> v = in;
-      apply(
-          p, v, i, i != h.first ? std::function<void(std::size_t)>() : [&](std::size_t op) {
-            if (op == h.op) hotpath::detail::release_held_kernels(1);
-          });
+      // Between two ops of the iteration: a held kernel let in, the governor's actions asked.
+      auto between = [&](std::size_t op) {
+        if (i == h.first && op == h.op) hotpath::detail::release_held_kernels(1);
+        for (; next_act < acts.size() && acts[next_act].iteration == i && acts[next_act].op == op;
+             ++next_act)
+          ask(acts[next_act]);
+      };
+      const bool asks = next_act < acts.size() && acts[next_act].iteration == i;
+      apply(p, v, i, i == h.first || asks ? std::function<void(std::size_t)>(between) : nullptr);
       if (p.backward) {
         torch::Tensor loss = torch::zeros({}, torch::TensorOptions(d));
         for (std::size_t k = in.size(); k < v.size(); ++k)
@@ -146,73 +190,6 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
   return o;
 }
 
-// A relative change of the fp32 inputs of about one rounding error; a result hotpath moves by
-// at most kNoiseFactor times as much as this moves eager's is within the program's noise.
-constexpr double kPerturbation = 1e-7;
-constexpr double kNoiseFactor = 10;
-
-// Per value: the largest difference between eager and eager on perturbed inputs, over the
-// elements finite in both; infinite where the perturbation moves a NaN or an Inf.
-std::vector<double> noise_floor(const Outcome& eager, const Outcome& perturbed) {
-  std::vector<double> floor;
-  if (eager.threw || perturbed.threw || eager.values.size() != perturbed.values.size())
-    return floor;
-  for (std::size_t i = 0; i < eager.values.size(); ++i) {
-    const auto x = perturbed.values[i].to(torch::kDouble), y = eager.values[i].to(torch::kDouble);
-    if (x.sizes() != y.sizes() || !torch::equal(x.isfinite(), y.isfinite())) {
-      floor.push_back(INFINITY);
-      continue;
-    }
-    const auto fin = y.isfinite();
-    floor.push_back(fin.any().item<bool>() ? (x - y).abs().masked_select(fin).max().item<double>()
-                                           : 0.0);
-  }
-  return floor;
-}
-
-// Empty when the two runs agree, else where they do not. `floor` (per value, from noise_floor)
-// widens the tolerance to kNoiseFactor times the program's own noise.
-std::string compare(const Outcome& eager, const Outcome& fused, bool exact,
-                    const std::vector<double>& floor = {}) {
-  if (eager.threw != fused.threw)
-    return "eager " + std::string(eager.threw ? "threw: " + eager.error : "ran") + ", hotpath " +
-           (fused.threw ? "threw: " + fused.error : "ran");
-  if (eager.values.size() != fused.values.size()) return "different numbers of values";
-  for (std::size_t i = 0; i < eager.values.size(); ++i) {
-    const auto& a = fused.values[i];
-    const auto& b = eager.values[i];
-    if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type())
-      return "value " + std::to_string(i) + ": another shape or dtype";
-    if (a.numel() == 0) continue;
-    const double noise = i < floor.size() ? floor[i] : 0.0;
-    if (std::isinf(noise)) continue;  // eager's own NaN and Inf move with its inputs
-    if (exact) {
-      if (!torch::equal(a.isnan(), b.isnan()) ||
-          !torch::equal(a.nan_to_num(0, 0, 0), b.nan_to_num(0, 0, 0)))
-        return "value " + std::to_string(i) + " differs (bitwise)";
-      continue;
-    }
-    const auto x = a.to(torch::kDouble), y = b.to(torch::kDouble);
-    if (!torch::equal(x.isnan(), y.isnan()) || !torch::equal(x.isinf(), y.isinf()) ||
-        !torch::equal(x.isinf() * x.sign(), y.isinf() * y.sign()))
-      return "value " + std::to_string(i) +
-             ": NaN or Inf where eager has none (or none where it has)";
-    const auto fin = y.isfinite();
-    if (!fin.any().item<bool>()) continue;
-    const double diff = (x - y).abs().masked_select(fin).max().item<double>();
-    const double scale = std::max(y.abs().masked_select(fin).max().item<double>(), 1.0);
-    const double tol = b.scalar_type() == torch::kFloat ? 1e-4 : 2e-2;
-    if (diff > std::max(tol * scale, kNoiseFactor * noise)) {
-      std::ostringstream os;
-      os << "value " << i << " " << b.sizes() << " " << b.scalar_type() << ": max |diff| " << diff
-         << " over scale " << scale;
-      if (!floor.empty()) os << " (eager on perturbed inputs: " << noise << ")";
-      return os.str();
-    }
-  }
-  return {};
-}
-
 struct Verdict {
   std::string why;       // empty: hotpath agrees with eager
   bool noise = false;    // agrees only within the program's own noise floor
@@ -232,19 +209,27 @@ Verdict judge(const Program& p, torch::Device d, const hotpath::Config& c, bool 
   verify.verify = true;
   run(p, d, true, verify);
   const hotpath::Stats verified = hotpath::stats();
+  // In fp32 a launch beyond Config::verify's tolerance is a disagreement whatever the results;
+  // in half precision a launch's own rounding differs from eager's by more (see perturbation),
+  // so its results are judged by the half-precision noise floor, the launch named if they fail.
+  const double u = perturbation(eager);
+  std::string launches;
   for (const auto& sig : verified.signatures) {
     for (const auto& g : sig.fusion.groups) {
-      if (g.verify_failures == 0) continue;
+      if (g.verify_failures == 0 || !launches.empty()) continue;
       std::ostringstream os;
-      os << v.why << "; group " << g.name << ": " << g.verify_failures
+      os << "; group " << g.name << ": " << g.verify_failures
          << " launch(es) differ from eager on their own inputs (max relative error "
          << g.max_rel_error << ")";
-      v.why = os.str();
-      return v;
+      launches = os.str();
     }
   }
+  if (!launches.empty() && u == kPerturbation) {
+    v.why += launches;
+    return v;
+  }
   const std::string within =
-      compare(eager, fused, exact, noise_floor(eager, run(p, d, false, c, kPerturbation)));
+      compare(eager, fused, exact, noise_floor(eager, run(p, d, false, c, u)));
   if (within.empty()) {
     v.why.clear();
     v.noise = true;
@@ -254,6 +239,10 @@ Verdict judge(const Program& p, torch::Device d, const hotpath::Config& c, bool 
   // checked run (a group whose ops ran eagerly was checked by no launch), the ones that
   // differed from eager at all first to look at.
   std::ostringstream os;
+  if (!launches.empty()) {
+    v.why = within + launches;
+    return v;
+  }
   os << within << "; every launch within tolerance; groups (launches, on the interpreter, eager "
      << "runs, launches checked, largest relative error):";
   for (const auto& sig : verified.signatures)
@@ -302,7 +291,7 @@ int main(int argc, char** argv) {
   double seconds = 0;
   std::uint64_t seed = 1;
   int iterations = 6;
-  bool compile_kernels = false, show = false, stand_ins = false, handover = false;
+  bool compile_kernels = false, show = false, stand_ins = false, handover = false, actions = false;
   std::string replay, csv;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -330,6 +319,8 @@ int main(int argc, char** argv) {
       stand_ins = true;
     } else if (a == "--handover") {
       handover = true;
+    } else if (a == "--actions") {
+      actions = true;
     } else if (a == "--show") {
       show = true;
     } else if (a == "--replay") {
@@ -387,11 +378,11 @@ int main(int argc, char** argv) {
 
   // The programs to run: a line of the regressions file may name more iterations than
   // --iterations after its seed (a replayed capture needs about 20): it runs with the larger;
-  // then `stand-ins` or `handover` (see above).
+  // then `stand-ins` or `handover`, and `actions` (see above).
   struct Seed {
     std::uint64_t seed = 0;
     int iterations = 0;
-    bool stand_ins = false, handover = false;
+    bool stand_ins = false, handover = false, actions = false;
   };
   std::vector<Seed> seeds;
   if (!replay.empty()) {
@@ -403,9 +394,11 @@ int main(int argc, char** argv) {
       if (!(words >> word)) continue;
       if (word.find_first_not_of("0123456789") != std::string::npos)
         usage(replay + ": '" + word + "' is no seed");
-      Seed s{std::strtoull(word.c_str(), nullptr, 10), iterations, stand_ins, handover};
+      Seed s{std::strtoull(word.c_str(), nullptr, 10), iterations, stand_ins, handover, actions};
       while (words >> word) {
-        if (word == "stand-ins" || word == "handover") {
+        if (word == "actions") {
+          s.actions = true;
+        } else if (word == "stand-ins" || word == "handover") {
           (word == "handover" ? s.handover : s.stand_ins) = true;
           if (s.stand_ins && s.handover)
             usage(replay + ": seed " + std::to_string(s.seed) +
@@ -414,7 +407,7 @@ int main(int argc, char** argv) {
           s.iterations = std::max(iterations, std::atoi(word.c_str()));
         } else {
           usage(replay + ": after seed " + std::to_string(s.seed) + ", '" + word +
-                "' is neither iterations, stand-ins nor handover");
+                "' is neither iterations, stand-ins, handover nor actions");
         }
       }
       seeds.push_back(s);
@@ -422,12 +415,14 @@ int main(int argc, char** argv) {
   }
   const std::size_t replayed = seeds.size();
   for (long k = 0; k < programs; ++k)
-    seeds.push_back({seed + static_cast<std::uint64_t>(k), iterations, stand_ins, handover});
+    seeds.push_back(
+        {seed + static_cast<std::uint64_t>(k), iterations, stand_ins, handover, actions});
 
   const auto t0 = std::chrono::steady_clock::now();
   std::set<std::string> compiled;
   long ran = 0, fused_programs = 0, disagreements = 0, kernels = 0, refused = 0, within_noise = 0,
-       replayed_programs = 0, stand_in_programs = 0, handover_programs = 0, handed_over = 0;
+       replayed_programs = 0, stand_in_programs = 0, handover_programs = 0, handed_over = 0,
+       action_programs = 0;
   for (std::size_t k = 0; k < seeds.size(); ++k) {
     if (seconds > 0 && k >= replayed &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds)
@@ -435,6 +430,7 @@ int main(int argc, char** argv) {
     Program p = generate(seeds[k].seed, d);
     p.iterations = seeds[k].iterations;
     p.handover = seeds[k].handover;
+    p.actions = seeds[k].actions;
     if (p.ops.empty()) continue;
     hotpath::Config pc = c;
     pc.compile_kernels = !seeds[k].stand_ins;
@@ -442,9 +438,16 @@ int main(int argc, char** argv) {
     ++ran;
     stand_in_programs += seeds[k].stand_ins ? 1 : 0;
     handover_programs += seeds[k].handover ? 1 : 0;
+    action_programs += seeds[k].actions ? 1 : 0;
     const hotpath::Stats& st = verdict.stats;
     if (show) {
       show_program(p, d);
+      const Handover h = p.handover ? handover_points(p) : Handover{};
+      if (h.first >= 0)
+        std::printf("  one kernel let in after op %zu of iteration %d\n", h.op, h.first);
+      if (h.all >= 0) std::printf("  every kernel let in after iteration %d\n", h.all);
+      for (const Action& a : p.actions ? action_points(p) : std::vector<Action>{})
+        std::printf("  after op %zu of iteration %d: %s\n", a.op, a.iteration, action_name(a.kind));
       std::printf("%s\n", hotpath::format_stats(st).c_str());
     }
     bool any_group = false, any_replayed = false, any_handed = false;
@@ -505,12 +508,13 @@ int main(int argc, char** argv) {
   std::printf(
       "fuzz_programs: %ld program(s) on %s (%zu from the regressions file, %ld with stand-ins "
       "for kernels, %ld with kernels handed over, in %ld of them from a stand-in to a group's "
-      "kernel), %d iterations a program, %ld with fused "
+      "kernel, %ld with the governor's actions), %d iterations a program, %ld with fused "
       "iterations, %ld with iterations "
       "replayed as CUDA graphs, %ld disagreement(s), %ld within their noise floor only, %ld "
       "group(s) codegen refused%s, %.1f s\n",
-      ran, d.str().c_str(), replayed, stand_in_programs, handover_programs, handed_over, iterations,
-      fused_programs, replayed_programs, disagreements, within_noise, refused,
+      ran, d.str().c_str(), replayed, stand_in_programs, handover_programs, handed_over,
+      action_programs, iterations, fused_programs, replayed_programs, disagreements, within_noise,
+      refused,
       compile_kernels
           ? (", " + std::to_string(kernels) + " distinct kernels compiled by NVRTC").c_str()
           : "",
@@ -519,11 +523,11 @@ int main(int argc, char** argv) {
     std::ofstream f(csv);
     f << "device,programs,replayed,fused_programs,disagreements,codegen_refused,kernels_compiled,"
          "seconds,within_noise,graph_programs,iterations,stand_in_programs,handover_programs,"
-         "handed_over\n"
+         "handed_over,action_programs\n"
       << d.str() << "," << ran << "," << replayed << "," << fused_programs << "," << disagreements
       << "," << refused << "," << kernels << "," << secs << "," << within_noise << ","
       << replayed_programs << "," << iterations << "," << stand_in_programs << ","
-      << handover_programs << "," << handed_over << "\n";
+      << handover_programs << "," << handed_over << "," << action_programs << "\n";
   }
   return disagreements == 0 ? 0 : 1;
 }

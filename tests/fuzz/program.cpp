@@ -81,6 +81,42 @@ Handover handover_points(const Program& p) {
   return h;
 }
 
+std::vector<Action> action_points(const Program& p) {
+  std::vector<Action> out;
+  if (p.iterations < 5 || p.ops.empty()) return out;
+  std::mt19937_64 r(p.seed ^ 0xac71043ULL);
+  const int n = 1 + static_cast<int>(r() % 4);
+  for (int k = 0; k < n; ++k) {
+    Action a;
+    a.iteration = 3 + static_cast<int>(r() % static_cast<std::uint64_t>(p.iterations - 4));
+    a.op = static_cast<std::size_t>(r() % p.ops.size());
+    // Trials and rebases most often, as the governor asks; a revert rarely.
+    const std::uint64_t pick = r() % 20;
+    a.kind = pick < 7    ? Action::kMask
+             : pick < 10 ? Action::kAllOff
+             : pick < 14 ? Action::kAllOn
+             : pick < 16 ? Action::kNoReplay
+             : pick < 17 ? Action::kNoStandIn
+             : pick < 19 ? Action::kKeepStandIn
+                         : Action::kRevert;
+    a.bits = r();
+    out.push_back(a);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Action& a, const Action& b) {
+    return a.iteration != b.iteration ? a.iteration < b.iteration : a.op < b.op;
+  });
+  // A reverted plan is asked nothing more: a revert only ends the list.
+  for (std::size_t k = 0; k + 1 < out.size(); ++k)
+    if (out[k].kind == Action::kRevert) out[k].kind = Action::kAllOn;
+  return out;
+}
+
+const char* action_name(Action::Kind k) {
+  static const char* const names[] = {"groups",      "all-off",       "all-on", "no-replay",
+                                      "no-stand-in", "keep-stand-in", "revert"};
+  return names[static_cast<int>(k)];
+}
+
 void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration,
            const std::function<void(std::size_t)>& after_op) {
   const double f = 1.0 + 0.125 * iteration;  // scalars change every iteration

@@ -81,10 +81,14 @@ struct Program {
   int iterations = 6;  // how many times the loop runs it (fuzz_programs --iterations)
   // Its kernels held back and let in part-way (fuzz_programs --handover; see Handover).
   bool handover = false;
+  // What the governor may ask of its plans, asked at points drawn from the seed (--actions; see
+  // Action).
+  bool actions = false;
   std::string text() const {
     std::ostringstream os;
     os << "seed " << seed << ", " << inputs << " inputs" << (backward ? ", backward + SGD" : "")
-       << ", " << iterations << " iterations" << (handover ? ", kernels handed over" : "") << ":";
+       << ", " << iterations << " iterations" << (handover ? ", kernels handed over" : "")
+       << (actions ? ", governor actions" : "") << ":";
     for (std::size_t i = 0; i < ops.size(); ++i)
       os << " v" << values + static_cast<int>(i) << "=" << kNames[static_cast<int>(ops[i].kind)]
          << "(v" << ops[i].a << ",v" << ops[i].b << ",v" << ops[i].c << ")";
@@ -110,6 +114,23 @@ struct Handover {
   int all = -1;
 };
 Handover handover_points(const Program& p);
+// One thing the governor may ask of every plan of the run (policy/plan_control.h), asked after op
+// `op` of iteration `iteration`; the executor takes it up at the next iteration start, as it
+// does the governor's. kMask: a random set of groups fused (from `bits`), the rest eager (a
+// trial); kAllOff: every group eager (a rebase); kAllOn: every group fused again; kNoReplay: CUDA
+// graph replay let go; kNoStandIn / kKeepStandIn: the interpreter's stand-in let go, or kept;
+// kRevert: the plan reverted to eager for good (only ever the last action).
+struct Action {
+  enum Kind { kMask, kAllOff, kAllOn, kNoReplay, kNoStandIn, kKeepStandIn, kRevert };
+  int iteration = 0;
+  std::size_t op = 0;
+  Kind kind = kMask;
+  std::uint64_t bits = 0;
+};
+// Up to four actions, in the order they come, from iteration 3 to the one before the last (none
+// where the program runs fewer than 5 iterations).
+std::vector<Action> action_points(const Program& p);
+const char* action_name(Action::Kind k);
 // A random program of the seed's (ops that are invalid on their operands are skipped).
 Program generate(std::uint64_t seed, torch::Device d);
 // The program with each value's shape, dtype and strides (--show).
