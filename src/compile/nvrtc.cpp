@@ -78,13 +78,8 @@ std::string compile_program(const Program& prog, const std::string& source, cons
 }  // namespace
 
 std::vector<std::string> nvrtc_options(int arch) {
-  // --fmad=false: each op's result is rounded as eager's kernel for it rounds it. Contracted, one
-  // op's multiply and the next op's add become one FMA, and a row kernel that recomputes x * s
-  // in each pass gets fma(x, s, -max) for x * s - max: the residual of the product's rounding,
-  // not the 0 eager computes for the row's largest element (log_softmax of a one-column row
-  // came out as +-1.2e-7, and a mask taken from it flipped: fuzz_programs seed 802000760).
   return {"--gpu-architecture=sm_" + std::to_string(arch), "--std=c++17", "-default-device",
-          "-lineinfo", "--fmad=false"};
+          "-lineinfo"};
 }
 
 void nvrtc_start(int arch) {
