@@ -1,5 +1,6 @@
 #include "compile/kernel_gate.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -38,8 +39,6 @@ void hold_kernels(bool on) {
   }
   g.cv.notify_all();
 }
-
-bool holding_kernels() { return held.load(std::memory_order_relaxed); }
 
 int release_held_kernels(int n) {
   Gate& g = gate();

@@ -1,8 +1,9 @@
-// A test's hand on when a plan's groups take their kernels (tests/fuzz: --handover). In a cold
-// start the groups run on the interpreter or as their eager ops while NVRTC compiles, and each
-// takes its kernel whenever the worker has it, often in the middle of an iteration. Held, the
-// worker waits before each group's kernel is published (Executor::compile) until a test lets it
-// go, so that a test decides where in its loop the handover comes, and can repeat it.
+// A test's hand on when a plan's groups take their kernels (fuzz_programs and train_diff:
+// --handover). In a cold start the groups run on the interpreter or as their eager ops while
+// NVRTC compiles, and each takes its kernel whenever the worker has it, often in the middle of an
+// iteration. Held, the worker waits before each group's kernel is published (Executor::compile)
+// until a test lets it go, so that a test decides where in its loop the handover comes, and can
+// repeat it.
 //
 // Nothing holds unless a test calls hold_kernels(true): a production run pays one relaxed load a
 // group. A group held longer than kGateTimeout goes anyway (a test that never lets go must not
@@ -19,7 +20,6 @@ constexpr std::chrono::seconds kGateTimeout{120};
 // On: from now on each group waits before its kernel is published. Off: every waiting group
 // goes, and later ones do not wait.
 void hold_kernels(bool on);
-bool holding_kernels();
 
 // Lets `n` more held groups take their kernels (in the order the worker reaches them) and waits
 // until they have, or until no group waits and the compile worker is idle (no more can come), or
