@@ -26,6 +26,26 @@ void hold_kernels(bool on);
 // kGateTimeout. Returns how many were published.
 int release_held_kernels(int n);
 
+// A test's hold for a scope: held from construction when `on`, let go by let_go() or at the
+// scope's end whatever happens (else the next run's kernels would wait at the gate).
+class HeldKernels {
+ public:
+  explicit HeldKernels(bool on) : on_(on) {
+    if (on_) hold_kernels(true);
+  }
+  HeldKernels(const HeldKernels&) = delete;
+  HeldKernels& operator=(const HeldKernels&) = delete;
+  ~HeldKernels() { let_go(); }
+  void let_go() {
+    if (on_) hold_kernels(false);
+    on_ = false;
+  }
+  bool on() const { return on_; }
+
+ private:
+  bool on_;
+};
+
 // The worker's side: runs `publish` (a group's state stored), once the gate lets the group go.
 void publish_through_gate(const std::function<void()>& publish);
 

@@ -186,13 +186,7 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
   c.log_level = hotpath::LogLevel::Warn;
   if (!o.cache.empty()) c.cache_dir = o.cache;
   hotpath::disable_hot_path_detection();
-  struct Hold {  // --handover; let go whatever happens, or the next run's kernels wait
-    bool on;
-    ~Hold() {
-      if (on) hotpath::detail::hold_kernels(false);
-    }
-  } hold{o.handover >= 0};
-  if (hold.on) hotpath::detail::hold_kernels(true);
+  hotpath::detail::HeldKernels hold(o.handover >= 0);  // --handover
   hotpath::enable_hot_path_detection(c);
 
   double max_noise_loss = 0, max_noise_state = 0;
@@ -221,7 +215,7 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
     if (o.explicit_steps) hotpath::step();
     hotpath::Pause pause;
     const double lh = lh_t.item<double>();
-    if (hold.on && i >= o.handover) hotpath::detail::release_held_kernels(1);
+    if (hold.on() && i >= o.handover) hotpath::detail::release_held_kernels(1);
     const auto ref = eager->state();
     const double d_loss_e2 = loss_distance(le2, le), d_loss_p = loss_distance(lp, le);
     const double d_state_e2 = state_distance(eager2->state(), ref);

@@ -88,15 +88,16 @@ void ask(const Action& a) {
   for (const auto& sig : hotpath::stats().signatures) {
     const auto groups = session->groups(sig.id);
     if (!groups || groups->empty()) continue;
-    std::vector<bool> on(groups->size(), a.kind != Action::kAllOff);
-    if (a.kind == Action::kMask)
-      for (std::size_t g = 0; g < on.size(); ++g) on[g] = (r() & 1) != 0;
     switch (a.kind) {
       case Action::kMask:
       case Action::kAllOff:
-      case Action::kAllOn:
+      case Action::kAllOn: {
+        std::vector<bool> on(groups->size(), a.kind != Action::kAllOff);
+        if (a.kind == Action::kMask)
+          for (std::size_t g = 0; g < on.size(); ++g) on[g] = (r() & 1) != 0;
         session->set_active(sig.id, on, why);
         break;
+      }
       case Action::kNoReplay:
         session->no_replay(sig.id, why);
         break;
@@ -129,15 +130,7 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
   hotpath::disable_hot_path_detection();
   // --handover: the plans' kernels wait at the gate until the points the seed drew.
   const Handover h = p.handover && hot && d.is_cuda() ? handover_points(p) : Handover{};
-  struct Hold {
-    bool on = false;
-    void let_go() {
-      if (on) hotpath::detail::hold_kernels(false);
-      on = false;
-    }
-    ~Hold() { let_go(); }
-  } hold{h.all >= 0};
-  if (hold.on) hotpath::detail::hold_kernels(true);
+  hotpath::detail::HeldKernels hold(h.all >= 0);
   const std::vector<Action> acts = p.actions && hot ? action_points(p) : std::vector<Action>{};
   std::size_t next_act = 0;
   if (hot) hotpath::enable_hot_path_detection(c);
@@ -168,7 +161,7 @@ Outcome run(const Program& p, torch::Device d, bool hot, const hotpath::Config& 
         }
       }
       hotpath::step();
-      if (hot && i == (hold.on ? h.all : 2) && d.is_cuda()) {
+      if (hot && i == (hold.on() ? h.all : 2) && d.is_cuda()) {
         hold.let_go();
         hotpath::wait_for_compilation();
       }
