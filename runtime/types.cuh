@@ -46,5 +46,14 @@ template <typename T>
 __device__ __forceinline__ float round_to(float v) {
   return to_float(from_float<T>(v));
 }
+// An fp32 op's result as eager's own kernel stores it: the product it may end in is rounded
+// there, not contracted with a later op's add into one FMA (add.rn is never contracted; adding
+// -0 changes no value, signed zeros and NaN included). Contracted, a row kernel that recomputes
+// x * s in each pass computed the row maximum's x * s - max as the product's rounding residual,
+// not the 0 eager gets (log_softmax of a one-column row: +-1.2e-7).
+template <>
+__device__ __forceinline__ float round_to<float>(float v) {
+  return __fadd_rn(v, -0.0f);
+}
 
 }  // namespace hp

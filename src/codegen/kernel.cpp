@@ -67,6 +67,11 @@ std::string round_to_dtype(const std::string& expr, c10::ScalarType dtype) {
              : std::string("hp::round_to<") + cuda_type(dtype) + ">(" + expr + ")";
 }
 
+std::string op_result(const std::string& expr, c10::ScalarType dtype) {
+  return dtype == c10::ScalarType::Float ? "hp::round_to<float>(" + expr + ")"
+                                         : round_to_dtype(expr, dtype);
+}
+
 std::string chunked_sum_epilogue(const ChunkedSumNames& v, const std::vector<std::string>& stores) {
   std::ostringstream src;
   // The warps' sums of sum k, in warp order, then `then` (a statement with the total in s).
@@ -127,8 +132,8 @@ std::string pointwise_expression(const Graph& g, const Node& n, const PointwiseO
   const auto round = operand_rounding(g, n, op);
   for (std::size_t k = 0; k < operands.size() && k < round.size(); ++k)
     operands[k] = round_to_dtype(operands[k], round[k]);
-  return round_to_dtype(op.emit(operands, s, imm, op.variant ? op.variant(n, g) : std::string()),
-                        g.value(n.outputs[0]).meta.dtype);
+  return op_result(op.emit(operands, s, imm, op.variant ? op.variant(n, g) : std::string()),
+                   g.value(n.outputs[0]).meta.dtype);
 }
 
 namespace {

@@ -150,6 +150,10 @@ const char* cuda_type(c10::ScalarType t);
 // `expr` (an fp32 value) rounded to what a tensor of `dtype` stores, as eager rounds an op's
 // result: unchanged for fp32.
 std::string round_to_dtype(const std::string& expr, c10::ScalarType dtype);
+// An op's result `expr` as eager's kernel for the op leaves it: round_to_dtype, and in fp32 kept
+// out of a later op's FMA (hp::round_to<float>: a row kernel's x * s - max is 0 for the row's
+// maximum, as eager's is).
+std::string op_result(const std::string& expr, c10::ScalarType dtype);
 // The expression of pointwise node `n` (its op `op` from the table) over operand names `t` and
 // scalar names `s`, rounded to its output's dtype: what every generator emits for a member.
 std::string pointwise_expression(const Graph& g, const Node& n, const PointwiseOp& op,

@@ -58,7 +58,7 @@ void RowKernelGenerator::define() {
       Def d;
       d.name = name;
       if (!define_row_op(n, *r, name, d)) continue;
-      d.expr = round_to_dtype(d.expr, g.value(out).meta.dtype);
+      d.expr = op_result(d.expr, g.value(out).meta.dtype);
       var[out] = add(d);
       written = out;
     } else {
