@@ -441,6 +441,9 @@ class DcganTrainer : public Trainer {
  protected:
   torch::Tensor forward(int, const Batch&) override { return {}; }
   torch::Tensor loss(const torch::Tensor&, const Batch&) override { return {}; }
+  std::vector<torch::optim::Optimizer*> optimizers() override {
+    return {d_opt_.get(), g_opt_.get()};
+  }
 
  private:
   hotpath_examples::DcganGenerator generator_{nullptr};
@@ -461,6 +464,38 @@ void Trainer::make_optimizer(std::vector<torch::Tensor> params) {
   } else {
     throw std::invalid_argument("unknown optimizer '" + setup_.optimizer + "' (adamw | sgd)");
   }
+}
+
+std::vector<torch::Tensor> Trainer::full_state() {
+  std::vector<torch::Tensor> all = state();
+  auto add = [&](const torch::Tensor& t) {
+    if (t.defined()) all.push_back(t);
+  };
+  for (torch::optim::Optimizer* opt : optimizers()) {
+    for (auto& group : opt->param_groups()) {
+      for (auto& p : group.params()) {
+        // Keyed by the parameter's TensorImpl, as LibTorch's optimizers keep it; none before the
+        // parameter's first update.
+        const auto it = opt->state().find(p.unsafeGetTensorImpl());
+        if (it == opt->state().end()) continue;
+        torch::optim::OptimizerParamState* st = it->second.get();
+        if (auto* a = dynamic_cast<torch::optim::AdamWParamState*>(st)) {
+          add(a->exp_avg());
+          add(a->exp_avg_sq());
+          add(a->max_exp_avg_sq());
+        } else if (auto* b = dynamic_cast<torch::optim::AdamParamState*>(st)) {
+          add(b->exp_avg());
+          add(b->exp_avg_sq());
+          add(b->max_exp_avg_sq());
+        } else if (auto* m = dynamic_cast<torch::optim::SGDParamState*>(st)) {
+          add(m->momentum_buffer());
+        } else {
+          throw std::logic_error("full_state: an optimizer state of a kind it does not list");
+        }
+      }
+    }
+  }
+  return all;
 }
 
 torch::Tensor Trainer::step(int step, const Batch& b, const torch::Tensor& perturb) {

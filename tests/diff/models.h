@@ -61,12 +61,18 @@ class Trainer {
   virtual torch::Tensor step(int step, const Batch& b, const torch::Tensor& perturb);
   // The logits' (or output's) shape of step `step`, for the perturbation.
   virtual std::vector<std::int64_t> output_shape(const Batch& b) = 0;
+  // Everything a step reads and writes: state(), then the optimizers' buffers (Adam's moments,
+  // SGD's momentum) in their parameters' order; the same list for every trainer of a setup once
+  // they have taken the same steps. train_diff --resync copies eager's into the others.
+  std::vector<torch::Tensor> full_state();
 
  protected:
   explicit Trainer(const Setup& s) : setup_(s) {}
   virtual torch::Tensor forward(int step, const Batch& b) = 0;  // the logits (or output)
   virtual torch::Tensor loss(const torch::Tensor& out, const Batch& b) = 0;
   virtual void after_step(int, const Batch&) {}
+  // The optimizers whose buffers full_state() lists, in a fixed order.
+  virtual std::vector<torch::optim::Optimizer*> optimizers() { return {opt_.get()}; }
   void make_optimizer(std::vector<torch::Tensor> params);
   Setup setup_;
   std::vector<torch::Tensor> params_;
