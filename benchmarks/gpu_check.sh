@@ -7,7 +7,7 @@
 # the machine has none of them).
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example replay overhead fusion breakdown
-# and, when asked for, cold (a fresh machine's first process, run first), verdicts, figure,
+# and, when asked for, cold (a fresh machine's first process, run first), resync, verdicts, figure,
 # breakeven, suite, compare, lm and ddp (see below).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
@@ -107,6 +107,13 @@ if want diff; then
   run train_diff "$BUILD"/tests/train_diff --device cuda --csv "$OUT/train_diff.csv" \
     --trace "$OUT/train_diff_trace.csv" ${HOTPATH_DIFF_ARGS:-}
   tail -60 "$OUT/train_diff.txt"
+fi
+# ... on request (resync), every step of every trainer started from eager's state: each step's
+# own deviation, which a model whose training branches (MNIST) cannot show in a free run.
+if want resync; then
+  run train_diff_resync "$BUILD"/tests/train_diff --device cuda --resync \
+    --csv "$OUT/train_diff_resync.csv" ${HOTPATH_DIFF_ARGS:-}
+  tail -40 "$OUT/train_diff_resync.txt"
 fi
 # ... and the GPT's variants with every kernel launch checked against eager on its inputs.
 if want verify; then
