@@ -389,6 +389,8 @@ Partition partition_graph(const Graph& g) {
 
   p.group_of.assign(g.nodes().size(), -1);
   for (const auto& nodes : b.groups) {
+    // A group merged into another by a node that joined both is left empty: nothing of it.
+    if (nodes.empty()) continue;
     // Alone, a node is worth a kernel only where eager runs more than one for it: a column sum
     // (ATen: a memset, then the reduction), mse_loss (the squared differences, then the mean),
     // a norm's backward (the input's gradient, then the weight's and bias's), nll_loss_backward
