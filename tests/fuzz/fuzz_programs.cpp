@@ -1,11 +1,12 @@
 // A random-program fuzzer: small programs of pointwise chains with broadcasting, mixed dtypes
 // (fp32/fp16/bf16, bool masks), non-contiguous, transposed and sliced operands, views and
 // in-place ops on them, one-element and empty tensors, NaN and Inf, the reductions hotpath fuses
-// (sums and means over the last dimension, softmax, log_softmax, sums over the first of two),
-// autograd through them and an SGD step whose learning rate changes every iteration. Each program
-// runs several iterations with hotpath (hot after 2, step() markers) and without, on the same
-// inputs; a disagreement is shrunk (ops removed one at a time while it still disagrees) and
-// printed with its seed.
+// (sums and means over the last dimension, softmax, log_softmax, sums over the first of two,
+// layer norm, cross entropy), autograd through them and an SGD step whose learning rate changes
+// every iteration. Each program runs several iterations with hotpath (hot after 2, step() markers)
+// and without, on the same inputs; a disagreement is shrunk (ops removed one at a time while it
+// still disagrees) and printed with its seed. A program that kills the process (a signal) is named
+// on stderr first.
 //
 //   fuzz_programs [--device cpu|cuda] [--programs N] [--seconds S] [--seed S] [--compile-kernels]
 //                 [--iterations N] [--stand-ins | --handover] [--actions] [--replay FILE]
@@ -57,9 +58,13 @@
 // status 1 when a program disagrees, 2 for a bad argument.
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -77,6 +82,26 @@
 #include "session/session.h"
 
 namespace {
+
+// The program being run, for a crash: a signal that kills the process (a crash in hotpath or in
+// ATen) names the program's seed and ops first, so that a run that dies can be reproduced.
+char g_running[2048];
+
+extern "C" void report_crash(int sig) {
+  const char head[] = "\nfuzz_programs: died of a signal while running ";
+  (void)!write(STDERR_FILENO, head, sizeof head - 1);
+  (void)!write(STDERR_FILENO, g_running, std::strlen(g_running));
+  (void)!write(STDERR_FILENO, "\n", 1);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void report_crashes() {
+  struct sigaction sa {};
+  sa.sa_handler = report_crash;
+  sa.sa_flags = static_cast<int>(SA_RESETHAND);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &sa, nullptr);
+}
 
 using namespace fuzz;
 // --actions: asks every plan of the run what the action says, as the governor would.
@@ -279,6 +304,7 @@ Program shrink(Program p, const std::function<bool(const Program&)>& fails) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  report_crashes();
   torch::Device d = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::kCPU;
   long programs = 200;
   double seconds = 0;
@@ -427,6 +453,7 @@ int main(int argc, char** argv) {
     if (p.ops.empty()) continue;
     hotpath::Config pc = c;
     pc.compile_kernels = !seeds[k].stand_ins;
+    std::snprintf(g_running, sizeof g_running, "%s", p.text().c_str());
     const Verdict verdict = judge(p, d, pc, exact);
     ++ran;
     stand_in_programs += seeds[k].stand_ins ? 1 : 0;

@@ -15,7 +15,8 @@ const char* const kNames[static_cast<int>(K::Count)] = {
     "gelu(tanh)",     "pow 2",        "clamp",         "masked_fill", "where",       "lerp",
     "addcmul",        "sum(-1)",      "mean(-1)",      "softmax",     "log_softmax", "sum(0)",
     "transpose",      "slice step 2", "narrow",        "to fp16",     "to bf16",     "to fp32",
-    "mul_",           "add_",         "sum lead(0,1)", "stack",       "cat"};
+    "mul_",           "add_",         "sum lead(0,1)", "stack",       "cat",         "layer_norm",
+    "cross_entropy"};
 
 std::vector<torch::Tensor> make_inputs(const Program& p, torch::Device d, bool grad) {
   std::mt19937_64 rng(p.seed);
@@ -257,6 +258,27 @@ void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration,
       case K::Cat:
         r = torch::cat({a, b}, static_cast<std::int64_t>(o.s));
         break;
+      case K::LayerNorm: {
+        if (a.dim() < 1 || !a.is_floating_point())
+          throw std::invalid_argument("layer_norm: needs a floating value of a dimension or more");
+        const std::int64_t n = a.size(-1);
+        // A weight and bias of the normalized size, made from other values (a parameter's
+        // gradient reaches them), in the input's dtype, as a module's are.
+        auto param = [&](const torch::Tensor& t, double base) {
+          return (t.reshape(-1).narrow(0, 0, n) * 0.5 + base).to(a.scalar_type());
+        };
+        r = torch::layer_norm(a, {n}, param(b, 1.0), param(c, 0.0), 1e-5);
+        break;
+      }
+      case K::CrossEntropy: {
+        if (a.dim() != 2 || a.size(1) < 2 || !a.is_floating_point())
+          throw std::invalid_argument(
+              "cross_entropy: needs 2-D floating logits of 2 classes or more");
+        const std::int64_t rows = a.size(0), classes = a.size(1);
+        const torch::Tensor& from = b.dim() == 2 && b.size(0) == rows ? b : a;
+        r = torch::nn::functional::cross_entropy(a, from.detach().argmax(1).remainder(classes));
+        break;
+      }
       default:
         break;
     }
@@ -343,6 +365,19 @@ Program generate(std::uint64_t seed, torch::Device d) {
     o.c = o.a;
     o.s = rank > 0 ? static_cast<double>(put() % static_cast<std::uint64_t>(rank)) : 0.0;
     append_if_valid(p, o, inputs);  // not to a 0-dim value
+  }
+  // A quarter end with a layer norm or a cross entropy of a recent value, from a generator of
+  // their own (they need values of the right shapes: where none is, nothing is appended).
+  std::mt19937_64 norm(seed ^ 0x2545f4914f6cdd1dULL);
+  if (norm() % 4 == 0 && !v.empty()) {
+    FOp o;
+    o.kind = norm() % 2 == 0 ? K::LayerNorm : K::CrossEntropy;
+    const int n = static_cast<int>(p.values + p.ops.size());
+    o.a = std::max(0, n - 1 - static_cast<int>(norm() % 3));
+    o.b = static_cast<int>(norm() % static_cast<std::uint64_t>(n));
+    o.c = static_cast<int>(norm() % static_cast<std::uint64_t>(n));
+    o.s = 1.0;
+    append_if_valid(p, o, inputs);
   }
   return p;
 }

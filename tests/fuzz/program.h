@@ -61,6 +61,12 @@ enum class K {
   // cat: an existing one): stored by the kernel that computes them.
   Stack,
   Cat,
+  // Also appended from a generator of their own, to a quarter of the programs: layer norm over the
+  // last dimension, its weight and bias made from other values (their first C elements, in its
+  // dtype); cross entropy of a 2-D value's rows (mean), its targets a row-wise argmax of another
+  // value (or its own) taken modulo the classes.
+  LayerNorm,
+  CrossEntropy,
   Count
 };
 // The ops' names, by kind (Program::text).
