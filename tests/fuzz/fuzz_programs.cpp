@@ -9,7 +9,8 @@
 // on stderr first.
 //
 //   fuzz_programs [--device cpu|cuda] [--programs N] [--seconds S] [--seed S] [--compile-kernels]
-//                 [--iterations N] [--stand-ins | --handover] [--actions] [--replay FILE]
+//                 [--iterations N] [--stand-ins | --handover] [--actions] [--layers]
+//                 [--replay FILE]
 //                 [--csv FILE] [--show]
 //                 [--self-test]
 //
@@ -38,6 +39,11 @@
 // (fuzz/program.h: Action). The fuzzer runs with the governor's windows off, so without it these
 // reconfigurations, which a real run's governor makes by timing, would never meet a program. A
 // regressions line asks for it with `actions`.
+//
+// --layers appends a layer's ops to each program where its values allow: a layer norm or a cross
+// entropy, then an rms norm or a linear layer (fuzz/program.h: K::LayerNorm). Without it no
+// program has them, so that the regressions' seeds keep their programs. A regressions line asks
+// for it with `layers`.
 //
 // --show prints each program's values (shape, dtype, strides), what hotpath's run of it did
 // (hotpath::format_stats: plans, groups, launches on the interpreter, eager runs, replayed
@@ -310,7 +316,8 @@ int main(int argc, char** argv) {
   double seconds = 0;
   std::uint64_t seed = 1;
   int iterations = 6;
-  bool compile_kernels = false, show = false, stand_ins = false, handover = false, actions = false;
+  bool compile_kernels = false, show = false, stand_ins = false, handover = false, actions = false,
+       layers = false;
   std::string replay, csv;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -340,6 +347,8 @@ int main(int argc, char** argv) {
       handover = true;
     } else if (a == "--actions") {
       actions = true;
+    } else if (a == "--layers") {
+      layers = true;
     } else if (a == "--show") {
       show = true;
     } else if (a == "--replay") {
@@ -397,11 +406,11 @@ int main(int argc, char** argv) {
 
   // The programs to run: a line of the regressions file may name more iterations than
   // --iterations after its seed (a replayed capture needs about 20): it runs with the larger;
-  // then `stand-ins` or `handover`, and `actions` (see above).
+  // then `stand-ins` or `handover`, `actions` and `layers` (see above).
   struct Seed {
     std::uint64_t seed = 0;
     int iterations = 0;
-    bool stand_ins = false, handover = false, actions = false;
+    bool stand_ins = false, handover = false, actions = false, layers = false;
   };
   std::vector<Seed> seeds;
   if (!replay.empty()) {
@@ -413,10 +422,17 @@ int main(int argc, char** argv) {
       if (!(words >> word)) continue;
       if (word.find_first_not_of("0123456789") != std::string::npos)
         usage(replay + ": '" + word + "' is no seed");
-      Seed s{std::strtoull(word.c_str(), nullptr, 10), iterations, stand_ins, handover, actions};
+      Seed s{std::strtoull(word.c_str(), nullptr, 10),
+             iterations,
+             stand_ins,
+             handover,
+             actions,
+             layers};
       while (words >> word) {
         if (word == "actions") {
           s.actions = true;
+        } else if (word == "layers") {
+          s.layers = true;
         } else if (word == "stand-ins" || word == "handover") {
           (word == "handover" ? s.handover : s.stand_ins) = true;
           if (s.stand_ins && s.handover)
@@ -426,7 +442,7 @@ int main(int argc, char** argv) {
           s.iterations = std::max(iterations, std::atoi(word.c_str()));
         } else {
           usage(replay + ": after seed " + std::to_string(s.seed) + ", '" + word +
-                "' is neither iterations, stand-ins, handover nor actions");
+                "' is neither iterations, stand-ins, handover, actions nor layers");
         }
       }
       seeds.push_back(s);
@@ -435,18 +451,18 @@ int main(int argc, char** argv) {
   const std::size_t replayed = seeds.size();
   for (long k = 0; k < programs; ++k)
     seeds.push_back(
-        {seed + static_cast<std::uint64_t>(k), iterations, stand_ins, handover, actions});
+        {seed + static_cast<std::uint64_t>(k), iterations, stand_ins, handover, actions, layers});
 
   const auto t0 = std::chrono::steady_clock::now();
   std::set<std::string> compiled;
   long ran = 0, fused_programs = 0, disagreements = 0, kernels = 0, refused = 0, within_noise = 0,
        replayed_programs = 0, stand_in_programs = 0, handover_programs = 0, handed_over = 0,
-       action_programs = 0;
+       action_programs = 0, layer_programs = 0;
   for (std::size_t k = 0; k < seeds.size(); ++k) {
     if (seconds > 0 && k >= replayed &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds)
       break;
-    Program p = generate(seeds[k].seed, d);
+    Program p = generate(seeds[k].seed, d, seeds[k].layers);
     p.iterations = seeds[k].iterations;
     p.handover = seeds[k].handover;
     p.actions = seeds[k].actions;
@@ -459,6 +475,7 @@ int main(int argc, char** argv) {
     stand_in_programs += seeds[k].stand_ins ? 1 : 0;
     handover_programs += seeds[k].handover ? 1 : 0;
     action_programs += seeds[k].actions ? 1 : 0;
+    layer_programs += seeds[k].layers ? 1 : 0;
     const hotpath::Stats& st = verdict.stats;
     if (show) {
       show_program(p, d);
@@ -528,13 +545,13 @@ int main(int argc, char** argv) {
   std::printf(
       "fuzz_programs: %ld program(s) on %s (%zu from the regressions file, %ld with stand-ins "
       "for kernels, %ld with kernels handed over, in %ld of them from a stand-in to a group's "
-      "kernel, %ld with the governor's actions), %d iterations a program, %ld with fused "
-      "iterations, %ld with iterations "
+      "kernel, %ld with the governor's actions, %ld with a layer's ops), %d iterations a program, "
+      "%ld with fused iterations, %ld with iterations "
       "replayed as CUDA graphs, %ld disagreement(s), %ld within their noise floor only, %ld "
       "group(s) codegen refused%s, %.1f s\n",
       ran, d.str().c_str(), replayed, stand_in_programs, handover_programs, handed_over,
-      action_programs, iterations, fused_programs, replayed_programs, disagreements, within_noise,
-      refused,
+      action_programs, layer_programs, iterations, fused_programs, replayed_programs, disagreements,
+      within_noise, refused,
       compile_kernels
           ? (", " + std::to_string(kernels) + " distinct kernels compiled by NVRTC").c_str()
           : "",

@@ -8,7 +8,7 @@
 
 namespace fuzz {
 
-const char* const kNames[static_cast<int>(K::Count)] = {
+const char* const kNames[] = {
     "add.Tensor",     "sub.Tensor",   "mul.Tensor",    "div.Tensor",  "add.Scalar",  "mul.Scalar",
     "div.Scalar",     "rsub",         "neg",           "exp",         "log(abs+1)",  "sqrt(abs)",
     "rsqrt(abs+eps)", "sigmoid",      "tanh",          "relu",        "silu",        "gelu",
@@ -16,7 +16,9 @@ const char* const kNames[static_cast<int>(K::Count)] = {
     "addcmul",        "sum(-1)",      "mean(-1)",      "softmax",     "log_softmax", "sum(0)",
     "transpose",      "slice step 2", "narrow",        "to fp16",     "to bf16",     "to fp32",
     "mul_",           "add_",         "sum lead(0,1)", "stack",       "cat",         "layer_norm",
-    "cross_entropy"};
+    "cross_entropy",  "rms_norm",     "linear"};
+static_assert(sizeof kNames / sizeof kNames[0] == static_cast<std::size_t>(K::Count),
+              "a name for every kind of op");
 
 std::vector<torch::Tensor> make_inputs(const Program& p, torch::Device d, bool grad) {
   std::mt19937_64 rng(p.seed);
@@ -270,6 +272,22 @@ void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration,
         r = torch::layer_norm(a, {n}, param(b, 1.0), param(c, 0.0), 1e-5);
         break;
       }
+      case K::RmsNorm: {
+        if (a.dim() < 1 || !a.is_floating_point())
+          throw std::invalid_argument("rms_norm: needs a floating value of a dimension or more");
+        const std::int64_t n = a.size(-1);
+        r = torch::rms_norm(a, {n}, (b.reshape(-1).narrow(0, 0, n) * 0.5 + 1).to(a.scalar_type()),
+                            1e-6);
+        break;
+      }
+      case K::Linear: {
+        if (a.dim() != 2 || !a.is_floating_point())
+          throw std::invalid_argument("linear: needs a 2-D floating value");
+        const std::int64_t rows = a.size(0);
+        r = torch::linear(a, a * 0.125,
+                          (b.reshape(-1).narrow(0, 0, rows) * 0.5).to(a.scalar_type()));
+        break;
+      }
       case K::CrossEntropy: {
         if (a.dim() != 2 || a.size(1) < 2 || !a.is_floating_point())
           throw std::invalid_argument(
@@ -304,11 +322,12 @@ void append_if_valid(Program& p, const FOp& o, const std::vector<torch::Tensor>&
 
 }  // namespace
 
-Program generate(std::uint64_t seed, torch::Device d) {
+Program generate(std::uint64_t seed, torch::Device d, bool layers) {
   std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 1);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   Program p;
   p.seed = seed;
+  p.layers = layers;
   p.inputs = 1 + pick(3);
   p.backward = pick(3) == 0;
   const auto inputs = make_inputs(p, d, false);
@@ -366,16 +385,28 @@ Program generate(std::uint64_t seed, torch::Device d) {
     o.s = rank > 0 ? static_cast<double>(put() % static_cast<std::uint64_t>(rank)) : 0.0;
     append_if_valid(p, o, inputs);  // not to a 0-dim value
   }
-  // A quarter end with a layer norm or a cross entropy of a recent value, from a generator of
-  // their own (they need values of the right shapes: where none is, nothing is appended).
+  // --layers: a layer norm or a cross entropy of a recent value, from a generator of their own
+  // (they need values of the right shapes: where none is, nothing is appended) ...
   std::mt19937_64 norm(seed ^ 0x2545f4914f6cdd1dULL);
-  if (norm() % 4 == 0 && !v.empty()) {
+  if (layers && !v.empty()) {
     FOp o;
     o.kind = norm() % 2 == 0 ? K::LayerNorm : K::CrossEntropy;
     const int n = static_cast<int>(p.values + p.ops.size());
     o.a = std::max(0, n - 1 - static_cast<int>(norm() % 3));
     o.b = static_cast<int>(norm() % static_cast<std::uint64_t>(n));
     o.c = static_cast<int>(norm() % static_cast<std::uint64_t>(n));
+    o.s = 1.0;
+    append_if_valid(p, o, inputs);
+  }
+  // ... then an rms norm or a linear layer, from another.
+  std::mt19937_64 more(seed ^ 0x9b05688c2b3e6c1fULL);
+  if (layers && !v.empty()) {
+    FOp o;
+    o.kind = more() % 2 == 0 ? K::RmsNorm : K::Linear;
+    const int n = static_cast<int>(p.values + p.ops.size());
+    o.a = std::max(0, n - 1 - static_cast<int>(more() % 3));
+    o.b = static_cast<int>(more() % static_cast<std::uint64_t>(n));
+    o.c = o.b;
     o.s = 1.0;
     append_if_valid(p, o, inputs);
   }

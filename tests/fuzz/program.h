@@ -61,12 +61,19 @@ enum class K {
   // cat: an existing one): stored by the kernel that computes them.
   Stack,
   Cat,
-  // Also appended from a generator of their own, to a quarter of the programs: layer norm over the
-  // last dimension, its weight and bias made from other values (their first C elements, in its
-  // dtype); cross entropy of a 2-D value's rows (mean), its targets a row-wise argmax of another
-  // value (or its own) taken modulo the classes.
+  // A layer's ops, appended only to the programs of fuzz_programs --layers (so that no other
+  // seed's program changes), each program one of the first two and one of the last two where
+  // its values allow, each from a generator of its own: layer norm over the last dimension, its
+  // weight and bias made from other values (their first C elements, in its dtype); cross entropy
+  // of a 2-D value's rows (mean), its targets a row-wise argmax of another value (or its own)
+  // taken modulo the classes; rms norm over the last dimension (its weight made as layer
+  // norm's); a linear layer of a 2-D value with itself as the weight and a bias made from
+  // another value (x @ x^T / 8 + bias: a matrix product that hotpath leaves to ATen, its bias's
+  // gradient a column sum).
   LayerNorm,
   CrossEntropy,
+  RmsNorm,
+  Linear,
   Count
 };
 // The ops' names, by kind (Program::text).
@@ -90,11 +97,13 @@ struct Program {
   // What the governor may ask of its plans, asked at points drawn from the seed (--actions; see
   // Action).
   bool actions = false;
+  // A layer's ops appended (fuzz_programs --layers; see K::LayerNorm).
+  bool layers = false;
   std::string text() const {
     std::ostringstream os;
     os << "seed " << seed << ", " << inputs << " inputs" << (backward ? ", backward + SGD" : "")
        << ", " << iterations << " iterations" << (handover ? ", kernels handed over" : "")
-       << (actions ? ", governor actions" : "") << ":";
+       << (actions ? ", governor actions" : "") << (layers ? ", layer ops" : "") << ":";
     for (std::size_t i = 0; i < ops.size(); ++i)
       os << " v" << values + static_cast<int>(i) << "=" << kNames[static_cast<int>(ops[i].kind)]
          << "(v" << ops[i].a << ",v" << ops[i].b << ",v" << ops[i].c << ")";
@@ -138,7 +147,7 @@ struct Action {
 std::vector<Action> action_points(const Program& p);
 const char* action_name(Action::Kind k);
 // A random program of the seed's (ops that are invalid on their operands are skipped).
-Program generate(std::uint64_t seed, torch::Device d);
+Program generate(std::uint64_t seed, torch::Device d, bool layers = false);
 // The program with each value's shape, dtype and strides (--show).
 void show_program(const Program& p, torch::Device d);
 
