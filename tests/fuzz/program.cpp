@@ -385,30 +385,23 @@ Program generate(std::uint64_t seed, torch::Device d, bool layers) {
     o.s = rank > 0 ? static_cast<double>(put() % static_cast<std::uint64_t>(rank)) : 0.0;
     append_if_valid(p, o, inputs);  // not to a 0-dim value
   }
-  // --layers: a layer norm or a cross entropy of a recent value, from a generator of their own
-  // (they need values of the right shapes: where none is, nothing is appended) ...
-  std::mt19937_64 norm(seed ^ 0x2545f4914f6cdd1dULL);
-  if (layers && !v.empty()) {
+  // --layers: a layer norm or a cross entropy of a recent value, then an rms norm or a linear
+  // layer, each from a generator of its own (`salt`; they need values of the right shapes: where
+  // none is, nothing is appended); `own_c`: the third operand drawn too, else the second's.
+  auto append_layer = [&](std::uint64_t salt, K first, K second, bool own_c) {
+    std::mt19937_64 r(seed ^ salt);
     FOp o;
-    o.kind = norm() % 2 == 0 ? K::LayerNorm : K::CrossEntropy;
+    o.kind = r() % 2 == 0 ? first : second;
     const int n = static_cast<int>(p.values + p.ops.size());
-    o.a = std::max(0, n - 1 - static_cast<int>(norm() % 3));
-    o.b = static_cast<int>(norm() % static_cast<std::uint64_t>(n));
-    o.c = static_cast<int>(norm() % static_cast<std::uint64_t>(n));
+    o.a = std::max(0, n - 1 - static_cast<int>(r() % 3));
+    o.b = static_cast<int>(r() % static_cast<std::uint64_t>(n));
+    o.c = own_c ? static_cast<int>(r() % static_cast<std::uint64_t>(n)) : o.b;
     o.s = 1.0;
     append_if_valid(p, o, inputs);
-  }
-  // ... then an rms norm or a linear layer, from another.
-  std::mt19937_64 more(seed ^ 0x9b05688c2b3e6c1fULL);
+  };
   if (layers && !v.empty()) {
-    FOp o;
-    o.kind = more() % 2 == 0 ? K::RmsNorm : K::Linear;
-    const int n = static_cast<int>(p.values + p.ops.size());
-    o.a = std::max(0, n - 1 - static_cast<int>(more() % 3));
-    o.b = static_cast<int>(more() % static_cast<std::uint64_t>(n));
-    o.c = o.b;
-    o.s = 1.0;
-    append_if_valid(p, o, inputs);
+    append_layer(0x2545f4914f6cdd1dULL, K::LayerNorm, K::CrossEntropy, true);
+    append_layer(0x9b05688c2b3e6c1fULL, K::RmsNorm, K::Linear, false);
   }
   return p;
 }
