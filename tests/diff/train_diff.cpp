@@ -27,12 +27,12 @@
 // that step (parameters, buffers and the optimizers' buffers, copied under hotpath::Pause): each
 // step's deviation is then that step's own, not a sum over the steps before it, and the state's
 // deviation is read against the size of the step's update (relative L2 of the difference to
-// eager's update). A model whose training branches (a max-pool's or ReLU's choice flipped by one
-// rounding, then the runs apart for good; cuDNN's backward flips such choices between two eager
-// runs too) can show hotpath a branch no reference took by that step: when a run fails, it is
-// run again so, and where every step of that is within its own noise floor and hotpath's
-// deviation over the first run stays within the factor of the largest the references showed in
-// it, the result reads "chaotic" (counted as a pass, and apart) instead of FAIL.
+// eager's update). In a model whose training branches (one rounding sends a run another way for
+// good, a choice such as a max-pool's, we think; on a GPU eager run twice branches apart too,
+// cuDNN's backward being nondeterministic), hotpath can take a branch no reference has taken by
+// that step. So a run that fails is run again so; where every step of that is within its own
+// noise floor and hotpath's deviation over the first run stays within the factor of the largest
+// the references showed in it, the result reads "chaotic" (a pass, counted apart), not FAIL.
 //
 // --handover STEP holds the plans' compiled kernels back (compile/kernel_gate.h) and, from step
 // STEP on, lets one more group take its kernel after each step: the plans run on stand-ins (the
@@ -172,8 +172,7 @@ struct Result {
                hot_signatures = 0, iterations = 0;
   int kernels_compiled = 0;
   std::string first_failure;
-  bool pass = true;     // the judge's, and no launch beyond verify's tolerance
-  bool resync = false;  // each step from eager's state
+  bool pass = true;  // the judge's, and no launch beyond verify's tolerance
   hotpath_diff::Verdict verdict = hotpath_diff::Verdict::Pass;
   double resync_worst = -1;  // the resynced run's worst ratio, where one ran after a failure
   bool resync_pass = false;
@@ -213,7 +212,6 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
   const auto t0 = std::chrono::steady_clock::now();
   Result r;
   r.setup = s;
-  r.resync = resync;
   auto eager = hotpath_diff::make_trainer(s);
   auto eager2 = hotpath_diff::make_trainer(s);
   auto perturbed = hotpath_diff::make_trainer(s);

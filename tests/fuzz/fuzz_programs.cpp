@@ -1,12 +1,12 @@
 // A random-program fuzzer: small programs of pointwise chains with broadcasting, mixed dtypes
 // (fp32/fp16/bf16, bool masks), non-contiguous, transposed and sliced operands, views and
 // in-place ops on them, one-element and empty tensors, NaN and Inf, the reductions hotpath fuses
-// (sums and means over the last dimension, softmax, log_softmax, sums over the first of two,
-// layer norm, cross entropy), autograd through them and an SGD step whose learning rate changes
-// every iteration. Each program runs several iterations with hotpath (hot after 2, step() markers)
-// and without, on the same inputs; a disagreement is shrunk (ops removed one at a time while it
-// still disagrees) and printed with its seed. A program that kills the process (a signal) is named
-// on stderr first.
+// (sums and means over the last dimension, softmax, log_softmax, sums over the first of two;
+// with --layers a layer's ops too), autograd through them and an SGD step whose learning rate
+// changes every iteration. Each program runs several iterations with hotpath (hot after 2, step()
+// markers) and without, on the same inputs; a disagreement is shrunk (ops removed one at a time
+// while it still disagrees) and printed with its seed. A program that kills the process (a signal)
+// is named on stderr first.
 //
 //   fuzz_programs [--device cpu|cuda] [--programs N] [--seconds S] [--seed S] [--compile-kernels]
 //                 [--iterations N] [--stand-ins | --handover] [--actions] [--layers]
