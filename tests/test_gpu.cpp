@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <limits>
 
 #include "env_var.h"
 #include "have_gpu.h"
@@ -107,6 +108,26 @@ TEST_CASE("operands with a storage offset are read at their own elements", "[gpu
     auto rope = torch::stack({x.slice(1, 0, 96, 2) * 0.3 - odd * 0.7, odd.exp() * 0.5}, -1);
     return {pointwise, rows, columns, rope};
   });
+}
+
+// Cause: the rms_norm row kernel summed x^2 as ATen's vectorized path does, but ATen takes a
+// Welford path for rows of other lengths and for data not aligned to 4 elements, and the paths
+// differ where a row holds an infinity: rstd 0 (the row's finite outputs 0) against NaN (the whole
+// row NaN). Found by fuzz_programs --layers on the H200 (seeds 50000433, 50000383). Rows of 8
+// (vectorized while aligned) and 10 (Welford); from iteration 8 on, the rows start one element
+// into the buffer: the plan's kernel meets misaligned data and the group runs eagerly.
+TEST_CASE("an rms_norm row with an infinity is what eager's path makes it", "[gpu][rows]") {
+  if (!have_gpu()) return;
+  for (const int cols : {8, 10}) {
+    CAPTURE(cols);
+    auto buf = torch::randn({16 * cols + 1}, torch::kCUDA);
+    buf.narrow(0, 1, 2).fill_(std::numeric_limits<float>::infinity());  // in row 0 either way
+    auto w = torch::randn({cols}, torch::kCUDA) * 0.5 + 1;
+    eager_and_fused([&](int i) -> std::vector<torch::Tensor> {
+      const auto x = buf.narrow(0, i >= 8 ? 1 : 0, 16 * cols).view({16, cols});
+      return {torch::gelu(torch::rms_norm(x, {cols}, w, 1e-6) * (1 + 0.1 * i))};
+    });
+  }
 }
 
 // A stack or cat stored by the kernel that computes its inputs (fusion/op_table.h): rotary

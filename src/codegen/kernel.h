@@ -33,6 +33,9 @@ struct KernelArg {
   bool optional = false;
   bool linear = false;  // its element offset is the linear index (vector path)
   bool single = false;  // one element, broadcast to the whole domain
+  // The kernel follows the path eager's kernel takes for data at a multiple of this many bytes
+  // (0: any): at another address the executor runs the group eagerly (see define_rms_norm).
+  int align_bytes = 0;
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::string name;
 };

@@ -289,18 +289,46 @@ void RowKernelGenerator::define_layer_norm(const Node& n, const std::vector<std:
 
 void RowKernelGenerator::define_rms_norm(const Node& n, const std::vector<std::string>& t,
                                          const std::string& name, Def& d) {
-  // rstd = rsqrt(sum(x^2) / C + eps); out = x * rstd * weight (ATen's fused rms_norm).
-  Def square;
-  square.name = name + "_square";
-  square.expr = "(" + t[0] + " * " + t[0] + ")";
-  square.deps = {t[0]};
-  const std::string s2 = reduce(add(square), false);
+  // out = x * rstd * weight, as ATen's fused rms_norm. Its CUDA kernel
+  // (aten/src/ATen/native/cuda/layer_norm_kernel.cu) computes rstd on one of two paths, which
+  // agree on finite rows up to rounding but not where a row holds an infinity:
+  // - rows of a multiple of 4 elements (at most 2^24) whose input and weight are aligned to 4
+  //   elements take a vectorized kernel: rsqrt(sum(x^2) / C + eps); an infinity gives rstd 0;
+  // - the rest a Welford kernel: rsqrt(var + mean^2 + eps) of x; an infinity makes the mean and
+  //   then rstd NaN (the whole row NaN).
+  // The kernel takes eager's path. For the vectorized one, an operand read from memory that ATen
+  // would read in place (contiguous) must be aligned at launch, else the group runs eagerly.
+  const bool vectorized = cols % 4 == 0 && cols <= (std::int64_t{1} << 24);
+  const std::string c = float_literal(double(cols));
+  const std::string eps = float_literal(n.args[3].toDouble());
   Def rstd;
   rstd.name = name + "_rstd";
   rstd.row = true;
-  rstd.expr = "rsqrtf(" + s2 + " / " + float_literal(double(cols)) + " + " +
-              float_literal(n.args[3].toDouble()) + ")";
-  rstd.deps = {s2};
+  if (vectorized) {
+    Def square;
+    square.name = name + "_square";
+    square.expr = "(" + t[0] + " * " + t[0] + ")";
+    square.deps = {t[0]};
+    const std::string s2 = reduce(add(square), false);
+    rstd.expr = "rsqrtf(" + s2 + " / " + c + " + " + eps + ")";
+    rstd.deps = {s2};
+  } else {
+    Def mean;
+    mean.name = name + "_mean";
+    mean.row = true;
+    const std::string s1 = reduce(t[0], false);
+    mean.expr = "(" + s1 + " / " + c + ")";
+    mean.deps = {s1};
+    add(mean);
+    Def square;
+    square.name = name + "_square";
+    square.expr = "((" + t[0] + " - " + mean.name + ") * (" + t[0] + " - " + mean.name + "))";
+    square.deps = {t[0], mean.name};
+    const std::string s2 = reduce(add(square), false);
+    rstd.expr =
+        "rsqrtf(" + s2 + " / " + c + " + " + mean.name + " * " + mean.name + " + " + eps + ")";
+    rstd.deps = {s2, mean.name};
+  }
   add(rstd);
   d.expr = "(" + t[0] + " * " + rstd.name + ")";
   d.deps = {t[0], rstd.name};
@@ -310,6 +338,16 @@ void RowKernelGenerator::define_rms_norm(const Node& n, const std::vector<std::s
     d.deps.push_back(w);
   }
   row_output(n.outputs[1], name + "_out1", rstd.name);
+  for (int a : {0, 2}) {
+    const int v = n.input_at(a);
+    if (!vectorized || v < 0 || params.in_group(v)) continue;  // made here: eager's is new
+    TensorMeta dense = g.value(v).meta;
+    dense.storage_offset = 0;
+    if (!is_contiguous(dense)) continue;  // ATen reads a contiguous copy (a new tensor)
+    KernelArg& arg = spec.args[params.tensor(v)];
+    arg.align_bytes =
+        std::max(arg.align_bytes, 4 * static_cast<int>(c10::elementSize(dense.dtype)));
+  }
 }
 
 void RowKernelGenerator::define_nll_loss(const Node& n, const std::vector<std::string>& t,

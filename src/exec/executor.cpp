@@ -34,22 +34,6 @@ constexpr std::int64_t kDivergenceLogs = 5;
 
 }  // namespace
 
-// Gives placeholder `p` the data of `r` (the eager result of the op p stood for). Its storage is
-// replaced only when nothing else shares it: autograd saves an op's output (softmax, sigmoid,
-// ...) as a second tensor on the same storage, which must see the data.
-void adopt_result(const at::Tensor& p, const at::Tensor& r) {
-  c10::TensorImpl* impl = p.unsafeGetTensorImpl();
-  if (p.storage().use_count() == 1 && impl->allow_tensor_metadata_change() &&
-      p.sizes() == r.sizes() && p.strides() == r.strides() && p.dtype() == r.dtype() &&
-      p.device() == r.device()) {
-    impl->set_storage_keep_dtype(r.storage());
-    impl->set_storage_offset(r.storage_offset());
-    return;
-  }
-  at::AutoDispatchBelowADInplaceOrView below;
-  p.copy_(r);
-}
-
 void Executor::apply_requests(Plan& plan) {
   plan.take_stand_in_turn();
   if (plan.requested_epoch == plan.epoch) return;
@@ -325,7 +309,8 @@ void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (fault_armed(kFaultOom))
     TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (injected: HOTPATH_FAULTS=oom)");
   // Built where it stays (a Deferred holds its arguments inline: moving it copies them).
-  Deferred& d = deferred_.emplace_back(Deferred{op, keys, index, p.group, {}, p.out_alias, {}});
+  Deferred& d =
+      deferred_.emplace_back(Deferred{op, keys, index, p.group, {}, p.out_alias, {}});
   try {
     const std::size_t nargs = op.schema().arguments().size();
     for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nargs); it != stack->end(); ++it)
@@ -398,6 +383,7 @@ bool Executor::fill(PlanGroup& g, const std::vector<Deferred*>& members, bool ow
   l.numel32 = static_cast<int>(g.spec.numel);
   l.vector_ok = g.spec.vec > 1 ? 1 : 0;
   const std::size_t unwritten_before = unwritten_.size();
+  bool misaligned = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const KernelArg& a = args[i];
     const Deferred& m = *members[static_cast<std::size_t>(a.member)];
@@ -428,24 +414,28 @@ bool Executor::fill(PlanGroup& g, const std::vector<Deferred*>& members, bool ow
     }
     l.tensors[i] = t;
     l.ptrs[i] = pass ? t.data_ptr() : nullptr;
+    const auto addr = reinterpret_cast<std::uintptr_t>(l.ptrs[i]);
+    // A kernel that follows eager's path for aligned data (an rms_norm's) meets data that is not.
+    misaligned = misaligned || (pass && a.align_bytes > 0 &&
+                                addr % static_cast<std::uintptr_t>(a.align_bytes) != 0);
     if (pass && a.linear && g.spec.vec_bytes > 0 &&
-        reinterpret_cast<std::uintptr_t>(l.ptrs[i]) %
-                static_cast<std::uintptr_t>(g.spec.vec_bytes) !=
-            0)
+        addr % static_cast<std::uintptr_t>(g.spec.vec_bytes) != 0)
       l.vector_ok = 0;
   }
   // Element-wise in-place updates are only safe when a written tensor does not partly overlap
   // another operand (eager would see every element updated before the next op reads it).
-  for (std::size_t i = 0; i < args.size(); ++i) {
+  bool eager = misaligned;
+  for (std::size_t i = 0; i < args.size() && !eager; ++i) {
     if (!args[i].written || l.ptrs[i] == nullptr) continue;
-    for (std::size_t j = 0; j < args.size(); ++j) {
+    for (std::size_t j = 0; j < args.size() && !eager; ++j) {
       if (j == i || args[j].kind != KernelArg::Kind::Tensor || !l.tensors[j].defined()) continue;
-      if (l.tensors[i].storage().is_alias_of(l.tensors[j].storage())) {
-        unwritten_.erase(unwritten_.begin() + static_cast<std::ptrdiff_t>(unwritten_before),
-                         unwritten_.end());  // materialised instead: all written
-        return false;
-      }
+      eager = l.tensors[i].storage().is_alias_of(l.tensors[j].storage());
     }
+  }
+  if (eager) {
+    unwritten_.erase(unwritten_.begin() + static_cast<std::ptrdiff_t>(unwritten_before),
+                     unwritten_.end());  // materialised instead: all written
+    return false;
   }
   l.blocks = own_kernel ? launch_blocks(g.spec, armed_->sm_count)
                         : interpreter_blocks(g.spec.numel, armed_->sm_count);

@@ -24,6 +24,7 @@
 
 #include "compile/kernel_cache.h"
 #include "dispatch/op_call.h"
+#include "exec/output_slot.h"
 #include "exec/plan.h"
 #include "exec/replay_values.h"
 #include "hotpath/hotpath.h"
@@ -34,9 +35,6 @@ namespace hotpath::detail {
 // The largest error (see Executor::verify) a fused output of `dtype` may have against
 // eager on the same inputs: 1e-5 for fp32, 1e-2 for fp16/bf16.
 double verify_tolerance(c10::ScalarType dtype);
-
-// Gives `placeholder` (a deferred op's output) the data of `result` (the op's eager result).
-void adopt_result(const at::Tensor& placeholder, const at::Tensor& result);
 
 class Executor {
  public:

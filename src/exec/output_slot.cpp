@@ -1,6 +1,7 @@
 #include "exec/output_slot.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
@@ -16,6 +17,19 @@ at::Tensor tensor_on(c10::Storage storage, c10::ScalarType dtype, c10::IntArrayR
       std::move(storage), c10::DispatchKeySet(key), c10::scalarTypeToTypeMeta(dtype));
   t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, offset);
   return t;
+}
+
+void adopt_result(const at::Tensor& p, const at::Tensor& r) {
+  c10::TensorImpl* impl = p.unsafeGetTensorImpl();
+  if (p.storage().use_count() == 1 && impl->allow_tensor_metadata_change() &&
+      p.sizes() == r.sizes() && p.strides() == r.strides() && p.dtype() == r.dtype() &&
+      p.device() == r.device()) {
+    impl->set_storage_keep_dtype(r.storage());
+    impl->set_storage_offset(r.storage_offset());
+    return;
+  }
+  at::AutoDispatchBelowADInplaceOrView below;
+  p.copy_(r);
 }
 
 void OutputSlot::release(void* ctx) {

@@ -19,6 +19,11 @@ namespace hotpath::detail {
 at::Tensor tensor_on(c10::Storage storage, c10::ScalarType dtype, c10::IntArrayRef sizes,
                      c10::IntArrayRef strides, std::int64_t offset = 0);
 
+// Gives `placeholder` (a deferred op's output) the data of `result` (the op's eager result). Its
+// storage is replaced only when nothing else shares it: autograd saves an op's output (softmax,
+// sigmoid, ...) as a second tensor on the same storage, which must see the data.
+void adopt_result(const at::Tensor& placeholder, const at::Tensor& result);
+
 class OutputSlot : public c10::intrusive_ptr_target {
  public:
   // A tensor of `m` (sizes, strides, dtype, device) on the slot's buffer when no tensor holds
