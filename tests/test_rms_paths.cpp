@@ -4,6 +4,7 @@
 // They differ where a row holds an infinity (rstd 0 against NaN), which fuzz_programs --layers
 // found on the H200 (seeds 50000433 and 50000383: rstd 0 where eager had NaN).
 #include "fusion_support.h"
+#include "fuzz/cuda_rms_on_cpu.h"
 
 using namespace fusion_test;
 
@@ -129,5 +130,49 @@ TEST_CASE("rows of other lengths take ATen's Welford path", "[fusion][rows]") {
     CHECK(k.spec.source.find("_mean * ") != std::string::npos);
     CHECK(k.x_align == 0);
     CHECK(k.weight_align == 0);
+  }
+}
+
+// Cause: a deferred op's output that autograd keeps only through another tensor on its storage
+// (_fused_rms_norm's rstd, which it does not differentiate: it saves an alias for
+// _fused_rms_norm_backward) lost its own tensor before the group ran; the group then wrote
+// nothing there (held weakly: "nobody holds it") and the backward read memory nobody had
+// written. Found by fuzz_programs --layers with stand-ins on the H200 (19 of 21 disagreements,
+// seeds 10001710, 10002740, 70004832, ...), reproduced on the CPU with CUDA's op
+// (fuzz/cuda_rms_on_cpu.h).
+TEST_CASE("an output autograd keeps only through an alias of its storage is written",
+          "[fusion][rows]") {
+  fuzz::register_cuda_rms_on_cpu();
+  for (const auto dtype : {torch::kFloat, torch::kHalf}) {
+    CAPTURE(dtype);
+    auto loop = [&](bool hot) {
+      torch::manual_seed(7);
+      auto x = torch::randn({6, 12}).to(dtype).requires_grad_(true);
+      std::unique_ptr<Enabled> on;
+      if (hot) on = std::make_unique<Enabled>(cpu_plans(2));
+      std::vector<torch::Tensor> out;
+      for (int i = 0; i < 8; ++i) {
+        auto h = (x * 0.5).exp() * (1 + 0.1 * i);
+        auto w = h.reshape({-1}).narrow(0, 0, 12) * 0.5 + 1;  // the weight, from h as well
+        auto y = std::get<0>(at::_fused_rms_norm(h, {12}, w, 1e-6));
+        auto loss = (y.to(torch::kFloat) * 0.3).sum() + h.to(torch::kFloat).sum() * 0.1;
+        loss.backward();
+        {
+          torch::NoGradGuard ng;
+          x -= 0.05 * x.grad();
+          x.grad().zero_();
+        }
+        out.push_back(loss.detach().clone());
+        hotpath::step();
+      }
+      on.reset();
+      out.push_back(x.detach().clone());
+      return out;
+    };
+    const auto plan = check_plan_is_eager(loop, 8);
+    REQUIRE(plan != nullptr);
+    const std::string text = plan->partition.to_text(*plan->graph);
+    INFO(text);
+    CHECK(text.find("_fused_rms_norm ") != std::string::npos);  // in a group: run deferred
   }
 }

@@ -310,7 +310,7 @@ void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (injected: HOTPATH_FAULTS=oom)");
   // Built where it stays (a Deferred holds its arguments inline: moving it copies them).
   Deferred& d =
-      deferred_.emplace_back(Deferred{op, keys, index, p.group, {}, p.out_alias, {}});
+      deferred_.emplace_back(Deferred{op, keys, index, p.group, {}, p.out_alias, {}, {}, {}});
   try {
     const std::size_t nargs = op.schema().arguments().size();
     for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nargs); it != stack->end(); ++it)
@@ -325,6 +325,7 @@ void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       const TensorMeta& m = p.outs[k];
       if (!m.defined) {  // an output eager leaves undefined (a gradient not asked for)
         d.made.emplace_back(at::Tensor().getIntrusivePtr());
+        d.stores.emplace_back(c10::intrusive_ptr<c10::StorageImpl>());
         stack->emplace_back(at::Tensor());
         continue;
       }
@@ -333,6 +334,7 @@ void Executor::defer(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                            : at::empty_strided(m.sizes, m.strides,
                                                at::TensorOptions().dtype(m.dtype).device(m.device));
       d.made.emplace_back(out.getIntrusivePtr());
+      d.stores.emplace_back(out.storage().getWeakStorageImpl());
       stack->emplace_back(std::move(out));
     }
   } catch (...) {
@@ -382,6 +384,7 @@ bool Executor::fill(PlanGroup& g, const std::vector<Deferred*>& members, bool ow
   l.numel64 = g.spec.numel;
   l.numel32 = static_cast<int>(g.spec.numel);
   l.vector_ok = g.spec.vec > 1 ? 1 : 0;
+  for (Deferred* d : members) revive(*d);
   const std::size_t unwritten_before = unwritten_.size();
   bool misaligned = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -461,6 +464,7 @@ void Executor::materialize(const std::vector<Deferred*>& members) {
   // (mul_.Scalar calls mul.out) must not meet autograd again on a tensor that requires grad.
   at::AutoDispatchBelowADInplaceOrView below;
   for (Deferred* d : members) {
+    revive(*d);
     torch::jit::Stack s(d->args.begin(), d->args.end());
     d->op.redispatchBoxed(d->keys, &s);
     if (d->out_alias >= 0) continue;

@@ -144,6 +144,11 @@ class Executor {
     // in eager, only the program holds them (autograd accumulates a gradient in place only into
     // a buffer nobody else holds); expired when nobody does.
     c10::SmallVector<WeakTensor, 1> made;
+    // Their storages, held weakly too: a second tensor on one (autograd's saved alias of an
+    // output it does not differentiate, _fused_rms_norm's rstd) can outlive the output's own
+    // tensor and still read it. See revive.
+    c10::SmallVector<c10::weak_intrusive_ptr<c10::StorageImpl>, 1> stores;
+    c10::SmallVector<at::Tensor, 1> revived;  // tensors revive made on such storages
     at::Tensor output(std::size_t k = 0) const {
       if (out_alias >= 0) return args[static_cast<std::size_t>(out_alias)].toTensor();
       return k < made.size() ? at::Tensor(made[k].lock()) : at::Tensor();
@@ -265,6 +270,10 @@ class Executor {
   void* current_stream() const;  // the armed plan's device's current CUDA stream
   void materialize(const std::vector<Deferred*>& members);
   void materialize_all();
+  // Before a deferred op's results are computed: an output whose own tensor is gone while its
+  // storage lives (read through another tensor on it) gets a tensor on that storage again, so
+  // that the kernel or the eager run writes it.
+  void revive(Deferred& d) const;
   void complete_iteration();
   // CUDA graph replay (replay_run.cpp over exec/replay.h). At an iteration start: whether the
   // armed plan's iteration replays, is captured, or runs the plan as always (mode_).

@@ -1,6 +1,7 @@
 // Values a fused kernel skipped (PlanGroup::speculative): what computes each one if the program
 // needs it after all (speculate), and computing them then (restore_read, restore_unwritten; for
-// an op of a step's tail on the light lane, tail_op).
+// an op of a step's tail on the light lane, tail_op); outputs whose own tensor died while their
+// storage lives (revive).
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
@@ -10,8 +11,21 @@
 #include "common/log.h"
 #include "dispatch/hook_key.h"
 #include "exec/executor.h"
+#include "exec/output_slot.h"
 
 namespace hotpath::detail {
+
+void Executor::revive(Deferred& d) const {
+  if (armed_ == nullptr) return;  // nothing is deferred between plans
+  for (std::size_t k = 0; k < d.stores.size() && d.out_alias < 0; ++k) {
+    if (!d.made[k].expired()) continue;
+    c10::intrusive_ptr<c10::StorageImpl> storage = d.stores[k].lock();
+    if (!storage) continue;  // nobody reads it: nothing to write
+    const TensorMeta& m = armed_->ops[static_cast<std::size_t>(d.index)].outs[k];
+    d.revived.push_back(tensor_on(c10::Storage(std::move(storage)), m.dtype, m.sizes, m.strides));
+    d.made[k] = WeakTensor(d.revived.back().getIntrusivePtr());
+  }
+}
 
 void Executor::speculate(const at::Tensor& t, const PlanGroup& g, std::size_t arg,
                          const std::vector<Deferred*>& members) {

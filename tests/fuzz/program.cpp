@@ -6,6 +6,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "cuda_rms_on_cpu.h"
+
 namespace fuzz {
 
 const char* const kNames[] = {
@@ -276,8 +278,10 @@ void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration,
         if (a.dim() < 1 || !a.is_floating_point())
           throw std::invalid_argument("rms_norm: needs a floating value of a dimension or more");
         const std::int64_t n = a.size(-1);
-        r = torch::rms_norm(a, {n}, (b.reshape(-1).narrow(0, 0, n) * 0.5 + 1).to(a.scalar_type()),
-                            1e-6);
+        const auto w = (b.reshape(-1).narrow(0, 0, n) * 0.5 + 1).to(a.scalar_type());
+        // On the CPU with --cuda-rms: the op CUDA runs (cuda_rms_on_cpu.h).
+        r = a.is_cpu() && cuda_rms_on_cpu() ? std::get<0>(at::_fused_rms_norm(a, {n}, w, 1e-6))
+                                            : torch::rms_norm(a, {n}, w, 1e-6);
         break;
       }
       case K::Linear: {
