@@ -246,36 +246,46 @@ void RowKernelGenerator::row_output(int v, const std::string& name, const std::s
   final_version[g.value(v).tensor] = v;
 }
 
+// A row's mean of x and sum of squares about it (x - mean, named name_centered), as a norm's
+// statistics; ATen's kernels take the biased variance from them.
+RowKernelGenerator::Moments RowKernelGenerator::moments(const std::string& x,
+                                                        const std::string& name) {
+  Moments m;
+  Def mean;
+  mean.name = name + "_mean";
+  mean.row = true;
+  const std::string s1 = reduce(x, false);
+  mean.expr = "(" + s1 + " / " + float_literal(double(cols)) + ")";
+  mean.deps = {s1};
+  m.mean = add(mean);
+  Def centered;
+  centered.name = name + "_centered";
+  centered.expr = "(" + x + " - " + m.mean + ")";
+  centered.deps = {x, m.mean};
+  m.centered = add(centered);
+  Def square;
+  square.name = name + "_square";
+  square.expr = "(" + m.centered + " * " + m.centered + ")";
+  square.deps = {m.centered};
+  m.squares = reduce(add(square), false);
+  return m;
+}
+
 void RowKernelGenerator::define_layer_norm(const Node& n, const std::vector<std::string>& t,
                                            const std::string& name, Def& d) {
   // mean = sum(x) / C; rstd = rsqrt(sum((x - mean)^2) / C + eps) (the biased variance, as ATen;
   // rsqrtf as its CUDA kernel); out = (x - mean) * rstd * weight + bias.
   const std::string c = float_literal(double(cols));
-  Def mean;
-  mean.name = name + "_mean";
-  mean.row = true;
-  const std::string s1 = reduce(t[0], false);
-  mean.expr = "(" + s1 + " / " + c + ")";
-  mean.deps = {s1};
-  add(mean);
-  Def centered;
-  centered.name = name + "_centered";
-  centered.expr = "(" + t[0] + " - " + mean.name + ")";
-  centered.deps = {t[0], mean.name};
-  add(centered);
-  Def square;
-  square.name = name + "_square";
-  square.expr = "(" + centered.name + " * " + centered.name + ")";
-  square.deps = {centered.name};
-  const std::string s2 = reduce(add(square), false);
+  const Moments mo = moments(t[0], name);
+  const std::string& s2 = mo.squares;
   Def rstd;
   rstd.name = name + "_rstd";
   rstd.row = true;
   rstd.expr = "rsqrtf(" + s2 + " / " + c + " + " + float_literal(n.args[4].toDouble()) + ")";
   rstd.deps = {s2};
   add(rstd);
-  d.expr = "(" + centered.name + " * " + rstd.name + ")";
-  d.deps = {centered.name, rstd.name};
+  d.expr = "(" + mo.centered + " * " + rstd.name + ")";
+  d.deps = {mo.centered, rstd.name};
   for (int a : {2, 3}) {
     if (n.input_at(a) < 0) continue;
     const std::string w = operand(n.input_at(a));
@@ -283,7 +293,7 @@ void RowKernelGenerator::define_layer_norm(const Node& n, const std::vector<std:
     d.deps.push_back(w);
   }
   // Outputs 1 and 2: the mean and rstd, one per row, in their own dtype.
-  row_output(n.outputs[1], name + "_out1", mean.name);
+  row_output(n.outputs[1], name + "_out1", mo.mean);
   row_output(n.outputs[2], name + "_out2", rstd.name);
 }
 
@@ -313,21 +323,10 @@ void RowKernelGenerator::define_rms_norm(const Node& n, const std::vector<std::s
     rstd.expr = "rsqrtf(" + s2 + " / " + c + " + " + eps + ")";
     rstd.deps = {s2};
   } else {
-    Def mean;
-    mean.name = name + "_mean";
-    mean.row = true;
-    const std::string s1 = reduce(t[0], false);
-    mean.expr = "(" + s1 + " / " + c + ")";
-    mean.deps = {s1};
-    add(mean);
-    Def square;
-    square.name = name + "_square";
-    square.expr = "((" + t[0] + " - " + mean.name + ") * (" + t[0] + " - " + mean.name + "))";
-    square.deps = {t[0], mean.name};
-    const std::string s2 = reduce(add(square), false);
+    const Moments mo = moments(t[0], name);
     rstd.expr =
-        "rsqrtf(" + s2 + " / " + c + " + " + mean.name + " * " + mean.name + " + " + eps + ")";
-    rstd.deps = {s2, mean.name};
+        "rsqrtf(" + mo.squares + " / " + c + " + " + mo.mean + " * " + mo.mean + " + " + eps + ")";
+    rstd.deps = {mo.squares, mo.mean};
   }
   add(rstd);
   d.expr = "(" + t[0] + " * " + rstd.name + ")";

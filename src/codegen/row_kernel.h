@@ -73,6 +73,10 @@ class RowKernelGenerator {
   bool define_row_op(const Node& n, const RowOp& r, const std::string& name, Def& d);
   void define_softmax(const RowOp& r, const std::vector<std::string>& t, const std::string& name,
                       Def& d);
+  struct Moments {
+    std::string mean, centered, squares;  // per row, per element, per row
+  };
+  Moments moments(const std::string& x, const std::string& name);
   void define_layer_norm(const Node& n, const std::vector<std::string>& t, const std::string& name,
                          Def& d);
   void define_rms_norm(const Node& n, const std::vector<std::string>& t, const std::string& name,
