@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "tests/fuzz/cuda_rms_on_cpu.h"
 #include "models/dcgan.h"
 #include "models/mnist_net.h"
 #include "models/transformer_lm.h"
@@ -12,7 +13,7 @@ namespace hotpath_diff {
 const std::vector<std::string>& variant_names() {
   static const std::vector<std::string> names = {"plain",       "batch_flip", "seq_grow",
                                                  "item_branch", "alternate",  "keep_across",
-                                                 "eval",        "grad_accum"};
+                                                 "eval",        "grad_accum", "fused_rms"};
   return names;
 }
 
@@ -41,7 +42,8 @@ double learning_rate(const Setup& s, int step) {
   return base * warm * (0.55 + 0.45 * std::cos(3.14159265358979 * step / std::max(1, s.steps)));
 }
 
-torch::Tensor rms(const torch::Tensor& x, const torch::Tensor& w) {
+torch::Tensor rms(const torch::Tensor& x, const torch::Tensor& w, bool fused) {
+  if (fused) return std::get<0>(at::_fused_rms_norm(x, {x.size(-1)}, w, 1e-5));
   return x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-5) * w;
 }
 
@@ -65,7 +67,7 @@ struct GptBlockImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& mask, bool gelu_path) {
     const auto B = x.size(0), T = x.size(1), d = x.size(2), hd = d / heads;
-    auto parts = qkv(rms(x, n1)).chunk(3, -1);
+    auto parts = qkv(rms(x, n1, fused_rms)).chunk(3, -1);
     auto q = parts[0].view({B, T, heads, hd}).transpose(1, 2);
     auto k = parts[1].view({B, T, heads, hd}).transpose(1, 2);
     auto v = parts[2].view({B, T, heads, hd}).transpose(1, 2);
@@ -75,11 +77,12 @@ struct GptBlockImpl : torch::nn::Module {
     att = torch::softmax(att.masked_fill(mask, -INFINITY), -1);
     auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({B, T, d});
     auto h = x + proj(y);
-    auto z = rms(h, n2);
+    auto z = rms(h, n2, fused_rms);
     auto act = gelu_path ? torch::gelu(gate(z)) : torch::silu(gate(z));
     return h + down(act * up(z));
   }
   std::int64_t heads;
+  bool fused_rms = false;  // Variant::FusedRms
   torch::Tensor n1, n2;
   torch::nn::Linear qkv{nullptr}, proj{nullptr}, gate{nullptr}, up{nullptr}, down{nullptr};
 };
@@ -109,11 +112,12 @@ struct GptImpl : torch::nn::Module {
     const auto m = mask.slice(0, 0, T).slice(1, 0, T);
     for (auto& b : blocks) x = b->forward(x, c, s, m, gelu_path);
     last_hidden = x;
-    return head(rms(x, nf));
+    return head(rms(x, nf, fused_rms));
   }
   torch::nn::Embedding emb{nullptr};
   std::vector<GptBlock> blocks;
   torch::Tensor nf, cos, sin, mask, last_hidden;
+  bool fused_rms = false;  // Variant::FusedRms
   torch::nn::Linear head{nullptr};
 };
 TORCH_MODULE(Gpt);
@@ -128,6 +132,11 @@ class GptTrainer : public Trainer {
     const std::int64_t ctx = s.small ? 32 : 128;
     torch::manual_seed(s.seed);
     model_ = Gpt(vocab_, d, heads, 2, ff, ctx);
+    if (s.variant == Variant::FusedRms) {
+      if (s.device.is_cpu()) fuzz::register_cuda_rms_on_cpu();
+      model_->fused_rms = true;
+      for (auto& b : model_->blocks) b->fused_rms = true;
+    }
     model_->to(s.device);
     make_optimizer(model_->parameters());
   }

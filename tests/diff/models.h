@@ -16,7 +16,7 @@
 
 namespace hotpath_diff {
 
-// What varies the loop around the model (the GPT's eight variants; the others run "plain").
+// What varies the loop around the model (the GPT's nine variants; the others run "plain").
 // GradAccum: gradient accumulation, four micro-batches (each its own forward and backward, the
 // loss divided by four) before one clipped optimizer step.
 enum class Variant {
@@ -27,7 +27,11 @@ enum class Variant {
   Alternate,
   KeepAcross,
   Eval,
-  GradAccum
+  GradAccum,
+  // The norms call at::_fused_rms_norm, the op rms_norm is on a CUDA tensor (two outputs; autograd
+  // keeps its rstd through an alias of the storage), instead of the GPT's own pow, mean, rsqrt,
+  // mul; on the CPU with the fuzzer's kernels for it (tests/fuzz/cuda_rms_on_cpu.h).
+  FusedRms
 };
 const std::vector<std::string>& variant_names();
 Variant parse_variant(const std::string& name);
