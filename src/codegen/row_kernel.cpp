@@ -340,12 +340,10 @@ void RowKernelGenerator::define_rms_norm(const Node& n, const std::vector<std::s
   for (int a : {0, 2}) {
     const int v = n.input_at(a);
     if (!vectorized || v < 0 || params.in_group(v)) continue;  // made here: eager's is new
-    TensorMeta dense = g.value(v).meta;
-    dense.storage_offset = 0;
-    if (!is_contiguous(dense)) continue;  // ATen reads a contiguous copy (a new tensor)
+    const TensorMeta& m = g.value(v).meta;
+    if (!dense(m)) continue;  // ATen reads a contiguous copy (a new tensor)
     KernelArg& arg = spec.args[params.tensor(v)];
-    arg.align_bytes =
-        std::max(arg.align_bytes, 4 * static_cast<int>(c10::elementSize(dense.dtype)));
+    arg.align_bytes = std::max(arg.align_bytes, 4 * static_cast<int>(c10::elementSize(m.dtype)));
   }
 }
 

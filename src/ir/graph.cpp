@@ -46,8 +46,6 @@ const char* dtype_name(c10::ScalarType t) {
   }
 }
 
-namespace {
-// Row-major strides (dimensions of size 1 may have any stride), whatever the offset.
 bool dense(const TensorMeta& m) {
   std::int64_t expect = 1;
   for (std::size_t d = m.sizes.size(); d-- > 0;) {
@@ -56,7 +54,6 @@ bool dense(const TensorMeta& m) {
   }
   return true;
 }
-}  // namespace
 
 std::string format_meta(const TensorMeta& m) {
   if (!m.defined) return "None";

@@ -74,7 +74,9 @@ std::ostream& operator<<(std::ostream& os, const Graph& g);
 // "f32[256, 1024]{1024, 1}" (strides only when not contiguous), "+off" when offset != 0.
 std::string format_meta(const TensorMeta& m);
 const char* dtype_name(c10::ScalarType t);
-// Dense in row-major order from offset 0 (dimensions of size 1 may have any stride).
+// Dense in row-major order (dimensions of size 1 may have any stride), whatever the offset.
+bool dense(const TensorMeta& m);
+// ... and from offset 0.
 bool is_contiguous(const TensorMeta& m);
 
 }  // namespace hotpath::detail
