@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -127,6 +128,71 @@ TEST_CASE("an rms_norm row with an infinity is what eager's path makes it", "[gp
       const auto x = buf.narrow(0, i >= 8 ? 1 : 0, 16 * cols).view({16, cols});
       return {torch::gelu(torch::rms_norm(x, {cols}, w, 1e-6) * (1 + 0.1 * i))};
     });
+  }
+}
+
+// Cause: replay reads a batch that is elsewhere each step from a static copy, which is aligned,
+// so a captured rms_norm (its row kernel, or eager's kernel for a norm left out of the groups)
+// kept ATen's vectorized path where eager, on a batch that arrives misaligned, takes its Welford
+// path: a row with an infinity 0 in one, NaN in the other. Such a replay now leaves the graphs.
+// The batch moves between two aligned places until step 30, then lies one element further on.
+TEST_CASE("a replayed rms_norm whose batch arrives misaligned takes eager's path",
+          "[gpu][rows][replay]") {
+  if (!have_gpu()) return;
+  static hotpath_test::TempDir cache("hotpath-gpu-rms-replay");
+  constexpr int kCols = 8, kRows = 16, kSteps = 40;
+  auto buf = torch::randn({kRows * kCols + 16}, torch::kCUDA);
+  for (const int at : {1, 9}) buf.narrow(0, at, 2).fill_(std::numeric_limits<float>::infinity());
+  auto w = torch::randn({kCols}, torch::kCUDA) * 0.5 + 1;
+  auto m = torch::randn({kCols, kCols}, torch::kCUDA);
+  // lone: the norm alone before a product (no group: eager's kernel in the graph), a pointwise
+  // pair after it fused (the plan needs a kernel to be replayed).
+  for (const bool lone : {false, true}) {
+    CAPTURE(lone);
+    hotpath::Stats stats;
+    auto run = [&](bool hot) {
+      hotpath::Config c;
+      c.threshold = 3;
+      c.remember = false;
+      c.revert_window = 1000000;  // correctness, not speed
+      c.cache_dir = cache.path();
+      c.log_level = hotpath::LogLevel::Warn;
+      hotpath::disable_hot_path_detection();
+      if (hot) hotpath::enable_hot_path_detection(c);
+      std::vector<torch::Tensor> outs;
+      for (int i = 0; i < kSteps; ++i) {
+        torch::Tensor x;
+        {
+          hotpath::Pause outside;  // row 0 holds an infinity at each of the four places
+          x = buf.narrow(0, (i >= 30 ? 1 : 0) + (i % 2) * 8, kRows * kCols).view({kRows, kCols});
+        }
+        const auto y = torch::rms_norm(x, {kCols}, w, 1e-6);
+        if (lone) {
+          outs.push_back(y);
+          outs.push_back((torch::mm(y, m) * 2).sigmoid());
+        } else {
+          outs.push_back(torch::gelu(y * 1.5));
+        }
+        hotpath::step();
+        if (hot && i == 3) hotpath::wait_for_compilation();
+      }
+      if (hot) stats = hotpath::stats();
+      hotpath::disable_hot_path_detection();
+      return torch::stack(outs).cpu();
+    };
+    const auto eager = run(false), fused = run(true);
+    INFO(hotpath::format_stats(stats));
+    const auto& groups = stats.last().fusion.groups;
+    CHECK(std::any_of(groups.begin(), groups.end(), [](const auto& g) {
+            return g.name.find("rms") != std::string::npos;
+          }) == !lone);
+    CHECK(stats.last().fusion.replayed_iterations >= 5);
+    CHECK(torch::equal(fused.isnan(), eager.isnan()));
+    CHECK(eager.isnan().any().item<bool>());
+    const auto fin = eager.isfinite() & fused.isfinite();
+    const double err =
+        torch::where(fin, (fused - eager).abs(), torch::zeros_like(eager)).max().item<double>();
+    CHECK(err <= 1e-5 * eager.nan_to_num(0, 0, 0).abs().max().item<double>());
   }
 }
 

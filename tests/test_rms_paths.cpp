@@ -133,6 +133,17 @@ TEST_CASE("rows of other lengths take ATen's Welford path", "[fusion][rows]") {
   }
 }
 
+TEST_CASE("the alignment ATen's rms_norm path asks of data it reads in place", "[fusion][rows]") {
+  // One rule for the row kernel and for replay (an eager rms_norm captured in a graph).
+  using hotpath::detail::rms_norm_vector_align;
+  CHECK(rms_norm_vector_align(c10::ScalarType::Float, 8, true) == 16);
+  CHECK(rms_norm_vector_align(c10::ScalarType::BFloat16, 4096, true) == 8);
+  CHECK(rms_norm_vector_align(c10::ScalarType::Float, std::int64_t{1} << 24, true) == 16);
+  CHECK(rms_norm_vector_align(c10::ScalarType::Float, (std::int64_t{1} << 24) + 4, true) == 0);
+  CHECK(rms_norm_vector_align(c10::ScalarType::Float, 10, true) == 0);  // Welford anywhere
+  CHECK(rms_norm_vector_align(c10::ScalarType::Float, 8, false) == 0);  // a contiguous copy
+}
+
 // Cause: a deferred op's output that autograd keeps only through another tensor on its storage
 // (_fused_rms_norm's rstd, which it does not differentiate: it saves an alias for
 // _fused_rms_norm_backward) lost its own tensor before the group ran; the group then wrote

@@ -94,6 +94,11 @@ KernelSpec generate_pointwise_kernel(const Graph& g, const FusionGroup& group, b
 // blocks: each sums a chunk of rows for 32 columns into the workspace, and the last chunk of a
 // column tile to finish adds the chunks up in order (deterministic); fixed_blocks is set then.
 KernelSpec generate_row_kernel(const Graph& g, const FusionGroup& group);
+// ATen's CUDA rms_norm (aten::_fused_rms_norm) takes its vectorized path, whose rstd differs from
+// its Welford path's where a row holds an infinity (define_rms_norm), for rows of `cols` elements
+// read in place (`dense`) at addresses aligned to the bytes this returns; 0 where it never does
+// (it then takes the Welford path wherever the data lies).
+int rms_norm_vector_align(c10::ScalarType dtype, std::int64_t cols, bool dense);
 // A group that sums over every dimension but the last (FusionGroup::columns; the leading
 // dimensions read as rows, operands folding them into one stride): blocks of
 // 32 columns walk every row, storing the pointwise values that are needed and adding up the

@@ -308,7 +308,7 @@ void RowKernelGenerator::define_rms_norm(const Node& n, const std::vector<std::s
   //   then rstd NaN (the whole row NaN).
   // The kernel takes eager's path. For the vectorized one, an operand read from memory that ATen
   // would read in place (contiguous) must be aligned at launch, else the group runs eagerly.
-  const bool vectorized = cols % 4 == 0 && cols <= (std::int64_t{1} << 24);
+  const bool vectorized = rms_norm_vector_align(c10::kFloat, cols, true) > 0;
   const std::string c = float_literal(double(cols));
   const std::string eps = float_literal(n.args[3].toDouble());
   Def rstd;
@@ -341,10 +341,15 @@ void RowKernelGenerator::define_rms_norm(const Node& n, const std::vector<std::s
     const int v = n.input_at(a);
     if (!vectorized || v < 0 || params.in_group(v)) continue;  // made here: eager's is new
     const TensorMeta& m = g.value(v).meta;
-    if (!dense(m)) continue;  // ATen reads a contiguous copy (a new tensor)
+    // Not dense: ATen reads a contiguous copy (a new tensor) and any address is alike.
     KernelArg& arg = spec.args[params.tensor(v)];
-    arg.align_bytes = std::max(arg.align_bytes, 4 * static_cast<int>(c10::elementSize(m.dtype)));
+    arg.align_bytes = std::max(arg.align_bytes, rms_norm_vector_align(m.dtype, cols, dense(m)));
   }
+}
+
+int rms_norm_vector_align(c10::ScalarType dtype, std::int64_t cols, bool dense) {
+  if (cols % 4 != 0 || cols > (std::int64_t{1} << 24) || !dense) return 0;
+  return 4 * static_cast<int>(c10::elementSize(dtype));
 }
 
 void RowKernelGenerator::define_nll_loss(const Node& n, const std::vector<std::string>& t,

@@ -174,13 +174,24 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const TensorP
                  r.input_ptrs.size());
     return Step::kLeave;
   }
-  for (const auto& [k, st] : r.statics) {
-    const auto sk = static_cast<std::size_t>(st);
+  for (const OpRecipe::Static& use : r.statics) {
+    const std::size_t k = use.input;
+    const auto sk = static_cast<std::size_t>(use.copy);
+    if (use.align_bytes > 0 && reinterpret_cast<std::uintptr_t>(data_address(*inputs[k])) %
+                                       static_cast<std::uintptr_t>(use.align_bytes) !=
+                                   0) {
+      // Eager's kernel takes another path here than the captured one did on the aligned copy.
+      why = concat("input ", k, " is at ", data_address(*inputs[k]), ", not aligned to ",
+                   use.align_bytes,
+                   " bytes as the copy the graph reads is (eager's kernel takes "
+                   "another path for it)");
+      return Step::kLeave;
+    }
     if (static_filled_[sk] == iteration_) continue;
     static_filled_[sk] = iteration_;
     StaticNode& n = static_nodes_[sk];
     if (n.node == nullptr) {
-      refills_.emplace_back(st, at::Tensor(*inputs[k]));  // a moving input: copied in at launch
+      refills_.emplace_back(use.copy, at::Tensor(*inputs[k]));  // copied in at launch
       continue;
     }
     // Its graph copies it in; where it moved, from there on (the deferred call holds the tensor
@@ -202,7 +213,7 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const TensorP
   }
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     if (std::any_of(r.statics.begin(), r.statics.end(),
-                    [&](const auto& e) { return e.first == k; }))
+                    [&](const OpRecipe::Static& e) { return e.input == k; }))
       continue;
     if (data_address(*inputs[k]) != r.input_ptrs[k]) {
       const ValueRef ref = k < refs.size() ? refs[k] : ValueRef{};

@@ -274,8 +274,16 @@ class Replay {
     c10::SmallVector<const void*, 4> input_ptrs;               // per rec.inputs entry (kGraph)
     std::vector<std::pair<std::size_t, c10::IValue>> scalars;  // eager kGraph ops
     c10::SmallVector<Out, 1> outs;                             // per output (kGraph)
-    // Inputs that move between iterations: (input, the static copy the graph reads instead).
-    c10::SmallVector<std::pair<std::uint32_t, int>, 1> statics;
+    // Inputs that move between iterations: the static copy the graph reads instead.
+    struct Static {
+      std::uint32_t input = 0;
+      int copy = 0;  // index into statics_
+      // What the graph's reader computes depends on where the data lies (rms_norm, which takes
+      // ATen's vectorized path on aligned data): its static copy is aligned, so a replay whose
+      // input is not aligned to this many bytes leaves the graphs (0: anywhere).
+      int align_bytes = 0;
+    };
+    c10::SmallVector<Static, 1> statics;
   };
   struct Node {
     void* node = nullptr;  // CUgraphNode
@@ -363,6 +371,13 @@ class Replay {
   // What a graph op reads for its input k: the shadow, or for a moving input its static copy.
   at::Tensor graph_input(std::size_t index, std::size_t k, bool written);
   at::Tensor shadow_of(std::size_t index, std::int32_t argument, int element);
+  // Which of op `index`'s inputs is its tensor at (argument, element).
+  std::size_t input_at(std::size_t index, std::int32_t argument, int element) const;
+  // Its input k, where it is a static copy, must be aligned to `bytes` in a replay.
+  void require_alignment(std::size_t index, std::size_t k, int bytes);
+  // require_alignment for the inputs of an eager op captured in a graph (its arguments `args`).
+  void eager_alignment(std::size_t index, const c10::OperatorHandle& op,
+                       const torch::jit::Stack& args);
   void keep_shadow(std::size_t index, int out, const at::Tensor& shadow, const at::Tensor& real,
                    bool fresh, bool moving = false);
   // A tensor on the memory output k of op `index` had in the captured iteration.

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "codegen/kernel.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "dispatch/hook_key.h"
@@ -274,15 +275,42 @@ std::optional<ValueRef> Replay::saved_value(const at::Tensor& t) const {
   return it->second;
 }
 
-at::Tensor Replay::shadow_of(std::size_t index, std::int32_t argument, int element) {
-  // The input at `argument` (element >= 0: that element of a list argument), as a graph reads it.
+void Replay::eager_alignment(std::size_t index, const c10::OperatorHandle& op,
+                             const torch::jit::Stack& args) {
+  // An eager rms_norm captured reading a static copy (aligned) took ATen's vectorized path where
+  // it could: a replay whose input is elsewhere must find it aligned too.
+  if (op.schema().name() != "aten::_fused_rms_norm" || args.size() < 3 || !args[1].isIntList())
+    return;
+  std::int64_t cols = 1;
+  for (const std::int64_t c : args[1].toIntVector()) cols *= c;
+  for (const std::int32_t a : {0, 2}) {
+    if (!args[static_cast<std::size_t>(a)].isTensor()) continue;
+    const at::Tensor& t = args[static_cast<std::size_t>(a)].toTensor();
+    const int bytes = rms_norm_vector_align(t.scalar_type(), cols, t.is_contiguous());
+    if (bytes > 0) require_alignment(index, input_at(index, a, -1), bytes);
+  }
+}
+
+std::size_t Replay::input_at(std::size_t index, std::int32_t argument, int element) const {
+  // element >= 0: that element of a list argument.
   const std::vector<Input>& ins = inputs_[index];
   int seen = 0;
   for (std::size_t k = 0; k < ins.size(); ++k) {
     if (ins[k].argument != argument) continue;
-    if (seen++ == std::max(element, 0)) return graph_input(index, k, ins[k].written);
+    if (seen++ == std::max(element, 0)) return k;
   }
   HOTPATH_FAIL("op ", index, " has no tensor at argument ", argument, " element ", element);
+}
+
+at::Tensor Replay::shadow_of(std::size_t index, std::int32_t argument, int element) {
+  // The input at `argument`, as a graph reads it.
+  const std::size_t k = input_at(index, argument, element);
+  return graph_input(index, k, inputs_[index][k].written);
+}
+
+void Replay::require_alignment(std::size_t index, std::size_t k, int bytes) {
+  for (OpRecipe::Static& st : ops_[index].statics)
+    if (st.input == k) st.align_bytes = std::max(st.align_bytes, bytes);
 }
 
 bool Replay::moving(std::size_t index, std::size_t k) const {
@@ -328,7 +356,10 @@ at::Tensor Replay::graph_input(std::size_t index, std::size_t k, bool written) {
     static_nodes_.push_back(n);
     s = static_cast<int>(statics_.size());  // 1-based: 0 is "none yet"
   }
-  ops_[index].statics.emplace_back(static_cast<std::uint32_t>(k), s - 1);
+  OpRecipe::Static use;
+  use.input = static_cast<std::uint32_t>(k);
+  use.copy = s - 1;
+  ops_[index].statics.push_back(use);
   return statics_[static_cast<std::size_t>(s - 1)];
 }
 
@@ -405,6 +436,7 @@ void Replay::capture_eager(std::size_t index, const c10::OperatorHandle& op,
       r.input_ptrs.push_back(data_address(t));
       return t;
     });
+    if (r.kind == Kind::kGraph) eager_alignment(index, op, args);
     {
       c10::cuda::CUDAStreamGuard guard(side_);
       c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);

@@ -66,6 +66,8 @@ void Replay::launch_words(const Launch& l, std::uint64_t* w, std::size_t first, 
     const at::Tensor t =
         a.output >= 0 ? shadows_.at(ValueRef{static_cast<std::int64_t>(idx), a.output}).tensor
                       : shadow_of(idx, a.argument, a.element);
+    if (a.output < 0 && a.align_bytes > 0)
+      require_alignment(idx, input_at(idx, a.argument, a.element), a.align_bytes);
     void* ptr = t.defined() ? t.data_ptr() : nullptr;
     if (ptr != nullptr && a.linear && g.spec.vec_bytes > 0 &&
         reinterpret_cast<std::uintptr_t>(ptr) % static_cast<std::uintptr_t>(g.spec.vec_bytes) != 0)
