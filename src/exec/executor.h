@@ -144,9 +144,11 @@ class Executor {
     // in eager, only the program holds them (autograd accumulates a gradient in place only into
     // a buffer nobody else holds); expired when nobody does.
     c10::SmallVector<WeakTensor, 1> made;
-    // Their storages, held weakly too: a second tensor on one (autograd's saved alias of an
-    // output it does not differentiate, _fused_rms_norm's rstd) can outlive the output's own
-    // tensor and still read it. See revive.
+    // Their storages, held weakly too: a second tensor on one can outlive the output's own
+    // tensor and still read it. Autograd makes one where a node saves its own op's output
+    // (SavedVariable keeps the output's tensor_data, a new TensorImpl on its storage, so as not
+    // to hold its own node): _fused_rms_norm's rstd, which rms_norm returns to nobody. See
+    // revive.
     c10::SmallVector<c10::weak_intrusive_ptr<c10::StorageImpl>, 1> stores;
     c10::SmallVector<at::Tensor, 1> revived;  // tensors revive made on such storages
     at::Tensor output(std::size_t k = 0) const {
