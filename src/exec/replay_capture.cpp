@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "codegen/kernel.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "dispatch/hook_key.h"
@@ -275,22 +274,6 @@ std::optional<ValueRef> Replay::saved_value(const at::Tensor& t) const {
   return it->second;
 }
 
-void Replay::eager_alignment(std::size_t index, const c10::OperatorHandle& op,
-                             const torch::jit::Stack& args) {
-  // An eager rms_norm captured reading a static copy (aligned) took ATen's vectorized path where
-  // it could: a replay whose input is elsewhere must find it aligned too.
-  if (op.schema().name() != "aten::_fused_rms_norm" || args.size() < 3 || !args[1].isIntList())
-    return;
-  std::int64_t cols = 1;
-  for (const std::int64_t c : args[1].toIntVector()) cols *= c;
-  for (const std::int32_t a : {0, 2}) {
-    if (!args[static_cast<std::size_t>(a)].isTensor()) continue;
-    const at::Tensor& t = args[static_cast<std::size_t>(a)].toTensor();
-    const int bytes = rms_norm_vector_align(t.scalar_type(), cols, t.is_contiguous());
-    if (bytes > 0) require_alignment(index, input_at(index, a, -1), bytes);
-  }
-}
-
 std::size_t Replay::input_at(std::size_t index, std::int32_t argument, int element) const {
   // element >= 0: that element of a list argument.
   const std::vector<Input>& ins = inputs_[index];
@@ -306,11 +289,6 @@ at::Tensor Replay::shadow_of(std::size_t index, std::int32_t argument, int eleme
   // The input at `argument`, as a graph reads it.
   const std::size_t k = input_at(index, argument, element);
   return graph_input(index, k, inputs_[index][k].written);
-}
-
-void Replay::require_alignment(std::size_t index, std::size_t k, int bytes) {
-  for (OpRecipe::Static& st : ops_[index].statics)
-    if (st.input == k) st.align_bytes = std::max(st.align_bytes, bytes);
 }
 
 bool Replay::moving(std::size_t index, std::size_t k) const {

@@ -1,10 +1,13 @@
 // Capturing hotpath's own kernels for replay (exec/replay.h): a fused group's launch, or a batch's
 // joint launch through the kernel's multi entry, becomes one kernel node whose parameters point
 // at the shadows of its members' inputs and outputs; its scalars are rewritten at each replay.
+// Where a kernel whose path depends on where its data lies (rms_norm's) reads a static copy, the
+// copy notes the alignment a replay must find its input at: for hotpath's kernels and for eager's.
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "codegen/kernel.h"
@@ -176,6 +179,27 @@ void Replay::capture_batch(const std::vector<Launch>& launches) {
   } catch (const std::exception& e) {
     fail(concat("the batched launch of group ", g.name, " and ", launches.size() - 1,
                 " more could not be captured: ", e.what()));
+  }
+}
+
+void Replay::require_alignment(std::size_t index, std::size_t k, int bytes) {
+  for (OpRecipe::Static& st : ops_[index].statics)
+    if (st.input == k) st.align_bytes = std::max(st.align_bytes, bytes);
+}
+
+void Replay::eager_alignment(std::size_t index, const c10::OperatorHandle& op,
+                             const torch::jit::Stack& args) {
+  // An eager rms_norm captured reading a static copy (aligned) took ATen's vectorized path where
+  // it could: a replay whose input is elsewhere must find it aligned too.
+  if (op.schema().name() != "aten::_fused_rms_norm" || args.size() < 3 || !args[1].isIntList())
+    return;
+  std::int64_t cols = 1;
+  for (const std::int64_t c : args[1].toIntVector()) cols *= c;
+  for (const std::int32_t a : {0, 2}) {
+    if (!args[static_cast<std::size_t>(a)].isTensor()) continue;
+    const at::Tensor& t = args[static_cast<std::size_t>(a)].toTensor();
+    const int bytes = rms_norm_vector_align(t.scalar_type(), cols, t.is_contiguous());
+    if (bytes > 0) require_alignment(index, input_at(index, a, -1), bytes);
   }
 }
 
