@@ -308,7 +308,9 @@ void RowKernelGenerator::define_rms_norm(const Node& n, const std::vector<std::s
   //   then rstd NaN (the whole row NaN).
   // The kernel takes eager's path. For the vectorized one, an operand read from memory that ATen
   // would read in place (contiguous) must be aligned at launch, else the group runs eagerly.
-  const bool vectorized = rms_norm_vector_align(c10::kFloat, cols, true) > 0;
+  // Which path is a question of the row length alone: asked of the input as if read in place.
+  const bool vectorized =
+      rms_norm_vector_align(g.value(n.input_at(0)).meta.dtype, cols, /*dense=*/true) > 0;
   const std::string c = float_literal(double(cols));
   const std::string eps = float_literal(n.args[3].toDouble());
   Def rstd;
