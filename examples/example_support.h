@@ -85,10 +85,13 @@ class Args {
 };
 
 // Milliseconds per step of `steps` steps: on the GPU from CUDA events around them (the GPU's span
-// of their work, host gaps included), on the CPU from the clock.
+// of their work, host gaps included), on the CPU from the clock. The GPU is waited for first: a
+// block that starts behind a queue of the other side's work would read at the GPU's pace for as
+// long as that queue lasts (the governor times its plain-eager blocks the same way).
 inline double time_steps_ms(bool cuda, int steps, const std::function<void()>& step) {
   std::optional<at::cuda::CUDAEvent> start, stop;
   if (cuda) {
+    torch::cuda::synchronize();
     start.emplace(cudaEventDefault);
     stop.emplace(cudaEventDefault);
     start->record();
@@ -145,31 +148,70 @@ inline int settle(int max_steps, const std::function<void()>& step) {
   return steps;
 }
 
+// What hotpath ran in a stretch of the loop, from its counters before and after: iterations that
+// ran the whole plan, and iterations of the governor's own plain-eager blocks (eager, not fused).
+struct RunCounts {
+  std::int64_t fused = 0, plain = 0;
+  static RunCounts now() {
+    RunCounts c;
+    for (const auto& sig : hotpath::stats().signatures) c.fused += sig.fusion.fused_iterations;
+    for (const auto& rep : hotpath::report().signatures) c.plain += rep.plain_iterations;
+    return c;
+  }
+  RunCounts since(const RunCounts& before) const {
+    return RunCounts{fused - before.fused, plain - before.plain};
+  }
+};
+
 // The same loop, plain eager (under hotpath::Pause: not intercepted, unseen) in blocks of 10
 // steps alternating with blocks under hotpath, `steps` a side, once the governor has settled;
 // prints the medians of the blocks and returns eager's over hotpath's (above 1: hotpath is faster).
 // Each block is timed after kSwitchSteps steps that pay for the switch from the other side (the
 // governor leaves the same steps out after its own plain-eager blocks). Training goes on either
 // way.
+//
+// Each hotpath block is then told apart by what ran in it: a block all of whose steps ran the
+// fused plan measures what the report's steady state measures (fused iterations against plain
+// eager); a block where the governor ran plain-eager iterations of its own, or the plan was left,
+// measures hotpath as the loop met it. Both figures are printed, with a line per block.
 constexpr int kSwitchSteps = 4;
+constexpr int kCrossBlock = 10;
 inline double cross_check(bool cuda, int steps, const std::function<void()>& step) {
   settle(2 * steps, step);
-  std::vector<double> plain, hot;
-  for (int done = 0; done < steps; done += 10) {
+  std::vector<double> plain, hot, hot_fused;
+  std::vector<RunCounts> ran;
+  for (int done = 0; done < steps; done += kCrossBlock) {
     {
       hotpath::Pause pause;
       for (int k = 0; k < kSwitchSteps; ++k) step();
-      plain.push_back(time_steps_ms(cuda, 10, step));
+      plain.push_back(time_steps_ms(cuda, kCrossBlock, step));
     }
     for (int k = 0; k < kSwitchSteps; ++k) step();
-    hot.push_back(time_steps_ms(cuda, 10, step));
+    const RunCounts before = RunCounts::now();
+    hot.push_back(time_steps_ms(cuda, kCrossBlock, step));
+    ran.push_back(RunCounts::now().since(before));
+    if (ran.back().fused == kCrossBlock && ran.back().plain == 0) hot_fused.push_back(hot.back());
   }
   const double ratio = median(plain) / median(hot);
   std::printf(
-      "cross-check against plain eager (hotpath::Pause), interleaved blocks of 10, %zu "
+      "cross-check against plain eager (hotpath::Pause), interleaved blocks of %d, %zu "
       "iterations a side (each block after %d steps that switch): eager %.3f ms, hotpath %.3f ms "
       "per iteration: %.2fx\n",
-      plain.size() * 10, kSwitchSteps, median(plain), median(hot), ratio);
+      kCrossBlock, plain.size() * kCrossBlock, kSwitchSteps, median(plain), median(hot), ratio);
+  for (std::size_t b = 0; b < hot.size(); ++b)
+    std::printf(
+        "  cross-check block %2zu: eager %.3f ms, hotpath %.3f ms (%lld of %d steps fused, "
+        "%lld plain-eager iterations of the governor)\n",
+        b + 1, plain[b], hot[b], static_cast<long long>(ran[b].fused), kCrossBlock,
+        static_cast<long long>(ran[b].plain));
+  if (hot_fused.empty()) {
+    std::printf("cross-check, hotpath blocks fused throughout: none of %zu\n", hot.size());
+  } else {
+    std::printf(
+        "cross-check, hotpath blocks fused throughout: %zu of %zu, hotpath %.3f ms per "
+        "iteration: %.2fx (what the report's steady state measures)\n",
+        hot_fused.size(), hot.size(), median(hot_fused), median(plain) / median(hot_fused));
+  }
   return ratio;
 }
 
