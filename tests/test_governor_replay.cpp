@@ -19,12 +19,12 @@ namespace {
 struct Loop {
   FakePlans& plans;
   Feed& feed;
-  double plan_ms = 8.0, replay_ms = 5.0;
+  double plan_ms = 8.0, replay_ms = 5.0, eager_ms = 10.0;
   bool replay = false;
   void run(int n) {
     for (int i = 0; i < n; ++i) {
       plans.replayed = replay && !plans.all_off;
-      feed.run(1, plans.all_off ? 10.0 : plans.replayed ? replay_ms : plan_ms);
+      feed.run(1, plans.all_off ? eager_ms : plans.replayed ? replay_ms : plan_ms);
     }
   }
 };
@@ -157,7 +157,8 @@ TEST_CASE("replay begun before the plan was judged is checked against the plan's
     loop.replay_ms = 7.0;
     loop.run(60);
     CHECK(plans.no_replay_calls == 1);
-    CHECK(plans.why.find("the plan alone's 2.000 ms just before replay") != std::string::npos);
+    CHECK(plans.why.find("slower than the plan alone just before replay (2.000 ms over") !=
+          std::string::npos);
     loop.replay = false;  // the executor let it go
     loop.run(80);
     CHECK(judged(gov, feed) == Approx(5.0));  // the plan judged on its own: 10 ms against 2
@@ -168,6 +169,23 @@ TEST_CASE("replay begun before the plan was judged is checked against the plan's
     loop.run(60);
     CHECK(plans.no_replay_calls == 0);
     CHECK(judged(gov, feed) == Approx(10.0));
+  }
+  SECTION("faster than the plan on a host that then slows down: kept") {
+    // As the synced MLP example ran on an H200: replay judged faster than eager in its first
+    // windows; then the host slowed, eager and replay alike, until a replayed window took longer
+    // than the plan's iterations had before replay, and replay was let go. Weighed against eager
+    // timed beside it, replay wins as it did: the plan's 2 ms were a fifth of eager's 10, replay's
+    // 1.5 ms an eighth of eager's 12, and its 15 ms on the slower host an eighth of eager's 120.
+    loop.replay_ms = 1.5;
+    loop.eager_ms = 12.0;
+    loop.run(60);
+    REQUIRE(plans.no_replay_calls == 0);
+    loop.replay_ms = 15.0;
+    loop.eager_ms = 120.0;
+    loop.run(200);
+    CHECK(plans.no_replay_calls == 0);
+    CHECK(plans.why.empty());
+    CHECK(judged(gov, feed) == Approx(8.0));
   }
 }
 

@@ -472,7 +472,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
   }
   const std::size_t windows = s.rounds.size();
   // Asked before the window's samples are cleared (replay against the plan's last iterations).
-  const std::string replay_loss = slower ? "" : replay_loses_to_plan(signature, s, iv, m, e);
+  const std::string replay_loss = slower ? "" : replay_loses_to_plan(s, iv, m, e);
   const RatioInterval kept = s.verdict;
   const std::int64_t kept_fused = s.verdict_fused, kept_eager = s.verdict_eager;
   record_evidence(signature, s, round, s.baseline_fresh, slower ? &iv : nullptr);

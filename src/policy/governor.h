@@ -236,8 +236,12 @@ class Governor {
     bool replay_stopped = false;
     bool plain_due = false;
     // The plan's fused samples from just before replay began, when replay began before the plan
-    // had a verdict of its own: what replay's first kept verdict is checked against.
+    // had a verdict of its own: what replay's first kept verdict is checked against; and the
+    // eager figure of replay's first judged window, the one timed nearest to them (0: none yet).
+    // They are weighed as a ratio to it, as replay's windows are to the eager beside them: a host
+    // that slows down after replay began slows replay too, and must not pass for its loss.
     std::vector<double> plan_before_replay;
+    double plan_before_eager = 0;
     // The capture held back (see kReplayHoldMax): what an earlier run's capture cost, the fused
     // iterations held so far and the run's lead over eager at the first of them; and what this
     // run's capture cost beyond a fused iteration (remembered for the next run).
@@ -358,9 +362,9 @@ class Governor {
   static std::string catch_up(double eager, double deficit, double cost, double plan,
                               double replay_ratio);
   // Why replay, kept against eager with interval `iv`, loses to the plan alone (its verdict, or
-  // its fused iterations just before replay); "" if it does not, or nothing says so.
-  std::string replay_loses_to_plan(std::uint64_t signature, const Sig& s, const RatioInterval& iv,
-                                   double m, double e) const;
+  // its fused iterations just before replay); "" if it does not, or nothing says so. The first
+  // call after replay began notes `e` as the eager figure the plan's iterations are weighed by.
+  static std::string replay_loses_to_plan(Sig& s, const RatioInterval& iv, double m, double e);
   void apply(std::uint64_t signature, Sig& s);
   void revert(std::uint64_t signature, Sig& s, const std::string& why);
   void remember(std::uint64_t signature, const Sig& s, bool compile);

@@ -4,6 +4,7 @@
 // or to the plan alone, is let go and the plan is judged on its own again. A known winner's
 // capture is held until the run can pay for it (Governor::kReplayHoldMax).
 #include <algorithm>
+#include <cstdio>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -21,6 +22,12 @@ constexpr int kReplayGone = 8;
 // this many of those, and replay slower by more than this ratio over the whole interval.
 constexpr std::size_t kPlanBeforeReplay = 5;
 constexpr double kReplayLossMargin = 1.05;
+
+std::string ratio_text(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", r);
+  return buf;
+}
 }  // namespace
 
 bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) {
@@ -47,6 +54,7 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
     s.plan_verdict_eager = s.verdict_eager;
     // Without a verdict of the plan's own, its last fused samples are what replay must beat.
     s.plan_before_replay.clear();
+    s.plan_before_eager = 0;
     if (!s.plan_verdict.known()) s.plan_before_replay.assign(s.recent.begin(), s.recent.end());
   }
   // What was judged of the other configuration says nothing of this one: a verdict of its own,
@@ -59,8 +67,7 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
   return true;
 }
 
-std::string Governor::replay_loses_to_plan(std::uint64_t signature, const Sig& s,
-                                           const RatioInterval& iv, double m, double e) const {
+std::string Governor::replay_loses_to_plan(Sig& s, const RatioInterval& iv, double m, double e) {
   if (!s.replaying) return "";
   if (s.plan_verdict.known()) {
     if (!(iv.low > s.plan_verdict.high)) return "";
@@ -69,16 +76,26 @@ std::string Governor::replay_loses_to_plan(std::uint64_t signature, const Sig& s
                   " at 95%), slower than the plan alone (ratio ", interval_text(s.plan_verdict),
                   ")");
   }
-  // Replay began before the plan was judged: its window against the plan's fused iterations
-  // just before it (not interleaved, so only a clear loss counts).
-  if (s.plan_before_replay.size() < kPlanBeforeReplay || s.judged.empty()) return "";
-  const RatioInterval vs_plan = ratio_of_medians(s.judged, s.plan_before_replay,
-                                                 signature ^ static_cast<std::uint64_t>(s.timed));
-  if (!(vs_plan.low > kReplayLossMargin)) return "";
-  return concat("replayed, fused median ", ms_text(m), " vs the plan alone's ",
-                ms_text(median_of(s.plan_before_replay)), " just before replay (ratio ",
-                interval_text(vs_plan), " at 95% over ", s.judged.size(), " and ",
-                s.plan_before_replay.size(), " iterations)");
+  // Replay began before the plan was judged: its ratio to eager against the plan's fused
+  // iterations just before it, as a ratio to the eager figure timed nearest them (neither is
+  // interleaved with the other, so only a clear loss counts). Their times alone would not do: on
+  // a host whose speed drifts, a replayed window timed 300 iterations later reads slower than the
+  // plan did then (H200, the synced MLP example: eager 0.97 -> 1.27 ms, replayed 0.49 -> 0.67 ms,
+  // judged slower than the plan's 0.56 ms and let go; the plan alone then ran at 1.05-1.16 ms).
+  // Only a window judged against eager timed beside it says how replay compares now.
+  if (s.plan_before_eager <= 0) s.plan_before_eager = e;  // replay's first window judged
+  if (s.plan_before_replay.size() < kPlanBeforeReplay || !s.baseline_fresh || e <= 0 ||
+      !iv.known())
+    return "";
+  const double plan = median_of(s.plan_before_replay);
+  const double plan_ratio = plan / s.plan_before_eager;
+  if (!(iv.low > plan_ratio * kReplayLossMargin)) return "";
+  return concat("replayed, fused median ", ms_text(m), " vs ", s.baseline_plain ? "plain " : "",
+                "eager ", ms_text(e), " (ratio ", interval_text(iv),
+                " at 95%), slower than the plan alone just before replay (", ms_text(plan),
+                " over ", s.plan_before_replay.size(), " iterations against eager's ",
+                ms_text(s.plan_before_eager), " timed beside replay's first window: ratio ",
+                ratio_text(plan_ratio), ")");
 }
 
 void Governor::stop_replay(std::uint64_t signature, Sig& s, const std::string& why) {
