@@ -172,8 +172,10 @@ struct RunCounts {
 //
 // Each hotpath block is then told apart by what ran in it: a block all of whose steps ran the
 // fused plan measures what the report's steady state measures (fused iterations against plain
-// eager); a block where the governor ran plain-eager iterations of its own, or the plan was left,
-// measures hotpath as the loop met it. Both figures are printed, with a line per block.
+// eager); a block where the governor ran plain-eager iterations of its own (it re-times eager now
+// and then, and a Pause cuts such a block short), or the plan was left, measures hotpath as the
+// loop met it. Both figures are printed, with a line per block. The governor counts a block's
+// iterations when the block ends, so they may show in the hotpath block after the one they ran in.
 constexpr int kSwitchSteps = 4;
 constexpr int kCrossBlock = 10;
 inline double cross_check(bool cuda, int steps, const std::function<void()>& step) {
@@ -200,8 +202,8 @@ inline double cross_check(bool cuda, int steps, const std::function<void()>& ste
       kCrossBlock, plain.size() * kCrossBlock, kSwitchSteps, median(plain), median(hot), ratio);
   for (std::size_t b = 0; b < hot.size(); ++b)
     std::printf(
-        "  cross-check block %2zu: eager %.3f ms, hotpath %.3f ms (%lld of %d steps fused, "
-        "%lld plain-eager iterations of the governor)\n",
+        "  cross-check block %2zu: eager %.3f ms, hotpath %.3f ms (%lld of %d steps fused; the "
+        "governor's plain-eager blocks counted %lld iterations meanwhile)\n",
         b + 1, plain[b], hot[b], static_cast<long long>(ran[b].fused), kCrossBlock,
         static_cast<long long>(ran[b].plain));
   if (hot_fused.empty()) {
