@@ -3,7 +3,9 @@
 // steps, each timed with CUDA events after the GPU is waited for, over --steps steps:
 //   --mode none    hotpath never enabled: every block plain eager;
 //   --mode hot     hotpath enabled; every --every-th block runs under hotpath::Pause (plain
-//                  eager, as the example's cross-check runs it), the rest under hotpath.
+//                  eager, as the example's cross-check runs it), the rest under hotpath;
+//   --mode paused  hotpath enabled, every block under hotpath::Pause: does eager in a process
+//                  that has hotpath enabled (and out of the dispatch) run as eager without it?
 // --fresh-data draws a new batch (x, y) every step, so the loss does not fall towards zero (the
 // example's single batch is learnt to a loss of 1e-5: its gradients end up tiny).
 // Prints one line per block: step, side, ms per step; with --sync, the loss every 10 blocks.
@@ -36,14 +38,16 @@ int main(int argc, char** argv) {
     } else if (a == "--fresh-data") {
       fresh = true;
     } else {
-      std::fprintf(stderr,
-                   "usage: probe_eager_drift [--mode none|hot] [--steps N] [--every K] [--sync] "
-                   "[--fresh-data]\n");
+      std::fprintf(
+          stderr,
+          "usage: probe_eager_drift [--mode none|hot|paused] [--steps N] [--every K] [--sync] "
+          "[--fresh-data]\n");
       return 2;
     }
   }
-  if (mode != "none" && mode != "hot") {
-    std::fprintf(stderr, "probe_eager_drift: --mode is none or hot, got '%s'\n", mode.c_str());
+  if (mode != "none" && mode != "hot" && mode != "paused") {
+    std::fprintf(stderr, "probe_eager_drift: --mode is none, hot or paused, got '%s'\n",
+                 mode.c_str());
     return 2;
   }
   const torch::Device device(torch::kCUDA);
@@ -67,11 +71,11 @@ int main(int argc, char** argv) {
     loss.backward();
     opt.step();
   };
-  if (mode == "hot") hotpath::enable_hot_path_detection(10);
+  if (mode != "none") hotpath::enable_hot_path_detection(10);
   for (int b = 0; b * 10 < steps; ++b) {
-    const bool plain = mode == "none" || b % every == 0;
+    const bool plain = mode != "hot" || b % every == 0;
     std::optional<hotpath::Pause> pause;
-    if (plain && mode == "hot") pause.emplace();
+    if (plain && mode != "none") pause.emplace();
     for (int k = 0; k < 4; ++k) step();  // the switch from the other side
     torch::cuda::synchronize();
     at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
@@ -83,7 +87,7 @@ int main(int argc, char** argv) {
                 static_cast<double>(start.elapsed_time(stop)) / 10);
     if (sync && b % 10 == 0) std::printf("loss %.6g\n", last_loss);
   }
-  if (mode == "hot") {
+  if (mode != "none") {
     hotpath::disable_hot_path_detection();
     std::printf("%s", hotpath::format_report(hotpath::report()).c_str());
   }
