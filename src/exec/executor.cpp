@@ -497,9 +497,11 @@ void Executor::complete_iteration() {
       log_debug(concat("hotpath: signature ", armed_->hex, ": captured ", r.graphs(),
                        " graph(s) in ", ms_text(r.capture_ms()), " of host time: stream captures ",
                        ms_text(c.streams_ms), ", instantiating ", ms_text(c.instantiate_ms),
-                       ", shadow ops and kernel nodes ", ms_text(c.shadows_ms), " (", c.mallocs,
-                       " new allocator segment(s), pool ", r.pool_bytes() >> 20, " MiB; ",
-                       r.static_nodes(), " moving input(s) copied in by their graphs)"));
+                       ", shadow ops and kernel nodes ", ms_text(c.shadows_ms),
+                       ", read-only inputs' checks ", ms_text(c.checks_ms), " (their wait ",
+                       ms_text(c.wait_ms), ") (", c.mallocs, " new allocator segment(s), pool ",
+                       r.pool_bytes() >> 20, " MiB; ", r.static_nodes(),
+                       " moving input(s) copied in by their graphs)"));
     }
   }
   if (mode_ == Mode::kReplay) {

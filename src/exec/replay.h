@@ -148,6 +148,9 @@ class Replay {
   // (cudaMalloc calls) it took.
   struct CaptureCost {
     double streams_ms = 0, instantiate_ms = 0, shadows_ms = 0;
+    // The read-only inputs' bytes kept before and after their ops' own runs, and the wait for
+    // them and their comparison at the capture's end (of checks_ms, wait_ms).
+    double checks_ms = 0, wait_ms = 0;
     std::int64_t mallocs = 0;
   };
   const CaptureCost& capture_cost() const { return cost_; }

@@ -468,6 +468,7 @@ at::Tensor host_bytes(const at::Tensor& t) {
 void Replay::before_own_run(std::size_t index, const c10::OperatorHandle& op,
                             const torch::jit::Stack& args) {
   if (failed() || ops_[index].kind != Kind::kGraph) return;
+  AddElapsed lap(cost_.checks_ms);
   // What goes wrong here fails the capture, never the loop's op (as in capture_op).
   try {
     torch::jit::Stack walked = args;
@@ -485,6 +486,7 @@ void Replay::before_own_run(std::size_t index, const c10::OperatorHandle& op,
 
 void Replay::after_own_run(std::size_t index) {
   if (failed()) return;
+  AddElapsed lap(cost_.checks_ms);
   try {
     for (auto it = read_only_.rbegin(); it != read_only_.rend() && it->index == index; ++it) {
       it->after = host_bytes(it->input);
@@ -500,6 +502,7 @@ void Replay::end_capture() {
   try {
     close_segment();
     if (!read_only_.empty()) {
+      AddElapsed checks(cost_.checks_ms), wait(cost_.wait_ms);
       // The capture's one wait: for the copies, on the stream the iteration ran on.
       c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).synchronize();
       for (const ReadOnly& r : read_only_) {
