@@ -46,6 +46,9 @@ TEST_CASE("the interpreter kernel holds every op form and compiles with NVRTC", 
   const auto out = hotpath::detail::nvrtc_compile(src, hotpath::detail::kInterpreterFunction, 90,
                                                   hotpath::detail::runtime_headers(), "");
   CHECK(out.cubin.size() > 0);
+  // Its module carries replay's fingerprint kernel (runtime/fingerprint.cuh) too.
+  const std::string cubin(out.cubin.begin(), out.cubin.end());
+  CHECK(cubin.find(hotpath::detail::kFingerprintFunction) != std::string::npos);
 }
 
 TEST_CASE("the build compiled the interpreter kernel into the prebuilt kernel directory",

@@ -489,6 +489,7 @@ TEST_CASE("an op that writes an input its schema says it reads is not captured",
   CHECK(f.replay_off.find("hotpath_replay_test::bump") != std::string::npos);
   CHECK(f.replay_off.find("which its schema says it only reads") != std::string::npos);
   CHECK(r.kept.back().eq(40).all().item<bool>());
+  CHECK(hotpath::detail::fingerprint_kernel(0) != nullptr);  // the check it took: fingerprints
 }
 
 TEST_CASE("a plan an earlier run kept replayed is captured after kReplayAfterKnown iterations",

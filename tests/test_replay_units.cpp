@@ -1,14 +1,22 @@
-// CUDA graph replay's pieces that need no GPU (exec/replay.h): which ops a capture refuses, how a
-// stretch is cut into graphs, and how much a static copy holds. Whole loops replayed on the GPU
-// are in test_replay.cpp.
+// CUDA graph replay's pieces (exec/replay.h): which ops a capture refuses, how a stretch is cut
+// into graphs, and how much a static copy holds (no GPU needed); the fingerprint kernel a capture
+// checks read-only inputs with (on a GPU). Whole loops replayed on the GPU are in test_replay.cpp.
+#include <c10/cuda/CUDAStream.h>
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <random>
+#include <thread>
 #include <vector>
 
+#include "codegen/interpreter.h"
+#include "driver/cuda_driver.h"
 #include "exec/replay.h"
+#include "have_gpu.h"
+#include "hotpath/hotpath.h"
 
 namespace {
 
@@ -121,4 +129,85 @@ TEST_CASE("a tensor's elements as bytes, whatever its layout", "[replay]") {
   CHECK(same_bytes(torch::randn({2, 3}).expand({4, 2, 3})));  // broadcast
   const auto dense = torch::randn({5, 3});
   CHECK(element_bytes(dense).data_ptr() == dense.data_ptr());  // no copy where none is needed
+}
+
+namespace {
+
+// runtime/fingerprint.cuh's sum, on the host.
+unsigned long long host_fingerprint(const std::vector<std::uint8_t>& bytes, std::size_t first,
+                                    std::size_t n) {
+  unsigned long long sum = 0;
+  for (std::size_t w = 0; w * 8 < n; ++w) {
+    unsigned long long v = 0;
+    for (std::size_t b = 0; b < 8 && w * 8 + b < n; ++b)
+      v |= static_cast<unsigned long long>(bytes[first + w * 8 + b]) << (8 * b);
+    unsigned long long x = v ^ (w * 0x9e3779b97f4a7c15ULL);
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    sum += x;
+  }
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("the fingerprint kernel: the host's sum of the bytes, and another where one changed",
+          "[gpu][replay]") {
+  if (!hotpath_test::have_gpu()) return;
+  using namespace hotpath::detail;
+  // Loaded with the interpreter's module, on the side worker that enabling starts.
+  hotpath::enable_hot_path_detection(10);
+  std::shared_ptr<const CudaModule> kernel;
+  for (int i = 0; i < 1000 && !(kernel = fingerprint_kernel(0)); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  hotpath::disable_hot_path_detection();
+  REQUIRE(kernel != nullptr);
+  std::mt19937 gen(7);
+  std::vector<std::uint8_t> host(static_cast<std::size_t>((1 << 20) + 13));
+  for (auto& b : host) b = static_cast<std::uint8_t>(gen());
+  const auto device =
+      torch::from_blob(host.data(), {static_cast<std::int64_t>(host.size())}, torch::kUInt8)
+          .to(torch::kCUDA);
+  auto print = [&](const torch::Tensor& bytes, std::size_t first, std::size_t n) {
+    // A slot that holds something else first: the caller clears it (as keep_bytes does).
+    auto out = torch::full({1}, 12345, torch::dtype(torch::kLong).device(torch::kCUDA));
+    out.zero_();
+    const auto* data = bytes.data_ptr<std::uint8_t>() + first;
+    auto len = static_cast<unsigned long long>(n);
+    auto* slot = reinterpret_cast<unsigned long long*>(out.data_ptr<std::int64_t>());
+    void* params[] = {&data, &len, &slot};
+    const auto words = static_cast<unsigned>((n + 7) / 8);
+    const unsigned blocks =
+        std::max(1U, std::min(1024U, (words + kFingerprintBlock - 1) /
+                                         static_cast<unsigned>(kFingerprintBlock)));
+    kernel->launch(blocks, kFingerprintBlock, c10::cuda::getCurrentCUDAStream().stream(), params);
+    return static_cast<unsigned long long>(out.item<std::int64_t>());
+  };
+  // Any start (byte loads), any length (a tail of fewer than 8 bytes), a grid-stride loop.
+  for (const auto& [first, n] :
+       std::vector<std::pair<std::size_t, std::size_t>>{{0, host.size()},
+                                                        {3, host.size() - 3},
+                                                        {8, 4096},
+                                                        {1, 7},
+                                                        {5, 1},
+                                                        {0, std::size_t{1} << 20}}) {
+    CAPTURE(first, n);
+    CHECK(print(device, first, n) == host_fingerprint(host, first, n));
+  }
+  const unsigned long long whole = print(device, 0, host.size());
+  CHECK(print(device, 0, host.size()) == whole);  // the same bytes, the same sum
+  for (const std::size_t at : {std::size_t{0}, host.size() / 2 + 1, host.size() - 1}) {
+    CAPTURE(at);
+    auto changed = device.clone();
+    changed[static_cast<std::int64_t>(at)].add_(1);
+    CHECK(print(changed, 0, host.size()) != whole);
+  }
+  // Two words swapped: each word is mixed with its place.
+  auto swapped = device.clone();
+  swapped.slice(0, 0, 8).copy_(device.slice(0, 8, 16));
+  swapped.slice(0, 8, 16).copy_(device.slice(0, 0, 8));
+  CHECK(print(swapped, 0, host.size()) != whole);
 }

@@ -12,8 +12,10 @@ const std::string& interpreter_source() {
   static const std::string source = [] {
     std::ostringstream s;
     s << R"(// hotpath interpreter: runs a fusion group's bytecode (hp::Program); its fixed part is
-// runtime/interpreter.cuh, the op forms' cases follow.
+// runtime/interpreter.cuh, the op forms' cases follow. Its module carries replay's fingerprint
+// kernel too (runtime/fingerprint.cuh): loaded with it, no module of its own to wait for.
 #include "interpreter.cuh"
+#include "fingerprint.cuh"
 
 )";
     s << "constexpr int kE = " << kInterpreterElements << ";\n";

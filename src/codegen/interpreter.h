@@ -13,6 +13,10 @@
 namespace hotpath::detail {
 
 constexpr const char* kInterpreterFunction = "hotpath_interpreter";
+// The interpreter's module also holds runtime/fingerprint.cuh's kernel, launched with this many
+// threads a block.
+constexpr const char* kFingerprintFunction = "hotpath_fingerprint";
+constexpr int kFingerprintBlock = 256;
 constexpr int kInterpreterBlock = 128;
 constexpr int kInterpreterElements = 8;  // per thread and tile (kE in the source)
 

@@ -71,6 +71,7 @@ namespace {
 struct Interpreters {
   std::mutex mu;
   std::map<int, std::shared_ptr<CudaModule>> loaded;
+  std::map<int, std::shared_ptr<const CudaModule>> fingerprints;  // from the same module
   std::set<int> requested;
 };
 
@@ -90,6 +91,7 @@ void load_interpreter(int device, const KernelCache& cache) {
                         arch, runtime_headers(), cache);
     auto module = std::make_shared<CudaModule>(built.cubin, kInterpreterFunction, device);
     module->allow_shared(kInterpreterMaxShared);  // its register file
+    auto fingerprint = std::make_shared<const CudaModule>(module->image(), kFingerprintFunction);
     // One launch with nothing to do, here on the worker: a kernel's first launch costs the driver
     // milliseconds (it grew the context's local memory when the interpreter kept its registers
     // there), which would otherwise stall the first fused iteration.
@@ -102,6 +104,7 @@ void load_interpreter(int device, const KernelCache& cache) {
     Interpreters& state = interpreters();
     std::lock_guard<std::mutex> lock(state.mu);
     state.loaded[device] = std::move(module);
+    state.fingerprints[device] = std::move(fingerprint);
   } catch (const Error& e) {
     log_warn(concat("hotpath: no interpreter kernel for device ", device,
                     " (fused groups wait for their own kernels): ", e.what()));
@@ -129,6 +132,13 @@ std::shared_ptr<CudaModule> Executor::loaded_interpreter(int device) {
   std::lock_guard<std::mutex> lock(state.mu);
   const auto it = state.loaded.find(device);
   return it == state.loaded.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const CudaModule> fingerprint_kernel(int device) {
+  Interpreters& state = interpreters();
+  std::lock_guard<std::mutex> lock(state.mu);
+  const auto it = state.fingerprints.find(device);
+  return it == state.fingerprints.end() ? nullptr : it->second;
 }
 
 void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {

@@ -86,6 +86,9 @@ std::int64_t span_bytes(const at::TensorBase& t);
 at::Tensor element_bytes(const at::Tensor& t);
 // Copies n bytes on `device` (its current stream), a raw cudaMemcpyAsync: nothing through ATen.
 void copy_bytes(void* dst, const void* src, std::int64_t n, int device);
+// runtime/fingerprint.cuh's kernel on `device`, once the interpreter's module is loaded (it
+// carries it; exec/kernels.cpp); null before, or where it could not load.
+std::shared_ptr<const CudaModule> fingerprint_kernel(int device);
 // Ops the graph after `cut` graphs of a stretch takes before it is cut (graph_ops:
 // Config::replay_graph_ops, > 0): a quarter of graph_ops for the first, half for the second, then
 // graph_ops, at least one. A stretch starts the GPU after a few ops, then hands it larger graphs.
@@ -343,14 +346,24 @@ class Replay {
     bool written = false;  // written in place (Tensor(a!))
     bool saved = false;    // a value of the iteration through another tensor (ref names it)
   };
-  // An input an op's own run must leave as it was (before_own_run).
+  // An input an op's own run must leave as it was (before_own_run): its fingerprints before and
+  // after the run (slots of prints_), or where the device has no fingerprint kernel its bytes in
+  // pinned host memory.
   struct ReadOnly {
     std::size_t index = 0;
     std::size_t k = 0;  // which of the op's inputs
     std::string op;
-    at::Tensor input;          // until the op has run
-    at::Tensor before, after;  // its bytes in pinned host memory, once the copies are done
+    at::Tensor input;  // until the op has run
+    std::int64_t before_print = -1, after_print = -1;
+    at::Tensor before, after;
   };
+  // The input's fingerprint into a new slot of prints_ on the current stream (its number), or
+  // its bytes in pinned host memory into `host` (-1) unless `fingerprint` and the device has the
+  // fingerprint kernel (exec/replay_checks.cpp).
+  std::int64_t keep_bytes(const at::Tensor& t, at::Tensor& host, bool fingerprint);
+  // end_capture's check: after one wait, whether each read-only input came out of its op's run
+  // as it went in; throws, naming the op, where one did not.
+  void check_read_only();
   // A replayed op's deferred call (for leave()).
   struct Record {
     std::size_t index = 0;
@@ -419,8 +432,10 @@ class Replay {
   std::int64_t mallocs_before_ = 0;
   CaptureCost cost_;
   ska::flat_hash_map<ValueRef, Shadow, ValueRefHash> shadows_;
-  std::vector<std::vector<Input>> inputs_;          // per op, its inputs (capture only)
-  std::vector<ReadOnly> read_only_;                 // before_own_run (capture only)
+  std::vector<std::vector<Input>> inputs_;  // per op, its inputs (capture only)
+  std::vector<ReadOnly> read_only_;         // before_own_run (capture only)
+  std::vector<at::Tensor> prints_;  // fingerprint slots, kPrintSlots to a tensor (capture only)
+  std::int64_t prints_used_ = 0;
   std::vector<std::vector<const void*>> observed_;  // per op, its outside inputs' addresses
   std::set<const void*> written_;  // outside inputs the observed iteration wrote in place
   ska::flat_hash_map<const c10::StorageImpl*, ValueRef> by_storage_;  // real storage -> value

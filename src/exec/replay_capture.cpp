@@ -9,7 +9,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -68,6 +67,8 @@ void Replay::begin_capture(std::int64_t iter_start, std::vector<std::uint32_t> r
   stretch_graphs_ = 0;
   inputs_.assign(ops_.size(), {});
   read_only_.clear();
+  prints_.clear();
+  prints_used_ = 0;
   pool_ = at::cuda::graph_pool_handle();
   const auto& stats =
       c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_));
@@ -443,28 +444,6 @@ void Replay::capture_eager(std::size_t index, const c10::OperatorHandle& op,
   }
 }
 
-at::Tensor element_bytes(const at::Tensor& t) {
-  // contiguous() keeps a one-element tensor as it is, whatever its stride (a slice with a step
-  // leaves one of 2), and viewing it as bytes wants a stride of 1: such a tensor is copied.
-  at::Tensor flat = t.contiguous().reshape({-1});
-  if (flat.stride(0) != 1) flat = flat.clone(at::MemoryFormat::Contiguous);
-  return flat.view(at::kByte);
-}
-
-namespace {
-
-// A tensor's elements as bytes, in order, copied into pinned host memory on the current stream:
-// no kernel of its own (a check that launched new kernels paid for loading them, tens of ms).
-at::Tensor host_bytes(const at::Tensor& t) {
-  const at::Tensor bytes = element_bytes(t);
-  at::Tensor host =
-      at::empty({bytes.numel()}, bytes.options().device(at::kCPU).pinned_memory(true));
-  host.copy_(bytes, /*non_blocking=*/true);
-  return host;
-}
-
-}  // namespace
-
 void Replay::before_own_run(std::size_t index, const c10::OperatorHandle& op,
                             const torch::jit::Stack& args) {
   if (failed() || ops_[index].kind != Kind::kGraph) return;
@@ -472,11 +451,18 @@ void Replay::before_own_run(std::size_t index, const c10::OperatorHandle& op,
   // What goes wrong here fails the capture, never the loop's op (as in capture_op).
   try {
     torch::jit::Stack walked = args;
+    // Fingerprinted on the GPU where the kernel is loaded, else copied (keep_bytes).
+    const bool print = fingerprint_kernel(device_) != nullptr;
     map_inputs(walked, [&](std::size_t k, const at::Tensor& t) {
-      if (moving(index, k) && !inputs_[index][k].written && t.is_cuda() && t.numel() > 0)
-        read_only_.push_back(ReadOnly{index, k,
-                                      full_name(op.schema().name(), op.schema().overload_name()), t,
-                                      host_bytes(t), at::Tensor()});
+      if (!moving(index, k) || inputs_[index][k].written || !t.is_cuda() || t.numel() == 0)
+        return t;
+      ReadOnly r;
+      r.index = index;
+      r.k = k;
+      r.op = full_name(op.schema().name(), op.schema().overload_name());
+      r.input = t;
+      r.before_print = keep_bytes(t, r.before, print);
+      read_only_.push_back(std::move(r));
       return t;
     });
   } catch (const std::exception& e) {
@@ -489,7 +475,7 @@ void Replay::after_own_run(std::size_t index) {
   AddElapsed lap(cost_.checks_ms);
   try {
     for (auto it = read_only_.rbegin(); it != read_only_.rend() && it->index == index; ++it) {
-      it->after = host_bytes(it->input);
+      it->after_print = keep_bytes(it->input, it->after, it->before_print >= 0);
       it->input = at::Tensor();
     }
   } catch (const std::exception& e) {
@@ -501,20 +487,7 @@ void Replay::end_capture() {
   if (failed()) return;
   try {
     close_segment();
-    if (!read_only_.empty()) {
-      AddElapsed checks(cost_.checks_ms), wait(cost_.wait_ms);
-      // The capture's one wait: for the copies, on the stream the iteration ran on.
-      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).synchronize();
-      for (const ReadOnly& r : read_only_) {
-        if (std::memcmp(r.before.const_data_ptr(), r.after.const_data_ptr(),
-                        static_cast<std::size_t>(r.before.numel())) == 0)
-          continue;
-        HOTPATH_FAIL("op ", r.index, " (", r.op, ") wrote its input ", r.k,
-                     " in place, which its schema says it only reads: a replay would write a copy "
-                     "of it");
-      }
-      read_only_.clear();
-    }
+    check_read_only();
   } catch (const std::exception& e) {
     fail(concat("the capture could not end: ", e.what()));
     return;
@@ -540,6 +513,8 @@ void Replay::fail(const std::string& why) {
   failure_ = why.empty() ? "capture failed" : why;
   ready_ = false;
   read_only_.clear();
+  prints_.clear();
+  prints_used_ = 0;
   if (open_) {
     open_ = false;
     try {
