@@ -451,8 +451,6 @@ void Replay::before_own_run(std::size_t index, const c10::OperatorHandle& op,
   // What goes wrong here fails the capture, never the loop's op (as in capture_op).
   try {
     torch::jit::Stack walked = args;
-    // Fingerprinted on the GPU where the kernel is loaded, else copied (keep_bytes).
-    const bool print = fingerprint_kernel(device_) != nullptr;
     map_inputs(walked, [&](std::size_t k, const at::Tensor& t) {
       if (!moving(index, k) || inputs_[index][k].written || !t.is_cuda() || t.numel() == 0)
         return t;
@@ -461,7 +459,8 @@ void Replay::before_own_run(std::size_t index, const c10::OperatorHandle& op,
       r.k = k;
       r.op = full_name(op.schema().name(), op.schema().overload_name());
       r.input = t;
-      r.before_print = keep_bytes(t, r.before, print);
+      // Fingerprinted on the GPU where the kernel is loaded, else copied (keep_bytes).
+      r.before_print = keep_bytes(t, r.before, /*fingerprint=*/true);
       read_only_.push_back(std::move(r));
       return t;
     });

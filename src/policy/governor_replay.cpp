@@ -4,7 +4,6 @@
 // or to the plan alone, is let go and the plan is judged on its own again. A known winner's
 // capture is held until the run can pay for it (Governor::kReplayHoldMax).
 #include <algorithm>
-#include <cstdio>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -22,12 +21,6 @@ constexpr int kReplayGone = 8;
 // this many of those, and replay slower by more than this ratio over the whole interval.
 constexpr std::size_t kPlanBeforeReplay = 5;
 constexpr double kReplayLossMargin = 1.05;
-
-std::string ratio_text(double r) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", r);
-  return buf;
-}
 }  // namespace
 
 bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) {
@@ -84,8 +77,7 @@ std::string Governor::replay_loses_to_plan(Sig& s, const RatioInterval& iv, doub
   // judged slower than the plan's 0.56 ms and let go; the plan alone then ran at 1.05-1.16 ms).
   // Only a window judged against eager timed beside it says how replay compares now.
   if (s.plan_before_eager <= 0) s.plan_before_eager = e;  // replay's first window judged
-  if (s.plan_before_replay.size() < kPlanBeforeReplay || !s.baseline_fresh || e <= 0 ||
-      !iv.known())
+  if (s.plan_before_replay.size() < kPlanBeforeReplay || !s.baseline_fresh || e <= 0 || !iv.known())
     return "";
   const double plan = median_of(s.plan_before_replay);
   const double plan_ratio = plan / s.plan_before_eager;
@@ -95,7 +87,7 @@ std::string Governor::replay_loses_to_plan(Sig& s, const RatioInterval& iv, doub
                 " at 95%), slower than the plan alone just before replay (", ms_text(plan),
                 " over ", s.plan_before_replay.size(), " iterations against eager's ",
                 ms_text(s.plan_before_eager), " timed beside replay's first window: ratio ",
-                ratio_text(plan_ratio), ")");
+                samples_text(&plan_ratio, 1), ")");
 }
 
 void Governor::stop_replay(std::uint64_t signature, Sig& s, const std::string& why) {
