@@ -3,6 +3,7 @@
 // its own (the figure reported is the replayed loop's, not the plan's before it); replay that is
 // slower than plain eager, or than the plan alone, is let go while the plan stays; replay gone
 // for good is judged again as the plan.
+#include <cmath>
 #include <tuple>
 
 #include "fake_plans.h"
@@ -257,12 +258,18 @@ TEST_CASE("a known winner's capture waits until the run can pay for it", "[gover
   // iteration on.
   Setup later(dir);
   auto [plans, gov, feed, loop] = later.parts();
-  SECTION("released once the plan alone has saved what the capture costs") {
-    loop.run(10);  // 2 ms ahead an iteration: 20 ms
+  // What the capture may cost this run: the earlier run's 22 ms, weighed with its spread.
+  const double weighed = 22.0 * hotpath::detail::Governor::kCaptureCostSpread;
+  SECTION("released once the plan alone has saved what the capture may cost") {
+    loop.run(11);  // 2 ms ahead an iteration: 22 ms, what the capture cost the earlier run
+    CHECK(plans.release_replay_calls == 0);  // a capture that costs more would put it behind
+    const int ahead = static_cast<int>(std::ceil(weighed / 2.0));
+    loop.run(ahead - 12);
     CHECK(plans.release_replay_calls == 0);
     loop.run(1);
     CHECK(plans.release_replay_calls == 1);
     CHECK(plans.why.find("ahead of eager") != std::string::npos);
+    CHECK(plans.why.find("weighed at 33") != std::string::npos);
     loop.run(20);
     CHECK(plans.release_replay_calls == 1);
   }
@@ -290,10 +297,10 @@ TEST_CASE("a known winner's capture waits until the run can pay for it", "[gover
   }
   SECTION("held while behind where the plan alone catches up sooner") {
     feed.run(4, 20.0);   // 40 ms behind
-    loop.plan_ms = 6.0;  // 4 an iteration: level after 10, replayed after (40 + 22) / 5
+    loop.plan_ms = 6.0;  // 4 an iteration: level after 10, replayed after (40 + 33) / 5
     loop.run(12);
     CHECK(plans.release_replay_calls == 0);
-    loop.run(10);  // 22 ahead after some 15 and a half
+    loop.run(12);  // 33 ahead after some 18
     CHECK(plans.release_replay_calls == 1);
     CHECK(plans.why.find("ahead of eager") != std::string::npos);
   }
@@ -314,7 +321,7 @@ TEST_CASE("a known winner's capture waits until the run can pay for it", "[gover
     CHECK(plans.why.find("held for") != std::string::npos);
   }
   SECTION("a capture whose cost went unseen leaves the earlier run's figure remembered") {
-    loop.run(11);
+    loop.run(static_cast<int>(std::ceil(weighed / 2.0)));
     REQUIRE(plans.release_replay_calls == 1);
     loop.replay = true;  // (its capture iteration not told apart: no cost of this run's)
     loop.run(80);

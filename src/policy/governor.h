@@ -57,6 +57,11 @@ class Governor {
   // weigh the run against the eager figure the governor has, before this run's first plain
   // block an earlier process's: on hosts whose eager speed differs between processes by a third,
   // a wrong call either way (2026-11-27-warm-plan.md).
+  // C is weighed at kCaptureCostSpread times the earlier run's figure: the same capture costs
+  // one run more than another (H200, the MLP example, 0746564: 4.7 ms against the 3.5 remembered,
+  // its host time 4.3 against 2.9; released as soon as the run was C ahead, the capture put it
+  // behind eager again and break-even came 26-30 iterations after hot instead of 7-9).
+  static constexpr double kCaptureCostSpread = 1.5;
   static constexpr int kReplayHoldFlat = 8;
   static constexpr std::size_t kReplayRateSamples = 3;
   static constexpr int kReplayHoldMax = 50;

@@ -135,7 +135,8 @@ void Governor::hold_replay(std::uint64_t signature, Sig& s) {
   const double eager = s.report_eager();
   const double net = s.ledger.net(eager);
   if (s.held++ == 0) s.held_from = net;
-  const double cost = s.capture_prior;
+  // What the capture may cost this run (see kCaptureCostSpread).
+  const double cost = s.capture_prior * kCaptureCostSpread;
   // What the plan alone saves an iteration, once this run has timed enough of its iterations
   // (its first ones after the switch from eager are none).
   const bool paced = s.recent.size() >= kReplayRateSamples;
@@ -149,8 +150,8 @@ void Governor::hold_replay(std::uint64_t signature, Sig& s) {
   if (eager <= 0)
     why = "no eager figure to weigh its cost against";
   else if (net >= cost)
-    why = concat("the run is ", ms_text(net), " ahead of eager; the capture cost ", ms_text(cost),
-                 " in an earlier run");
+    why = concat("the run is ", ms_text(net), " ahead of eager; the capture cost ",
+                 ms_text(s.capture_prior), " in an earlier run (weighed at ", ms_text(cost), ")");
   else if (net < 0 && paced)
     why = catch_up(eager, -net, cost, plan, s.replay_ratio_prior);
   // Flat: by the plan's pace where it is known (the run's first fused iterations, slower while
