@@ -73,6 +73,11 @@ struct FakeLoop {
   int switch_length = 0;
   double switch_ms = 0;
   int switch_left = 0;
+  // A tail of slow fused iterations: every tail_every-th iteration in which every group ran
+  // costs tail_ms more.
+  int tail_every = 0;
+  double tail_ms = 0;
+  int all_in_count = 0;
   bool last_plain = false;
   bool started = false;
   std::mt19937 rng{7};
@@ -102,6 +107,7 @@ struct FakeLoop {
         cost += spike_ms;
         ++spiked;
       }
+      if (all_in && tail_every > 0 && ++all_in_count % tail_every == 0) cost += tail_ms;
       if (all_in && switch_left > 0) {
         cost += switch_ms;
         --switch_left;

@@ -345,6 +345,11 @@ struct SignatureReport {
   // blocks): how far the machine's speed moved while the run was timed. A side-by-side timed at
   // another moment can read a speedup as far from this run's as they are apart.
   double plain_low_ms = 0, plain_high_ms = 0;
+  // The mean of the plain-eager iterations the governor took as samples (0: none). Beside the
+  // steady state's mean (steady_ms / steady_iterations), it is what the loop's time adds up to:
+  // the judged figure compares medians, which leave out a tail of slow iterations (the
+  // DataLoader convnet on an H200: judged 1.44x, by means 1.23x, its cross-check 1.25x).
+  double plain_mean_ms = 0;
   Verdict verdict = Verdict::Pending;
   std::string reason;  // for reverts, known winners/losers, not compiled
   // The governor has judged this run's fused path against an eager baseline timed in this run

@@ -1,4 +1,5 @@
 // The verdict table (report()'s printer).
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -11,6 +12,8 @@ namespace {
 
 // Plain-eager blocks this far apart (highest median over lowest) are named in the report.
 constexpr double kDriftShown = 1.10;
+// The judged figure (medians) this far from the means' is named beside them.
+constexpr double kMeansApartShown = 0.05;
 
 using detail::ms_text;
 
@@ -19,6 +22,31 @@ std::string ratio(double num, double den) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2fx", num / den);
   return buf;
+}
+
+// What the loop's time adds up to: plain eager's mean against the steady state's, beside the
+// judged figure, which compares medians and so leaves out a tail of slow iterations.
+void means_line(std::ostream& os, const SignatureReport& r) {
+  if (r.plain_mean_ms <= 0 || r.steady_iterations <= 0 || r.steady_ms <= 0) return;
+  const double fused = r.steady_ms / static_cast<double>(r.steady_iterations);
+  const double by_means = r.plain_mean_ms / fused;
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "By means, what the loop's time adds up to: plain eager %s, the steady state's "
+                "%lld fused iterations %s as they ran: %.2fx",
+                ms_text(r.plain_mean_ms).c_str(), static_cast<long long>(r.steady_iterations),
+                ms_text(fused).c_str(), by_means);
+  os << buf;
+  if (r.speedup_judged > 0 && std::abs(r.speedup_judged / by_means - 1) > kMeansApartShown) {
+    std::snprintf(buf, sizeof buf,
+                  " (the judged figure, medians of its latest windows, reads %.0f%% %s: slow "
+                  "iterations weigh on a mean and not on a median, as does a slower stretch "
+                  "earlier in the run)",
+                  100 * std::abs(r.speedup_judged / by_means - 1),
+                  r.speedup_judged > by_means ? "higher" : "lower");
+    os << buf;
+  }
+  os << "\n";
 }
 
 std::string row(const std::string& label, double eager, double actual) {
@@ -156,6 +184,7 @@ std::string format_report(const SignatureReport& r) {
                       static_cast<long long>(r.speedup_samples_eager));
         os << buf;
       }
+      means_line(os, r);
     }
     if (r.baseline_plain && r.hooked_eager_ms > 0) {
       os << "Eager under the hook, before the plan ran: " << ms_text(r.hooked_eager_ms)

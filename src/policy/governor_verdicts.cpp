@@ -112,6 +112,11 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.steady_ms = s.steady_ms;
       r.plain_iterations = s.plain_n;
       r.plain_ms = s.plain_ms;
+      if (!s.plain_all.empty()) {
+        double sum = 0;
+        for (const double x : s.plain_all) sum += x;
+        r.plain_mean_ms = sum / static_cast<double>(s.plain_all.size());
+      }
       if (s.plain_medians.size() >= 2) {
         const auto [lo, hi] = std::minmax_element(s.plain_medians.begin(), s.plain_medians.end());
         r.plain_low_ms = *lo;
