@@ -9,11 +9,15 @@ both summed from the step after it turned hot (the runs' median of the step in w
 break-even, each step against plain eager's own step of the same number in a fresh process. Beside it, hotpath's own figure (its
 report's break-even, the median over the runs). With --per-run, each hotpath run's own break-even
 too, against the same eager medians from its own hot step: where the medians hide a spread (runs
-that cross early and runs that cross late), the list shows it. Exits 1 when there is no eager run
-or no hotpath run.
+that cross early and runs that cross late), the list shows it. With --releases, per label and per
+reason a held capture was let go (the first "goes ahead (...)" line of the run's log, the FILE's
+name ending in .txt instead of .json: ahead, behind, flat, held, or none), how many runs were
+ahead of eager's step medians at some step after hot and behind them again at a later one (a
+capture that cost more than the run's lead). Exits 1 when there is no eager run or no hotpath run.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 
@@ -43,17 +47,57 @@ def crossing(steps, eager, start):
     return -1 if above == n else (above + 1 if above >= 0 else start + 1)
 
 
+# The release's reason, as the governor words it (policy/governor_replay.cpp).
+RELEASES = (("ahead of eager", "ahead"), ("behind eager", "behind"), ("has not gained", "flat"),
+            ("held for", "held"))
+
+
+def release_of(path):
+    """Why the run's held capture was let go, from the log beside its JSON file; None without
+    a log."""
+    log = path[:-len(".json")] + ".txt" if path.endswith(".json") else None
+    if log is None or not os.path.exists(log):
+        return None
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            at = line.find("goes ahead (")
+            if at < 0:
+                continue
+            why = line[at:]
+            return next((name for words, name in RELEASES if words in why), "other")
+    return "none"
+
+
+def fell_back(steps, eager, start):
+    """Whether the running sum of `steps` was at or below eager's at some step after `start` and
+    above it again at a later one (both summed from index `start`)."""
+    total_h = total_e = 0.0
+    ahead = False
+    for i in range(start, min(len(steps), len(eager))):
+        total_h += steps[i]
+        total_e += eager[i]
+        if total_h <= total_e:
+            ahead = True
+        elif ahead:
+            return True
+    return False
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="bench_breakeven --json files")
     parser.add_argument("--show", type=int, default=20, help="steps shown one by one")
     parser.add_argument("--per-run", action="store_true",
                         help="each run's break-even after hot too, against eager's medians")
+    parser.add_argument("--releases", action="store_true",
+                        help="per reason a held capture was let go (from the runs' logs), the "
+                             "runs that were ahead of eager and behind it again")
     args = parser.parse_args()
     by_label = {}
     for path in args.files:
         with open(path, encoding="utf-8") as f:
             run = json.load(f)
+        run["path"] = path
         by_label.setdefault(run.get("label", run.get("mode")), []).append(run)
     eager_runs = by_label.pop("eager", [])
     if not eager_runs or not by_label:
@@ -100,6 +144,20 @@ def main() -> int:
             print(f"{label}: each run's break-even after hot, against eager's step medians: "
                   f"{', '.join(str(a) for a in known) or '-'}"
                   f"{f' (never within the run: {len(after) - len(known)})' if len(known) < len(after) else ''}")
+    if args.releases:
+        for label in labels:
+            counts = {}
+            for r in by_label[label]:
+                why = release_of(r["path"])
+                if why is None:
+                    continue
+                own = r.get("hot_step", r.get("hot_at", -1))
+                runs, back = counts.get(why, (0, 0))
+                counts[why] = (runs + 1, back + fell_back(r["steps_ms"], eager, max(own, 0)))
+            if counts:
+                print(f"{label}: captures let go, by reason: " + "; ".join(
+                    f"{why} {runs} run(s), {back} of them ahead of eager and then behind again"
+                    for why, (runs, back) in sorted(counts.items())))
     for label in labels:
         traced = [r for r in by_label[label] if r.get("trace")]
         if traced:

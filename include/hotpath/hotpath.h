@@ -348,7 +348,8 @@ struct SignatureReport {
   // The mean of the plain-eager iterations the governor took as samples (0: none). Beside the
   // steady state's mean (steady_ms / steady_iterations), it is what the loop's time adds up to:
   // the judged figure compares medians, which leave out a tail of slow iterations (the
-  // DataLoader convnet on an H200: judged 1.44x, by means 1.23x, its cross-check 1.25x).
+  // DataLoader convnet on an H200 judged 1.44x where its cross-check read 1.25x, and its
+  // report's table put the steady state's mean against the plain blocks' at 1.23x).
   double plain_mean_ms = 0;
   Verdict verdict = Verdict::Pending;
   std::string reason;  // for reverts, known winners/losers, not compiled
