@@ -84,22 +84,26 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
     CHECK(hotpath::format_report(*r).find("As judged: steady-state speedup") != std::string::npos);
     hotpath::disable_hot_path_detection();
   }
+  // 200 iterations of `loop`, then its signature's report and the report's text.
+  const auto judged_run = [](FakeLoop& loop) {
+    loop.run(200);
+    const auto rep = hotpath::report();
+    const auto* r = hot_report(rep);
+    REQUIRE(r != nullptr);
+    return std::make_pair(*r, hotpath::format_report(*r));
+  };
   SECTION("a tail of slow fused iterations: the report gives the means beside the medians") {
     hotpath::enable_hot_path_detection(c);
     // Fused 7.5 ms, every fifth fused iteration 10 ms more: a median of 7.5, a mean of 9.5.
     FakeLoop loop{0, {-2.5}, one_group()};
     loop.tail_every = 5;
     loop.tail_ms = 10.0;
-    loop.run(200);
-    const auto rep = hotpath::report();
-    const auto* r = hot_report(rep);
-    REQUIRE(r != nullptr);
-    const std::string text = hotpath::format_report(*r);
+    const auto [r, text] = judged_run(loop);
     INFO(text);
-    REQUIRE(r->speedup_judged > 0);
-    CHECK(r->speedup_judged == Approx(10.0 / 7.5).epsilon(0.02));  // medians
-    CHECK(r->plain_mean_ms == Approx(10.0));
-    const double fused = r->steady_ms / static_cast<double>(r->steady_iterations);
+    REQUIRE(r.speedup_judged > 0);
+    CHECK(r.speedup_judged == Approx(10.0 / 7.5).epsilon(0.02));  // medians
+    CHECK(r.plain_mean_ms == Approx(10.0));
+    const double fused = r.steady_ms / static_cast<double>(r.steady_iterations);
     CHECK(fused == Approx(9.5).epsilon(0.03));
     char means[64];
     std::snprintf(means, sizeof means, "as they ran: %.2fx (the judged figure", 10.0 / fused);
@@ -112,11 +116,7 @@ TEST_CASE("a verdict rests on evidence: noise pools windows, a clear loss revert
   SECTION("no tail: the means agree with the judged figure, and the report says no more") {
     hotpath::enable_hot_path_detection(c);
     FakeLoop loop{0, {-2.5}, one_group()};
-    loop.run(200);
-    const auto rep = hotpath::report();
-    const auto* r = hot_report(rep);
-    REQUIRE(r != nullptr);
-    const std::string text = hotpath::format_report(*r);
+    const std::string text = judged_run(loop).second;
     INFO(text);
     CHECK(text.find("By means, what the loop's time adds up to") != std::string::npos);
     CHECK(text.find("(the judged figure, medians") == std::string::npos);
