@@ -37,13 +37,13 @@ void means_line(std::ostream& os, const SignatureReport& r) {
                 ms_text(r.plain_mean_ms).c_str(), static_cast<long long>(r.steady_iterations),
                 ms_text(fused).c_str(), by_means);
   os << buf;
-  if (r.speedup_judged > 0 && std::abs(r.speedup_judged / by_means - 1) > kMeansApartShown) {
+  const double apart = r.speedup_judged / by_means - 1;  // the judged figure beside the means'
+  if (r.speedup_judged > 0 && std::abs(apart) > kMeansApartShown) {
     std::snprintf(buf, sizeof buf,
                   " (the judged figure, medians of its latest windows, reads %.0f%% %s: slow "
                   "iterations weigh on a mean and not on a median, as does a slower stretch "
                   "earlier in the run)",
-                  100 * std::abs(r.speedup_judged / by_means - 1),
-                  r.speedup_judged > by_means ? "higher" : "lower");
+                  100 * std::abs(apart), apart > 0 ? "higher" : "lower");
     os << buf;
   }
   os << "\n";
