@@ -46,7 +46,9 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   EnvVar f("HOTPATH_FUSE", "0");
   CHECK(defaults.compile_kernels);
   EnvVar k("HOTPATH_COMPILE_KERNELS", "0");
-  CHECK(defaults.replay);  // CUDA graph replay is on unless turned off
+  CHECK(defaults.compile_ahead == 3);
+  EnvVar a("HOTPATH_COMPILE_AHEAD", "0");  // compile once hot
+  CHECK(defaults.replay);                  // CUDA graph replay is on unless turned off
   EnvVar g("HOTPATH_REPLAY", "0");
   CHECK(defaults.replay_graph_ops == 16);
   EnvVar o("HOTPATH_REPLAY_GRAPH_OPS", "0");  // one graph per stretch
@@ -60,6 +62,7 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   CHECK_FALSE(c.remember);
   CHECK_FALSE(c.fuse);
   CHECK_FALSE(c.compile_kernels);
+  CHECK(c.compile_ahead == 0);
   CHECK_FALSE(c.replay);
   CHECK(c.replay_graph_ops == 0);
   CHECK_FALSE(c.replay_fast_lane);
@@ -116,6 +119,10 @@ TEST_CASE("unusable environment values are rejected by name", "[config]") {
     EnvVar t("HOTPATH_HOST_PROFILE", "yes");
     CHECK(error_of({}).find("HOTPATH_HOST_PROFILE='yes'") != std::string::npos);
   }
+  SECTION("compile ahead") {
+    EnvVar t("HOTPATH_COMPILE_AHEAD", "-1");
+    CHECK(error_of({}).find("HOTPATH_COMPILE_AHEAD='-1'") != std::string::npos);
+  }
   SECTION("ops per replayed graph") {
     EnvVar t("HOTPATH_REPLAY_GRAPH_OPS", "-4");
     CHECK(error_of({}).find("HOTPATH_REPLAY_GRAPH_OPS='-4'") != std::string::npos);
@@ -127,6 +134,14 @@ TEST_CASE("a negative count of ops per replayed graph is rejected", "[config]") 
   c.replay_graph_ops = -1;
   CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(c),
                     Catch::Contains("replay_graph_ops must be >= 0"));
+  CHECK_FALSE(hotpath::is_enabled());
+}
+
+TEST_CASE("a negative compile-ahead count is rejected", "[config]") {
+  hotpath::Config c;
+  c.compile_ahead = -2;
+  CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(c),
+                    Catch::Contains("compile_ahead must be >= 0"));
   CHECK_FALSE(hotpath::is_enabled());
 }
 

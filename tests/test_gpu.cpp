@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 
+#include "compile/worker.h"
 #include "env_var.h"
 #include "have_gpu.h"
 #include "hotpath/hotpath.h"
@@ -364,7 +365,8 @@ namespace {
 // An MLP + AdamW trained `steps` steps on the GPU, hotpath on or off (no markers); its
 // parameters at the end.
 std::vector<torch::Tensor> train_gpu_mlp(bool hot, int steps, hotpath::Stats* stats = nullptr,
-                                         const std::function<void(int)>& each = {}) {
+                                         const std::function<void(int)>& each = {},
+                                         const std::function<void(hotpath::Config&)>& tune = {}) {
   // A kernel cache of its own: kernels another test (or process) compiled would be loaded from
   // a shared one, and an injected NVRTC failure would never be reached.
   const hotpath_test::TempDir cache("hotpath-gpu-mlp");
@@ -381,6 +383,7 @@ std::vector<torch::Tensor> train_gpu_mlp(bool hot, int steps, hotpath::Stats* st
   c.stand_aside = false;
   c.cache_dir = cache.path();
   c.log_level = hotpath::LogLevel::Warn;
+  if (tune) tune(c);
   hotpath::disable_hot_path_detection();
   if (hot) hotpath::enable_hot_path_detection(c);
   for (int i = 0; i < steps; ++i) {
@@ -407,6 +410,42 @@ void check_equal_to_eager(const std::vector<torch::Tensor>& got, int steps) {
   }
 }
 }  // namespace
+
+TEST_CASE("kernels compiled ahead of hot are the ones its plan loads, and training is eager's",
+          "[gpu][ahead]") {
+  // Hot at 12 with its kernels compiled from its third iteration: before hot they are in the
+  // cache; the plan built at hot compiles none of them.
+  if (!have_gpu()) return;
+  int ahead_before_hot = -1;
+  hotpath::Stats stats;
+  const auto got = train_gpu_mlp(
+      true, 40, &stats,
+      [&](int i) {
+        if (i != 9) return;
+        hotpath::detail::CompileWorker::ahead().drain();
+        const hotpath::Stats s = hotpath::stats();
+        REQUIRE(s.signatures.size() == 1);
+        CHECK_FALSE(s.signatures[0].hot);
+        CHECK(s.signatures[0].count >= 3);
+        ahead_before_hot = s.signatures[0].fusion.kernels_ahead;
+      },
+      [](hotpath::Config& c) {
+        c.threshold = 12;
+        c.compile_ahead = 3;
+      });
+  CHECK(ahead_before_hot >= 3);
+  REQUIRE(stats.signatures.size() == 1);
+  const hotpath::FusionStats& f = stats.signatures[0].fusion;
+  CHECK(f.compiled);
+  CHECK(f.kernels_ahead == ahead_before_hot);
+  CHECK(f.kernels_from_cache >= f.kernels_ahead);
+  for (const auto& g : f.groups) {
+    CAPTURE(g.name);
+    CHECK((!g.gpu || g.compiled));
+  }
+  CHECK(f.fused_iterations > 10);
+  check_equal_to_eager(got, 40);
+}
 
 TEST_CASE("NVRTC failing for every kernel: groups stay on the interpreter or eager",
           "[gpu][faults]") {

@@ -53,6 +53,15 @@ struct Config {
   // iteration on, until their own kernels are loaded. false: the interpreter only, no compile
   // per signature. HOTPATH_COMPILE_KERNELS (0/1).
   bool compile_kernels = true;
+  // A signature's kernels start compiling in the background once it has repeated this many
+  // times, before it turns hot at `threshold`: its plan then finds them in the kernel cache
+  // instead of waiting for NVRTC (a cold MLP+AdamW step spent 20-30 iterations on stand-ins
+  // while its kernels compiled). Nothing else happens early: the plan is built, armed and judged
+  // at `threshold` as before. Such a compile stops between NVRTC programs when a hot plan needs
+  // the worker; a signature that never turns hot has cost background CPU time and cache entries
+  // only. 0, or a count >= threshold: compile once hot. Needs a cache directory (cache_dir).
+  // HOTPATH_COMPILE_AHEAD.
+  int compile_ahead = 3;
   // Where interception buys nothing (no stable period, no signature that repeats, nothing to
   // fuse, every plan reverted), take the hook out of the thread's dispatch for a while (2 s, then
   // twice as long each time it still finds nothing, up to 64 s) so that the loop runs at eager's
@@ -81,7 +90,8 @@ struct Config {
 // Reads HOTPATH_THRESHOLD, HOTPATH_AUTO_PERIOD (0/1), HOTPATH_MAX_PERIOD, HOTPATH_LOG_LEVEL
 // (trace|debug|info|warn|error|off), HOTPATH_FUSE (0/1), HOTPATH_FUSE_CPU (0/1) and
 // HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1), HOTPATH_REVERT_WINDOW, HOTPATH_REVERT_MARGIN,
-// HOTPATH_REMEMBER (0/1), HOTPATH_COMPILE_KERNELS (0/1), HOTPATH_STAND_ASIDE (0/1) and
+// HOTPATH_REMEMBER (0/1), HOTPATH_COMPILE_KERNELS (0/1), HOTPATH_COMPILE_AHEAD,
+// HOTPATH_STAND_ASIDE (0/1) and
 // HOTPATH_REPLAY (0/1), HOTPATH_REPLAY_GRAPH_OPS, HOTPATH_REPLAY_FAST_LANE (0/1),
 // HOTPATH_HOST_PROFILE (0/1) on top of `base`. Throws hotpath::Error on a value it cannot use,
 // naming the variable and the value.
@@ -158,6 +168,12 @@ struct FusionStats {
   int fused_ops = 0;      // ops of an iteration covered by fused groups
   double compile_ms = 0;  // worker wall time for all of the plan's kernels
   int kernels_from_cache = 0;
+  // Compiled ahead of hot (Config::compile_ahead): kernels NVRTC compiled into the cache before
+  // the plan was built (the plan counts them among kernels_from_cache), that compile's wall
+  // time, and "" or why it stopped short ("a plan needed the worker", a failure).
+  int kernels_ahead = 0;
+  double ahead_ms = 0;
+  std::string ahead_note;
   std::int64_t first_fused_iteration = -1;  // iteration in which fused kernels first ran
   std::int64_t fused_iterations = 0;        // iterations that ran the whole plan
   std::int64_t divergences = 0;             // iterations that left the plan part-way
@@ -337,6 +353,7 @@ struct SignatureReport {
   double stall_ms = 0;    // time the training thread waited for compilation and module loads
   int kernels = 0;
   int kernels_from_cache = 0;
+  int kernels_ahead = 0;  // compiled before hot (FusionStats::kernels_ahead), in the cache then
   // Iteration (of this signature) at which the time saved repays the compile cost the loop paid:
   // projected from the medians, and as it happened. -1: not (yet) reached.
   std::int64_t break_even_projected = -1;

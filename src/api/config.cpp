@@ -64,6 +64,10 @@ Config config_from_env(Config base) {
   if (const char* v = env("HOTPATH_COMPILE_KERNELS")) {
     base.compile_kernels = parse_flag("HOTPATH_COMPILE_KERNELS", v);
   }
+  if (const char* v = env("HOTPATH_COMPILE_AHEAD")) {
+    base.compile_ahead =
+        static_cast<int>(parse_integer("HOTPATH_COMPILE_AHEAD", v, 0, 1'000'000'000));
+  }
   if (const char* v = env("HOTPATH_REPLAY")) base.replay = parse_flag("HOTPATH_REPLAY", v);
   if (const char* v = env("HOTPATH_REPLAY_GRAPH_OPS")) {
     base.replay_graph_ops =

@@ -55,6 +55,8 @@ void enable_hot_path_detection(const Config& requested) {
                 config.revert_window);
   HOTPATH_CHECK(config.replay_graph_ops >= 0, "replay_graph_ops must be >= 0, got ",
                 config.replay_graph_ops);
+  HOTPATH_CHECK(config.compile_ahead >= 0, "compile_ahead must be >= 0 (0: compile once hot), got ",
+                config.compile_ahead);
   HOTPATH_CHECK(config.revert_margin >= 0, "revert_margin must be >= 0, got ",
                 config.revert_margin);
   if (detail::current_thread_attached()) {
@@ -166,8 +168,7 @@ std::string format_stats(const Stats& s) {
   if (s.passes_per_step > 0) os << ", at forward passes, " << s.passes_per_step << " per step";
   os << "), ops seen " << s.ops_seen << " (" << s.ops_unassigned << " outside iterations";
   if (s.ops_tail_lane > 0) os << ", " << s.ops_tail_lane << " in steps' tails on the light lane";
-  os << "), "
-     << s.signatures.size() << " signature(s), " << s.hot_signatures() << " hot\n";
+  os << "), " << s.signatures.size() << " signature(s), " << s.hot_signatures() << " hot\n";
   if (s.stood_aside > 0) {
     os << "  stood aside " << s.stood_aside << " time(s) (" << s.aside_seconds
        << " s planned; the loop ran plain eager meanwhile)" << (s.standing_aside ? ", now" : "")

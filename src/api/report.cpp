@@ -67,11 +67,14 @@ std::string format_report(const SignatureReport& r) {
     os << "  hot at iteration " << r.hot_at_iteration;
     if (r.first_fused_iteration >= 0) os << ", fused from iteration " << r.first_fused_iteration;
     if (r.kernels > 0) {
-      char buf[160];
+      char ahead[64] = "";
+      if (r.kernels_ahead > 0)
+        std::snprintf(ahead, sizeof ahead, ", %d compiled ahead of hot", r.kernels_ahead);
+      char buf[224];
       std::snprintf(buf, sizeof buf,
-                    "; %d kernel(s), %.1f ms compiling on the worker (%d from the cache), "
+                    "; %d kernel(s), %.1f ms compiling on the worker (%d from the cache%s), "
                     "training thread waited %.1f ms",
-                    r.kernels, r.compile_ms, r.kernels_from_cache, r.stall_ms);
+                    r.kernels, r.compile_ms, r.kernels_from_cache, ahead, r.stall_ms);
       os << buf;
     }
     os << "\n";

@@ -89,7 +89,7 @@ std::string program_source(const std::vector<const KernelJob*>& jobs) {
 }
 
 KernelBuilder::KernelBuilder(std::vector<KernelJob> jobs, int arch, const KernelHeaders& headers,
-                             const KernelCache& cache)
+                             const KernelCache& cache, std::function<bool()> cancelled)
     : jobs_(std::move(jobs)),
       arch_(arch),
       headers_(headers),
@@ -97,7 +97,8 @@ KernelBuilder::KernelBuilder(std::vector<KernelJob> jobs, int arch, const Kernel
       dump_(dump_dir(cache)),
       built_(jobs_.size()),
       ready_(jobs_.size(), 0),
-      chunk_of_(jobs_.size(), 0) {
+      chunk_of_(jobs_.size(), 0),
+      cancelled_(std::move(cancelled)) {
   std::set<std::string> names;          // of the chunk being filled: entry functions must differ
   KernelCache::ProgramCubins programs;  // read once for all their kernels
   for (std::size_t k = 0; k < jobs_.size(); ++k) {
@@ -134,11 +135,33 @@ std::size_t KernelBuilder::programs() const {
   return programs_;
 }
 
-bool KernelBuilder::take(std::size_t& chunk) {
+bool KernelBuilder::was_cancelled() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (next_chunk_ >= chunks_.size()) return false;
+  return was_cancelled_;
+}
+
+bool KernelBuilder::take(std::size_t& chunk, std::size_t last) {
+  // Asked outside the lock: the predicate may take locks of its own.
+  const bool cancel = cancelled_ && cancelled_();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (next_chunk_ >= chunks_.size() || next_chunk_ > last) return false;
+  if (cancel) {
+    cancel_rest_locked();
+    return false;
+  }
   chunk = next_chunk_++;
   return true;
+}
+
+void KernelBuilder::cancel_rest_locked() {
+  for (; next_chunk_ < chunks_.size(); ++next_chunk_) {
+    for (std::size_t k : chunks_[next_chunk_]) {
+      built_[k].error = kNotCompiled;
+      ready_[k] = true;
+    }
+  }
+  was_cancelled_ = true;
+  cv_.notify_all();
 }
 
 void KernelBuilder::build_some() {
@@ -202,9 +225,9 @@ const BuiltKernel& KernelBuilder::wait(std::size_t k) {
     std::size_t c = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (ready_[k] || next_chunk_ > chunk_of_[k]) break;
-      c = next_chunk_++;
+      if (ready_[k]) break;
     }
+    if (!take(c, chunk_of_[k])) break;
     build(chunks_[c]);
   }
   std::unique_lock<std::mutex> lock(mu_);

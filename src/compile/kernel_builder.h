@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -63,10 +64,16 @@ std::string program_source(const std::vector<const KernelJob*>& jobs);
 // in the process must have run (see nvrtc_start). The injected fault "nvrtc" (common/faults.h)
 // fails every compile, "late" holds each program's kernels back. The destructor joins the
 // threads.
+//
+// `cancelled`, if given, is asked before each program is taken: once it says true, the programs
+// no thread has taken are not compiled (their kernels wait() with BuiltKernel::error set to
+// kNotCompiled); a program already compiling finishes. Compiles made ahead of need
+// (exec/ahead.cpp) stop so for a plan that needs the worker.
 class KernelBuilder {
  public:
+  static constexpr const char* kNotCompiled = "not compiled: the build was cancelled";
   KernelBuilder(std::vector<KernelJob> jobs, int arch, const KernelHeaders& headers,
-                const KernelCache& cache);
+                const KernelCache& cache, std::function<bool()> cancelled = {});
   ~KernelBuilder();
   KernelBuilder(const KernelBuilder&) = delete;
   KernelBuilder& operator=(const KernelBuilder&) = delete;
@@ -75,10 +82,13 @@ class KernelBuilder {
   std::size_t compiled() const { return misses_.size(); }  // not found in the cache
   std::size_t programs() const;                            // NVRTC programs compiled so far
   std::size_t threads() const { return threads_; }
+  bool was_cancelled() const;  // `cancelled` said true before every program was taken
 
  private:
-  // Takes the next program no thread has taken (false: none left).
-  bool take(std::size_t& chunk);
+  // Takes the next program no thread has taken, if it is not after program `last` (false: none
+  // left, or the build was cancelled: cancel_rest_locked).
+  bool take(std::size_t& chunk, std::size_t last = static_cast<std::size_t>(-1));
+  void cancel_rest_locked();  // the programs not taken are not compiled
   void build_some();
   void build(const std::vector<std::size_t>& chunk);
 
@@ -95,6 +105,8 @@ class KernelBuilder {
   std::size_t next_chunk_ = 0;                    // under mu_
   std::size_t programs_ = 0;                      // under mu_
   std::size_t threads_ = 0;
+  std::function<bool()> cancelled_;
+  bool was_cancelled_ = false;  // under mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::thread> pool_;

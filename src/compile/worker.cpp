@@ -13,13 +13,14 @@ namespace hotpath::detail {
 namespace {
 
 // Made in each thread that submits to a worker or starts it; in the process's main thread its
-// destruction, as the process exits, stops both workers: the main thread's thread-local objects
+// destruction, as the process exits, stops the workers: the main thread's thread-local objects
 // are destroyed before any static one.
 struct ExitGuard {
   ~ExitGuard() {
     if (getpid() != static_cast<pid_t>(syscall(SYS_gettid))) return;
     CompileWorker::instance().stop();
     CompileWorker::side().stop();
+    CompileWorker::ahead().stop();
   }
 };
 thread_local ExitGuard exit_guard;
@@ -32,6 +33,11 @@ CompileWorker& CompileWorker::instance() {
 }
 
 CompileWorker& CompileWorker::side() {
+  static CompileWorker worker;
+  return worker;
+}
+
+CompileWorker& CompileWorker::ahead() {
   static CompileWorker worker;
   return worker;
 }

@@ -1,7 +1,8 @@
 // Background threads that compile kernels, so that the training loop keeps running eagerly while
 // NVRTC works. Each worker runs its jobs in submission order: instance() builds plans, side()
 // the interpreter kernel, which takes seconds to compile where no prebuilt copy fits and must not
-// hold up the plans behind it. Both stop as the process's main thread exits (stop()).
+// hold up the plans behind it, ahead() the kernels of signatures not hot yet. All stop as the
+// process's main thread exits (stop()).
 #pragma once
 
 #include <pthread.h>
@@ -16,6 +17,9 @@ class CompileWorker {
  public:
   static CompileWorker& instance();  // plans
   static CompileWorker& side();      // the interpreter kernel, beside the plans
+  // Kernels compiled before their signature is hot (exec/ahead.h): beside the plans, so that a
+  // plan is built (and the interpreter stands in) while such a compile runs.
+  static CompileWorker& ahead();
   void submit(std::function<void()> job);
   // Starts the thread now if it has not started (submit starts it otherwise): creating it costs
   // the caller a fraction of a millisecond, which the training loop should not pay at a hot step.

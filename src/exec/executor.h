@@ -17,13 +17,16 @@
 #include <c10/util/SmallVector.h>
 #include <c10/util/flat_hash_map.h>
 
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "compile/kernel_cache.h"
 #include "dispatch/op_call.h"
+#include "exec/ahead.h"
 #include "exec/output_slot.h"
 #include "exec/plan.h"
 #include "exec/replay_values.h"
@@ -45,6 +48,11 @@ class Executor {
   // A signature turned hot: build its plan and compile it in the background. `remembered`: the
   // verdict of an earlier run (a known loser is not compiled; a winner keeps its groups).
   void on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remembered = std::nullopt);
+  // A signature repeated Config::compile_ahead times, not hot yet: its plan's kernels compile
+  // into the kernel cache on the plans' worker (exec/ahead.h), once per signature, unless it has
+  // a plan already, kernels are not compiled, or the cache has no directory to keep them in. A
+  // hot plan of another signature queued behind it stops it between NVRTC programs.
+  void compile_ahead(HotTrace&& trace);
 
   // For the governor. Whether the iteration of `signature` that started at global op `first` ran
   // the whole plan (not merely waiting for every kernel), under which configuration of groups,
@@ -319,6 +327,23 @@ class Executor {
   KernelCache cache_;
   std::map<std::uint64_t, std::shared_ptr<Plan>> plans_;
   std::shared_ptr<std::atomic<int>> ready_plans_ = std::make_shared<std::atomic<int>>(0);
+  // Compiles ahead of hot (compile_ahead), shared with the workers' jobs: their results by
+  // signature; the hot signatures whose plan job has not finished compiling (an ahead job of
+  // another signature stops for them; one of the same signature not yet started is skipped);
+  // the ahead jobs running (a plan of the same signature waits for its own, whose kernels it
+  // needs, before it compiles).
+  struct AheadBook {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<std::uint64_t, AheadResult> results;  // requested (then done) per signature
+    std::set<std::uint64_t> done;
+    std::set<std::uint64_t> running;
+    std::multiset<std::uint64_t> plans_waiting;
+    bool other_waiting(std::uint64_t signature);
+    // Blocks while the ahead job of `signature` runs; the milliseconds waited.
+    double wait_for(std::uint64_t signature);
+  };
+  std::shared_ptr<AheadBook> ahead_ = std::make_shared<AheadBook>();
 
   std::shared_ptr<Plan> armed_;
   std::size_t cursor_ = 0;

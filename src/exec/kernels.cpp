@@ -150,15 +150,9 @@ void Executor::compile(Plan& out, const KernelCache& cache, bool kernels) {
   // In the order that saves the most first (compile_order): the misses compile in it, and the
   // groups are published in it.
   const std::vector<int> order = compile_order(*plan);
-  std::vector<KernelJob> jobs;
   std::map<std::string, std::size_t> job_of;  // cache key -> job
-  for (const int gi : order) {
-    const PlanGroup& g = plan->groups[static_cast<std::size_t>(gi)];
-    if (!kernels || !g.active_default || job_of.count(g.cache_key)) continue;
-    job_of.emplace(g.cache_key, jobs.size());
-    jobs.push_back(KernelJob{g.spec.source, g.spec.name, g.cache_key});
-  }
-  KernelBuilder builder(std::move(jobs), plan->arch, runtime_headers(), cache);
+  KernelBuilder builder(kernels ? kernel_jobs(*plan, &job_of) : std::vector<KernelJob>{},
+                        plan->arch, runtime_headers(), cache);
   std::map<std::string, const PlanGroup*> done;  // groups with the same kernel compile once
   // Kernels compiled in one NVRTC program share its cubin: loaded once (BuiltKernel::image).
   std::map<std::string, std::shared_ptr<const CudaImage>> images;

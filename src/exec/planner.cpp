@@ -294,4 +294,16 @@ std::vector<int> compile_order(const Plan& plan) {
   return order;
 }
 
+std::vector<KernelJob> kernel_jobs(const Plan& plan, std::map<std::string, std::size_t>* job_of) {
+  std::vector<KernelJob> jobs;
+  std::map<std::string, std::size_t> index;  // cache key -> job
+  for (const int gi : compile_order(plan)) {
+    const PlanGroup& g = plan.groups[static_cast<std::size_t>(gi)];
+    if (!g.active_default || !index.emplace(g.cache_key, jobs.size()).second) continue;
+    jobs.push_back(KernelJob{g.spec.source, g.spec.name, g.cache_key});
+  }
+  if (job_of != nullptr) *job_of = std::move(index);
+  return jobs;
+}
+
 }  // namespace hotpath::detail

@@ -4,9 +4,12 @@
 // the result.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "compile/kernel_builder.h"
 #include "driver/cuda_driver.h"
 #include "exec/plan.h"
 #include "hotpath/hotpath.h"
@@ -42,5 +45,11 @@ void plan_batches(const Graph& g, Plan& plan);
 // eagerly until its kernel is in, so those come first; then the rest; within each, the groups
 // that replace the most ops' launches first (ties: plan order).
 std::vector<int> compile_order(const Plan& plan);
+
+// The plan's distinct kernels to build, in compile_order: a kernel that groups share is listed
+// once, and a group an earlier run turned off (PlanGroup::active_default false) has none.
+// `job_of`, if given, gets each job's index by cache key.
+std::vector<KernelJob> kernel_jobs(const Plan& plan,
+                                   std::map<std::string, std::size_t>* job_of = nullptr);
 
 }  // namespace hotpath::detail

@@ -67,7 +67,21 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remember
   // Everything else happens on the worker, so the training thread does not wait: analysis,
   // code generation, NVRTC (or the disk cache) and module loads.
   auto shared_trace = std::make_shared<HotTrace>(std::move(trace));
-  CompileWorker::instance().submit([plan, shared_trace, remembered, config, cache, ready] {
+  // Until its kernels are in, a compile ahead of another signature stops for it (exec/ahead.h).
+  auto book = ahead_;
+  {
+    std::lock_guard<std::mutex> lock(book->mu);
+    book->plans_waiting.insert(plan->signature);
+  }
+  CompileWorker::instance().submit([plan, shared_trace, remembered, config, cache, ready, book] {
+    struct Done {  // however the job ends
+      Executor::AheadBook& book;
+      std::uint64_t signature;
+      ~Done() {
+        std::lock_guard<std::mutex> lock(book.mu);
+        book.plans_waiting.erase(book.plans_waiting.find(signature));
+      }
+    } done{*book, plan->signature};
     build_plan(*plan, *shared_trace, remembered, config);
     // Ready before its kernels compile: the interpreter runs the groups meanwhile, if it is
     // loaded by then (else the plan picks it up at a later iteration start: Executor::try_arm).
@@ -78,7 +92,14 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remember
     plan->counted = !plan->groups.empty();
     plan->ready = true;
     if (plan->counted) ++*ready;
-    if (!plan->groups.empty()) compile(*plan, cache, config.compile_kernels);
+    if (!plan->groups.empty()) {
+      // Its kernels may be compiling ahead on the other worker: waited for, they are cache hits.
+      const double waited = book->wait_for(plan->signature);
+      if (waited > 0.05)
+        log_debug(concat("hotpath: signature ", plan->hex, ": waited ", ms_text(waited),
+                         " for its kernels compiling ahead"));
+      compile(*plan, cache, config.compile_kernels);
+    }
     plan->compiled = true;
   });
 }
@@ -93,6 +114,21 @@ void Executor::release_buffers() {
 }
 
 void Executor::fill_stats(Stats& s) const {
+  {
+    std::lock_guard<std::mutex> lock(ahead_->mu);
+    for (auto& sig : s.signatures) {
+      if (!ahead_->done.count(sig.id)) continue;
+      const AheadResult& r = ahead_->results.at(sig.id);
+      sig.fusion.kernels_ahead = static_cast<int>(r.compiled);
+      sig.fusion.ahead_ms = r.ms;
+      if (r.cancelled) {
+        sig.fusion.ahead_note = concat("stopped after ", r.compiled, " of ", r.kernels,
+                                       " kernels: a hot plan needed the worker");
+      } else if (r.failed > 0) {
+        sig.fusion.ahead_note = concat(r.failed, " of ", r.kernels, " kernels failed to compile");
+      }
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& sig : s.signatures) {
     const auto it = plans_.find(sig.id);

@@ -77,6 +77,7 @@ void Governor::fill_report(const Stats& stats, Report& report) {
     r.stall_ms = f.stall_ms;
     for (const GroupStats& g : f.groups) r.kernels += g.gpu ? 1 : 0;
     r.kernels_from_cache = f.kernels_from_cache;
+    r.kernels_ahead = f.kernels_ahead;
     r.fused_iterations = f.fused_iterations;
     r.left_plan = f.divergences;
     const auto it = sigs_.find(st.id);

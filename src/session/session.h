@@ -33,6 +33,11 @@ struct Session final : OpSink, PlanControl {
       const std::optional<Decision> d = governor.remembered(sig);
       executor.on_hot(std::move(t), d ? std::optional<PlanPrior>(*d) : std::nullopt);
     });
+    recorder.set_ahead_listener([this](HotTrace&& t) {
+      const std::optional<Decision> d = governor.remembered(t.signature);
+      if (d && !d->compile) return;  // a known loser: nothing of it is compiled
+      executor.compile_ahead(std::move(t));
+    });
     recorder.set_iteration_listener([this](const IterationEvent& e) {
       governor.on_iteration(e);
       judge_iteration(e);

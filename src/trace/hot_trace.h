@@ -14,6 +14,9 @@ namespace hotpath::detail {
 struct HotTrace {
   std::uint64_t signature = 0;
   std::int64_t iteration = 0;  // the iteration (1-based) whose ops these are
+  // Not hot yet: it has repeated Config::compile_ahead times, and its kernels may compile ahead
+  // of need (Recorder::set_ahead_listener).
+  bool ahead = false;
   std::vector<OpRecord> ops;
 };
 

@@ -28,10 +28,15 @@ void Recorder::set_instant_hot(InstantHot predicate) {
   instant_hot_ = std::move(predicate);
 }
 
+void Recorder::set_ahead_listener(HotListener listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ahead_listener_ = std::move(listener);
+}
+
 void Recorder::notify_hot() {
   std::vector<HotTrace> traces;
   std::vector<IterationEvent> closed;
-  HotListener listener;
+  HotListener listener, ahead_listener;
   IterationListener iteration_listener;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -39,16 +44,18 @@ void Recorder::notify_hot() {
     traces.swap(hot_traces_);
     closed.swap(closed_);
     listener = hot_listener_;
+    ahead_listener = ahead_listener_;
     iteration_listener = iteration_listener_;
   }
   // Hot first: a plan built now can be in place for the iteration events that follow.
   // At debug level: what handing them over costs the loop's thread.
   const bool timed = log_enabled(LogLevel::Debug);
-  if (listener) {
-    for (auto& t : traces) {
+  for (auto& t : traces) {
+    const HotListener& to = t.ahead ? ahead_listener : listener;
+    if (to) {
       const std::uint64_t signature = t.signature;
       const auto t0 = std::chrono::steady_clock::now();
-      listener(std::move(t));
+      to(std::move(t));
       if (timed)
         log_debug(concat("hotpath: signature ", short_hex(signature),
                          ": handed to the executor in ", ms_text(ms_since(t0)),
@@ -392,6 +399,15 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t c
     log_debug(concat("hotpath: signature ", s.hex, ": trace of ", core_end - first,
                      " ops copied in ", ms_text(ms_since(t0)), " (", values_.size(),
                      " values tracked)"));
+  } else if (!s.hot && ahead_listener_ && config_.compile_ahead > 0 &&
+             s.count >= config_.compile_ahead && s.count < config_.threshold &&
+             last_light_ < first && ahead_sent_.insert(signature).second) {
+    const auto t0 = std::chrono::steady_clock::now();
+    hot_traces_.push_back(make_trace(signature, first, core_end));
+    hot_traces_.back().ahead = true;
+    log_debug(concat("hotpath: signature ", s.hex, " repeated ", s.count, " times: its trace (",
+                     ops, " ops) copied in ", ms_text(ms_since(t0)),
+                     " for its kernels to compile ahead of hot"));
   }
   closed_.push_back(IterationEvent{signature, first, end, core_end, s.count, s.hot, next_});
 }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "hotpath/hotpath.h"
@@ -66,6 +67,11 @@ class Recorder {
   void set_iteration_listener(IterationListener listener);
   // Asked when a signature is first seen: true makes it hot at once (a known winner).
   void set_instant_hot(InstantHot predicate);
+  // Called (outside the lock, before the iteration listener) with the trace of an iteration
+  // whose signature has just repeated Config::compile_ahead times, once per signature, where
+  // that is fewer than the threshold (HotTrace::ahead set): its plan's kernels can compile while
+  // the loop runs on towards the threshold.
+  void set_ahead_listener(HotListener listener);
 
   // Lock-free, for the hook: the global index of the next op, and where an iteration is
   // expected to start in an auto-detected loop (-1: not known).
@@ -221,6 +227,8 @@ class Recorder {
   } replayed_;
 
   HotListener hot_listener_;
+  HotListener ahead_listener_;
+  std::unordered_set<std::uint64_t> ahead_sent_;  // signatures whose ahead trace was made
   IterationListener iteration_listener_;
   InstantHot instant_hot_;
   std::vector<HotTrace> hot_traces_;    // collected under the lock, delivered after it
