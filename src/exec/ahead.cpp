@@ -76,12 +76,7 @@ void Executor::compile_ahead(HotTrace&& trace) {
                      ": no kernel cache directory to compile its kernels ahead into"));
     return;
   }
-  bool cuda = false;
-  for (const OpRecord& r : trace.ops) {
-    for (const TensorInput& in : r.inputs)
-      cuda = cuda || (in.meta.defined && in.meta.device.is_cuda());
-  }
-  if (!cuda) return;
+  if (!reads_cuda(trace)) return;
   {
     std::lock_guard<std::mutex> lock(ahead_->mu);
     if (!ahead_->results.emplace(trace.signature, AheadResult{}).second) return;

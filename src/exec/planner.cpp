@@ -294,6 +294,14 @@ std::vector<int> compile_order(const Plan& plan) {
   return order;
 }
 
+bool reads_cuda(const HotTrace& trace) {
+  for (const OpRecord& r : trace.ops) {
+    for (const TensorInput& in : r.inputs)
+      if (in.meta.defined && in.meta.device.is_cuda()) return true;
+  }
+  return false;
+}
+
 std::vector<KernelJob> kernel_jobs(const Plan& plan, std::map<std::string, std::size_t>* job_of) {
   std::vector<KernelJob> jobs;
   std::map<std::string, std::size_t> index;  // cache key -> job

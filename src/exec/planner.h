@@ -17,6 +17,9 @@
 
 namespace hotpath::detail {
 
+// Whether any op of `trace` reads a CUDA tensor: a plan for it has kernels to compile.
+bool reads_cuda(const HotTrace& trace);
+
 // Graph, partition and kernel sources of `trace` into `plan` (whose signature and hex are set).
 // `remembered`: an earlier run's verdict (groups that lost then are not compiled).
 void build_plan(Plan& plan, const HotTrace& trace, const std::optional<PlanPrior>& remembered,

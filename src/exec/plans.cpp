@@ -49,11 +49,7 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remember
     plan->ready = true;  // nothing to compile; never armed
     return;
   }
-  bool cuda = false;
-  for (const OpRecord& r : trace.ops) {
-    for (const TensorInput& in : r.inputs)
-      cuda = cuda || (in.meta.defined && in.meta.device.is_cuda());
-  }
+  const bool cuda = reads_cuda(trace);
   auto ready = ready_plans_;
   if (!cuda) {
     // CPU plans (Config::fuse_cpu) have nothing to compile: built here, ready at once.
