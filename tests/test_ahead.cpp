@@ -55,6 +55,34 @@ TEST_CASE("a signature is handed on for its kernels once, after compile_ahead it
   }
 }
 
+TEST_CASE("signatures that do not repeat in a row are not compiled ahead", "[fusion][ahead]") {
+  // Two steps that take turns (A B A B ...), and a third seen every fourth iteration (a last,
+  // smaller batch): each reaches three iterations long before the threshold, none in a row.
+  const auto a = torch::randn({4, 8});
+  const auto b = torch::randn({4, 8});
+  const auto c = torch::randn({3, 8});
+  hotpath::disable_hot_path_detection();
+  hotpath::Config config;
+  config.threshold = 20;
+  config.compile_ahead = 3;
+  hotpath::enable_hot_path_detection(config);
+  std::vector<std::uint64_t> handed;
+  thread_session()->recorder.set_ahead_listener(
+      [&](HotTrace&& t) { handed.push_back(t.signature); });
+  for (int i = 0; i < 16; ++i) {
+    auto out = i % 4 == 3 ? (c * c).sum() : i % 2 == 0 ? (a * b).relu().sum() : (a + b).sum();
+    hotpath::step();
+  }
+  CHECK(handed.empty());
+  // Then one of them three times in a row: handed on once.
+  for (int i = 0; i < 3; ++i) {
+    auto out = (a + b).sum();
+    hotpath::step();
+  }
+  CHECK(handed.size() == 1);
+  hotpath::disable_hot_path_detection();
+}
+
 namespace {
 
 // Distinct small kernels, as generated ones look (the runtime header, a helper of one name).

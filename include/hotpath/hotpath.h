@@ -54,12 +54,13 @@ struct Config {
   // per signature. HOTPATH_COMPILE_KERNELS (0/1).
   bool compile_kernels = true;
   // A signature's kernels start compiling in the background once it has repeated this many
-  // times, before it turns hot at `threshold`: its plan then finds them in the kernel cache
-  // instead of waiting for NVRTC (a cold MLP+AdamW step spent 20-30 iterations on stand-ins
+  // times in a row, before it turns hot at `threshold`: its plan then finds them in the kernel
+  // cache instead of waiting for NVRTC (a cold MLP+AdamW step spent 20-30 iterations on stand-ins
   // while its kernels compiled). Nothing else happens early: the plan is built, armed and judged
   // at `threshold` as before. Such a compile stops between NVRTC programs when a hot plan needs
   // the worker; a signature that never turns hot has cost background CPU time and cache entries
-  // only. 0, or a count >= threshold: compile once hot. Needs a cache directory (cache_dir).
+  // only (in a row: one seen once an epoch, such as its last smaller batch, is not compiled). 0, or
+  // a count >= threshold: compile once hot. Needs a cache directory (cache_dir).
   // HOTPATH_COMPILE_AHEAD.
   int compile_ahead = 3;
   // Where interception buys nothing (no stable period, no signature that repeats, nothing to

@@ -362,6 +362,7 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t c
   const std::int64_t ops = core_end - first;
   ++iterations_;
   if (last_signature_ != 0) successor_[last_signature_] = signature;
+  in_a_row_ = last_signature_ == signature ? in_a_row_ + 1 : 1;
   last_signature_ = signature;
   auto [it, inserted] = index_.try_emplace(signature, signatures_.size());
   bool instant = false;
@@ -400,13 +401,13 @@ void Recorder::count(std::uint64_t signature, std::int64_t first, std::int64_t c
                      " ops copied in ", ms_text(ms_since(t0)), " (", values_.size(),
                      " values tracked)"));
   } else if (!s.hot && ahead_listener_ && config_.compile_ahead > 0 &&
-             s.count >= config_.compile_ahead && s.count < config_.threshold &&
+             in_a_row_ >= config_.compile_ahead && s.count < config_.threshold &&
              last_light_ < first && ahead_sent_.insert(signature).second) {
     const auto t0 = std::chrono::steady_clock::now();
     hot_traces_.push_back(make_trace(signature, first, core_end));
     hot_traces_.back().ahead = true;
-    log_debug(concat("hotpath: signature ", s.hex, " repeated ", s.count, " times: its trace (",
-                     ops, " ops) copied in ", ms_text(ms_since(t0)),
+    log_debug(concat("hotpath: signature ", s.hex, " repeated ", in_a_row_,
+                     " times in a row: its trace (", ops, " ops) copied in ", ms_text(ms_since(t0)),
                      " for its kernels to compile ahead of hot"));
   }
   closed_.push_back(IterationEvent{signature, first, end, core_end, s.count, s.hot, next_});

@@ -68,9 +68,10 @@ class Recorder {
   // Asked when a signature is first seen: true makes it hot at once (a known winner).
   void set_instant_hot(InstantHot predicate);
   // Called (outside the lock, before the iteration listener) with the trace of an iteration
-  // whose signature has just repeated Config::compile_ahead times, once per signature, where
-  // that is fewer than the threshold (HotTrace::ahead set): its plan's kernels can compile while
-  // the loop runs on towards the threshold.
+  // whose signature has just repeated Config::compile_ahead times in a row, once per signature,
+  // before it is hot (HotTrace::ahead set): its plan's kernels can compile while the loop runs on
+  // towards the threshold. In a row: a signature seen once an epoch (its last, smaller batch, an
+  // evaluation) does not get there.
   void set_ahead_listener(HotListener listener);
 
   // Lock-free, for the hook: the global index of the next op, and where an iteration is
@@ -209,6 +210,7 @@ class Recorder {
   std::int64_t ops_unassigned_ = 0;
   std::int64_t ops_tail_lane_ = 0;
   std::uint64_t last_signature_ = 0;
+  std::int64_t in_a_row_ = 0;  // iterations of last_signature_ in a row, the last one included
   bool warned_unbounded_ = false;
   bool after_gap_ = false;  // the next iteration closed is incomplete: dropped
   // The period detector counts iterations only after this many ops without training.
