@@ -88,7 +88,7 @@ void Executor::compile_ahead(HotTrace&& trace) {
     const std::int64_t seen = shared_trace->iteration;
     {
       std::lock_guard<std::mutex> lock(book->mu);
-      if (book->plans_waiting.count(signature)) {  // hot already: its plan compiles them
+      if (book->planned.count(signature)) {  // hot already: its plan compiles them
         book->done.insert(signature);
         return;
       }
@@ -114,7 +114,10 @@ void Executor::compile_ahead(HotTrace&& trace) {
     } else if (r.cancelled && r.compiled == 0) {
       log_debug(concat("hotpath: signature ", hex,
                        ": no kernel compiled ahead (a hot plan needed the CPU)"));
-    } else if (r.kernels > 0) {
+    } else if (r.compiled == 0) {
+      log_debug(concat("hotpath: signature ", hex, ": its ", r.kernels,
+                       " kernel(s) were in the cache already; nothing compiled ahead"));
+    } else {
       log_info(concat("hotpath: signature ", hex, ": ", r.compiled, " of ", r.kernels,
                       " kernel(s) compiled ahead in ", static_cast<long long>(r.ms + 0.5),
                       " ms, before it turned hot (seen at iteration ", seen, ")",

@@ -329,7 +329,8 @@ class Executor {
   std::shared_ptr<std::atomic<int>> ready_plans_ = std::make_shared<std::atomic<int>>(0);
   // Compiles ahead of hot (compile_ahead), shared with the workers' jobs: their results by
   // signature; the hot signatures whose plan job has not finished compiling (an ahead job of
-  // another signature stops for them; one of the same signature not yet started is skipped);
+  // another signature stops for them) and all those with a plan job (an ahead job of one of
+  // them that has not started is skipped);
   // the ahead jobs running (a plan of the same signature waits for its own, whose kernels it
   // needs, before it compiles).
   struct AheadBook {
@@ -339,6 +340,7 @@ class Executor {
     std::set<std::uint64_t> done;
     std::set<std::uint64_t> running;
     std::multiset<std::uint64_t> plans_waiting;
+    std::set<std::uint64_t> planned;  // hot: a plan job was submitted (its own compile follows)
     bool other_waiting(std::uint64_t signature);
     // Blocks while the ahead job of `signature` runs; the milliseconds waited.
     double wait_for(std::uint64_t signature);

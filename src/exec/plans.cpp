@@ -68,6 +68,7 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remember
   {
     std::lock_guard<std::mutex> lock(book->mu);
     book->plans_waiting.insert(plan->signature);
+    book->planned.insert(plan->signature);
   }
   CompileWorker::instance().submit([plan, shared_trace, remembered, config, cache, ready, book] {
     struct Done {  // however the job ends
