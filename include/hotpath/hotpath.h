@@ -57,8 +57,8 @@ struct Config {
   // times in a row, before it turns hot at `threshold`: its plan then finds them in the kernel
   // cache instead of waiting for NVRTC (a cold MLP+AdamW step spent 20-30 iterations on stand-ins
   // while its kernels compiled). Nothing else happens early: the plan is built, armed and judged
-  // at `threshold` as before. Such a compile stops between NVRTC programs when a hot plan needs
-  // the worker; a signature that never turns hot has cost background CPU time and cache entries
+  // at `threshold` as before. Such a compile stops between NVRTC programs while a hot plan
+  // compiles; a signature that never turns hot has cost background CPU time and cache entries
   // only (in a row: one seen once an epoch, such as its last smaller batch, is not compiled). 0, or
   // a count >= threshold: compile once hot. Needs a cache directory (cache_dir).
   // HOTPATH_COMPILE_AHEAD.
@@ -171,7 +171,7 @@ struct FusionStats {
   int kernels_from_cache = 0;
   // Compiled ahead of hot (Config::compile_ahead): kernels NVRTC compiled into the cache before
   // the plan was built (the plan counts them among kernels_from_cache), that compile's wall
-  // time, and "" or why it stopped short ("a plan needed the worker", a failure).
+  // time, and "" or why it stopped short ("a hot plan needed the CPU", a failure).
   int kernels_ahead = 0;
   double ahead_ms = 0;
   std::string ahead_note;

@@ -68,7 +68,7 @@ std::string program_source(const std::vector<const KernelJob*>& jobs);
 // `cancelled`, if given, is asked before each program is taken: once it says true, the programs
 // no thread has taken are not compiled (their kernels wait() with BuiltKernel::error set to
 // kNotCompiled); a program already compiling finishes. Compiles made ahead of need
-// (exec/ahead.cpp) stop so for a plan that needs the worker.
+// (exec/ahead.cpp) stop so while a hot plan compiles.
 class KernelBuilder {
  public:
   static constexpr const char* kNotCompiled = "not compiled: the build was cancelled";

@@ -48,10 +48,11 @@ class Executor {
   // A signature turned hot: build its plan and compile it in the background. `remembered`: the
   // verdict of an earlier run (a known loser is not compiled; a winner keeps its groups).
   void on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remembered = std::nullopt);
-  // A signature repeated Config::compile_ahead times, not hot yet: its plan's kernels compile
-  // into the kernel cache on the plans' worker (exec/ahead.h), once per signature, unless it has
-  // a plan already, kernels are not compiled, or the cache has no directory to keep them in. A
-  // hot plan of another signature queued behind it stops it between NVRTC programs.
+  // A signature repeated Config::compile_ahead times in a row, not hot yet: its plan's kernels
+  // compile into the kernel cache on a worker of their own (exec/ahead.h), once per signature,
+  // unless it has a plan already, kernels are not compiled, or the cache has no directory to
+  // keep them in. While a hot plan of another signature compiles, it stops between NVRTC
+  // programs.
   void compile_ahead(HotTrace&& trace);
 
   // For the governor. Whether the iteration of `signature` that started at global op `first` ran
@@ -327,20 +328,19 @@ class Executor {
   KernelCache cache_;
   std::map<std::uint64_t, std::shared_ptr<Plan>> plans_;
   std::shared_ptr<std::atomic<int>> ready_plans_ = std::make_shared<std::atomic<int>>(0);
-  // Compiles ahead of hot (compile_ahead), shared with the workers' jobs: their results by
-  // signature; the hot signatures whose plan job has not finished compiling (an ahead job of
-  // another signature stops for them) and all those with a plan job (an ahead job of one of
-  // them that has not started is skipped);
-  // the ahead jobs running (a plan of the same signature waits for its own, whose kernels it
-  // needs, before it compiles).
+  // Compiles ahead of hot (compile_ahead), shared with the workers' jobs.
   struct AheadBook {
     std::mutex mu;
     std::condition_variable cv;
-    std::map<std::uint64_t, AheadResult> results;  // requested (then done) per signature
+    std::map<std::uint64_t, AheadResult> results;  // per signature requested, final once done
     std::set<std::uint64_t> done;
+    // Ahead jobs running: a plan of the same signature waits for its own before it compiles.
     std::set<std::uint64_t> running;
+    // Hot signatures whose plan job has not finished compiling: an ahead job of another
+    // signature stops for them.
     std::multiset<std::uint64_t> plans_waiting;
-    std::set<std::uint64_t> planned;  // hot: a plan job was submitted (its own compile follows)
+    // Every signature with a plan job: its ahead job, not started yet, is skipped.
+    std::set<std::uint64_t> planned;
     bool other_waiting(std::uint64_t signature);
     // Blocks while the ahead job of `signature` runs; the milliseconds waited.
     double wait_for(std::uint64_t signature);

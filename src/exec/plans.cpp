@@ -120,7 +120,7 @@ void Executor::fill_stats(Stats& s) const {
       sig.fusion.ahead_ms = r.ms;
       if (r.cancelled) {
         sig.fusion.ahead_note = concat("stopped after ", r.compiled, " of ", r.kernels,
-                                       " kernels: a hot plan needed the worker");
+                                       " kernels: a hot plan needed the CPU");
       } else if (r.failed > 0) {
         sig.fusion.ahead_note = concat(r.failed, " of ", r.kernels, " kernels failed to compile");
       }
