@@ -79,7 +79,7 @@ std::string compile_program(const Program& prog, const std::string& source, cons
 
 std::vector<std::string> nvrtc_options(int arch) {
   return {"--gpu-architecture=sm_" + std::to_string(arch), "--std=c++17", "-default-device",
-          "-lineinfo"};
+          "-minimal"};
 }
 
 void nvrtc_start(int arch) {
