@@ -46,7 +46,7 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   EnvVar f("HOTPATH_FUSE", "0");
   CHECK(defaults.compile_kernels);
   EnvVar k("HOTPATH_COMPILE_KERNELS", "0");
-  CHECK(defaults.compile_ahead == 3);
+  CHECK(defaults.compile_ahead == 2);
   EnvVar a("HOTPATH_COMPILE_AHEAD", "0");  // compile once hot
   CHECK(defaults.replay);                  // CUDA graph replay is on unless turned off
   EnvVar g("HOTPATH_REPLAY", "0");
