@@ -5,8 +5,8 @@
 // copies of its smallest one (an mse_loss), each set timed as one program (as KernelBuilder
 // compiles a plan's cache misses) and as one program a kernel on 1, 2 and N threads. Needs no
 // GPU; the numbers are the host's.
-//   cmake --build BUILD --target probe_nvrtc_programs && BUILD/benchmarks/probe_nvrtc_programs
-//   [ARCH]
+//   cmake --build BUILD --target probe_nvrtc_programs
+//   BUILD/benchmarks/probe_nvrtc_programs [ARCH]
 #include <nvrtc.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,25 +38,26 @@ double compile_ms(const std::string& source, const std::vector<std::string>& opt
   }
   for (const std::string& o : options) opts.push_back(o.c_str());
   const auto t0 = std::chrono::steady_clock::now();
-  nvrtcProgram p = nullptr;
-  if (nvrtcCreateProgram(&p, source.c_str(), "probe.cu", static_cast<int>(names.size()),
+  nvrtcProgram raw = nullptr;
+  if (nvrtcCreateProgram(&raw, source.c_str(), "probe.cu", static_cast<int>(names.size()),
                          texts.data(), names.data()) != NVRTC_SUCCESS) {
     std::fprintf(stderr, "nvrtcCreateProgram failed\n");
     std::exit(1);
   }
-  if (nvrtcCompileProgram(p, static_cast<int>(opts.size()), opts.data()) != NVRTC_SUCCESS) {
+  const std::unique_ptr<_nvrtcProgram, void (*)(nvrtcProgram)> p(
+      raw, [](nvrtcProgram q) { nvrtcDestroyProgram(&q); });
+  if (nvrtcCompileProgram(p.get(), static_cast<int>(opts.size()), opts.data()) != NVRTC_SUCCESS) {
     std::size_t n = 0;
-    nvrtcGetProgramLogSize(p, &n);
+    nvrtcGetProgramLogSize(p.get(), &n);
     std::string log(n, '\0');
-    nvrtcGetProgramLog(p, log.data());
+    nvrtcGetProgramLog(p.get(), log.data());
     std::fprintf(stderr, "compile failed:\n%s\n", log.c_str());
     std::exit(1);
   }
   std::size_t size = 0;
-  nvrtcGetCUBINSize(p, &size);
+  nvrtcGetCUBINSize(p.get(), &size);
   std::string cubin(size, '\0');
-  nvrtcGetCUBIN(p, cubin.data());
-  nvrtcDestroyProgram(&p);
+  nvrtcGetCUBIN(p.get(), cubin.data());
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
