@@ -7,20 +7,18 @@
 // GPU; the numbers are the host's.
 //   cmake --build BUILD --target probe_nvrtc_programs
 //   BUILD/benchmarks/probe_nvrtc_programs [ARCH]
-#include <nvrtc.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "codegen/kernel.h"
 #include "compile/kernel_builder.h"
+#include "compile/nvrtc.h"
 #include "exec/plan.h"
 #include "exec/planner.h"
 
@@ -28,36 +26,11 @@ namespace {
 
 using namespace hotpath::detail;
 
-// One NVRTC program of `source` with the runtime headers; its wall time in ms. Exits on failure.
-double compile_ms(const std::string& source, const std::vector<std::string>& options) {
-  const KernelHeaders& headers = runtime_headers();
-  std::vector<const char*> names, texts, opts;
-  for (const auto& [name, text] : headers) {
-    names.push_back(name.c_str());
-    texts.push_back(text.c_str());
-  }
-  for (const std::string& o : options) opts.push_back(o.c_str());
+// One NVRTC program of `source` with the runtime headers; its wall time in ms. Throws with
+// NVRTC's log on failure.
+double compile_ms(const std::string& source, int arch, const std::vector<std::string>& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  nvrtcProgram raw = nullptr;
-  if (nvrtcCreateProgram(&raw, source.c_str(), "probe.cu", static_cast<int>(names.size()),
-                         texts.data(), names.data()) != NVRTC_SUCCESS) {
-    std::fprintf(stderr, "nvrtcCreateProgram failed\n");
-    std::exit(1);
-  }
-  const std::unique_ptr<_nvrtcProgram, void (*)(nvrtcProgram)> p(
-      raw, [](nvrtcProgram q) { nvrtcDestroyProgram(&q); });
-  if (nvrtcCompileProgram(p.get(), static_cast<int>(opts.size()), opts.data()) != NVRTC_SUCCESS) {
-    std::size_t n = 0;
-    nvrtcGetProgramLogSize(p.get(), &n);
-    std::string log(n, '\0');
-    nvrtcGetProgramLog(p.get(), log.data());
-    std::fprintf(stderr, "compile failed:\n%s\n", log.c_str());
-    std::exit(1);
-  }
-  std::size_t size = 0;
-  nvrtcGetCUBINSize(p.get(), &size);
-  std::string cubin(size, '\0');
-  nvrtcGetCUBIN(p.get(), cubin.data());
+  nvrtc_compile(source, "probe", arch, runtime_headers(), "", options);
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -82,7 +55,7 @@ void time_set(const char* what, const std::vector<KernelJob>& jobs, int arch) {
   std::printf("== %s: %zu kernel(s)\n", what, jobs.size());
   for (const auto& [name, options] : variants) {
     std::vector<double> t;
-    for (int r = 0; r < kRepeats; ++r) t.push_back(compile_ms(together, options));
+    for (int r = 0; r < kRepeats; ++r) t.push_back(compile_ms(together, arch, options));
     std::printf("one program, %-20s median %6.1f ms\n", name, median(t));
   }
   const unsigned n = static_cast<unsigned>(jobs.size());
@@ -96,7 +69,7 @@ void time_set(const char* what, const std::vector<KernelJob>& jobs, int arch) {
         for (unsigned i = 0; i < threads; ++i)
           pool.emplace_back([&] {
             for (std::size_t k; (k = next++) < jobs.size();)
-              compile_ms(jobs[k].source, variants[v].second);
+              compile_ms(jobs[k].source, arch, variants[v].second);
           });
         for (std::thread& th : pool) th.join();
         t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -126,7 +99,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   // NVRTC's first compile in the process, not timed.
-  compile_ms("extern \"C\" __global__ void probe_start(float* p) { p[0] = 1; }\n",
+  compile_ms("extern \"C\" __global__ void probe_start(float* p) { p[0] = 1; }\n", arch,
              {"--gpu-architecture=sm_" + std::to_string(arch)});
   time_set("the planner's warm-up trace", jobs, arch);
   // Four copies of its smallest kernel, each under a name of its own.

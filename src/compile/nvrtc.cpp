@@ -96,10 +96,15 @@ std::string nvrtc_version() {
 CompileOutput nvrtc_compile(const std::string& source, const std::string& name, int arch,
                             const std::vector<std::pair<std::string, std::string>>& headers,
                             const std::string& dump_dir) {
+  return nvrtc_compile(source, name, arch, headers, dump_dir, nvrtc_options(arch));
+}
+
+CompileOutput nvrtc_compile(const std::string& source, const std::string& name, int arch,
+                            const std::vector<std::pair<std::string, std::string>>& headers,
+                            const std::string& dump_dir, const std::vector<std::string>& options) {
   Program prog(source, name, headers);
   CompileOutput out;
-  out.log = compile_program(prog, source, name, "sm_" + std::to_string(arch), nvrtc_options(arch),
-                            dump_dir);
+  out.log = compile_program(prog, source, name, "sm_" + std::to_string(arch), options, dump_dir);
   std::size_t size = 0;
   HOTPATH_NVRTC_CHECK(nvrtcGetCUBINSize(prog.get(), &size));
   out.cubin.resize(size);

@@ -19,6 +19,11 @@ struct CompileOutput {
 CompileOutput nvrtc_compile(const std::string& source, const std::string& name, int arch,
                             const std::vector<std::pair<std::string, std::string>>& headers,
                             const std::string& dump_dir);
+// ... with these options in place of nvrtc_options(arch) (they must name the architecture): a
+// probe's comparison of options (benchmarks/probes/nvrtc_programs.cpp).
+CompileOutput nvrtc_compile(const std::string& source, const std::string& name, int arch,
+                            const std::vector<std::pair<std::string, std::string>>& headers,
+                            const std::string& dump_dir, const std::vector<std::string>& options);
 
 // The PTX NVRTC makes of `source` for compute_<arch> (what ptxas would get): how large a
 // generated kernel's code is (tests of codegen; throws as nvrtc_compile does).
