@@ -84,9 +84,13 @@ inline std::shared_ptr<const hotpath::detail::Plan> last_plan() {
   return session->executor.plan(hotpath::stats().last_signature);
 }
 
+// tests/golden in the source tree (golden_dir.cpp: the one translation unit that carries the
+// absolute path, so the others' compiler caches hit from any checkout).
+std::string golden_dir();
+
 // Compares `text` with tests/golden/<name>; HOTPATH_UPDATE_GOLDEN=1 rewrites the file.
 inline void check_golden(const std::string& name, const std::string& text) {
-  const std::string path = std::string(HOTPATH_GOLDEN_DIR) + "/" + name;
+  const std::string path = golden_dir() + "/" + name;
   const char* update = std::getenv("HOTPATH_UPDATE_GOLDEN");
   if (update != nullptr && std::string(update) == "1") {
     std::ofstream(path) << text;
