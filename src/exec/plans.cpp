@@ -6,42 +6,11 @@
 #include "common/log.h"
 #include "compile/worker.h"
 #include "exec/executor.h"
-#include "exec/output_slot.h"
 #include "exec/planner.h"
 #include "exec/replay.h"
 #include "trace/signature.h"
 
 namespace hotpath::detail {
-namespace {
-
-// The buffers of the plan's slotted outputs (exec/output_slot.h), made here on the worker before
-// the plan is ready. Made at the plan's first fused iteration instead, they were allocations on
-// the training thread, and new segments of the caching allocator there: the MLP+AdamW step's
-// first fused iteration made two (cudaMalloc, 40-86 us each; its sqrt and div, members of AdamW's
-// batched group, took 300-335 and 85-101 us against 10-25). For the stream current here, the
-// device's default one: a loop on another stream gets new buffers at first use, as before.
-void reserve_slots(Plan& plan) {
-  for (PlanOp& op : plan.ops) {
-    if (op.group < 0) continue;
-    const PlanGroup& g = plan.groups[static_cast<std::size_t>(op.group)];
-    if (!g.gpu || !g.active || g.eager_only) continue;
-    for (std::size_t k = 0; k < op.outs.size(); ++k) {
-      if (!op.slotted[k] || !op.outs[k].defined) continue;
-      try {
-        (void)OutputSlot::make(op.slots[k], op.outs[k]);  // the tensor goes: the slot is free
-      } catch (const std::exception& e) {
-        // Out of memory, say: the first fused iteration asks again, as it always did.
-        log_debug(concat("hotpath: signature ", plan.hex,
-                         ": an output buffer could not be made "
-                         "ahead (",
-                         e.what(), ")"));
-        return;
-      }
-    }
-  }
-}
-
-}  // namespace
 
 Executor::Executor(Recorder& recorder, const Config& config)
     : recorder_(recorder), config_(config), cache_(cache_dir(config.cache_dir)) {
@@ -111,7 +80,6 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remember
       }
     } done{*book, plan->signature};
     build_plan(*plan, *shared_trace, remembered, config);
-    if (plan->device_index >= 0) reserve_slots(*plan);
     // Ready before its kernels compile: the interpreter runs the groups meanwhile, if it is
     // loaded by then (else the plan picks it up at a later iteration start: Executor::try_arm).
     if (!plan->groups.empty() && plan->device_index >= 0) {
