@@ -7,6 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+# CTest runs nproc tests at once. Each test's LibTorch would also start an intra-op thread per
+# core, whose OpenMP threads spin while they wait: on 2 cores train_diff_cpu took 30 s alone and
+# 145-328 s beside the other tests, and the suite 278 s against 150 s with one thread a test.
+# No test depends on intra-op threads; OMP_NUM_THREADS set by the caller is kept.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)"
 
 second=${HOTPATH_SECOND_TORCH-2.15.0}
