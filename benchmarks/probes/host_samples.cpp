@@ -6,102 +6,14 @@
 // Plain eager (under Pause) is sampled too, into --out with ".eager" appended, for the ATen and
 // autograd frames a step has without hotpath.
 //   probe_host_samples --steps 3000 --out samples.txt; python3 host_samples.py samples.txt
-#include <dirent.h>
-#include <execinfo.h>
-#include <signal.h>
-#include <sys/time.h>
-#include <time.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
-#include <fstream>
 #include <string>
-#include <vector>
 
 #include <hotpath/hotpath.h>
 
-namespace {
-
-constexpr int kDepth = 48;
-constexpr int kMaxSamples = 200000;
-void* g_frames[kMaxSamples][kDepth];
-int g_depth[kMaxSamples];
-std::atomic<int> g_count{0};
-std::atomic<bool> g_on{false};
-
-void on_prof(int) {
-  if (!g_on.load(std::memory_order_relaxed)) return;
-  const int i = g_count.fetch_add(1, std::memory_order_relaxed);
-  if (i >= kMaxSamples) return;
-  // Frames 0 and 1 are this handler and the kernel's signal trampoline; frame 2 is where the
-  // thread was.
-  void* frames[kDepth + 2];
-  const int n = backtrace(frames, kDepth + 2);
-  g_depth[i] = n > 2 ? n - 2 : 0;
-  for (int k = 0; k < g_depth[i]; ++k) g_frames[i][k] = frames[k + 2];
-}
-
-// One wall-clock timer a thread (the loop's thread and autograd's workers, named pt_autograd_*
-// by PyTorch), each signalling its own thread: CPU-time timers tick at the scheduler's rate
-// (about 4 ms), too coarse for a 0.5 ms step.
-std::vector<timer_t> g_timers;
-
-void start_sampling(int period_us) {
-  void* warm[4];
-  backtrace(warm, 4);  // loads the unwinder outside the handler
-  struct sigaction sa {};
-  sa.sa_handler = on_prof;
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGPROF, &sa, nullptr);
-  std::vector<pid_t> tids{static_cast<pid_t>(getpid())};
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (const dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-      std::string name;
-      std::getline(comm, name);
-      if (name.rfind("pt_autograd", 0) == 0) tids.push_back(std::stoi(e->d_name));
-    }
-    closedir(d);
-  }
-  for (const pid_t tid : tids) {
-    sigevent ev{};
-    ev.sigev_notify = SIGEV_THREAD_ID;
-    ev.sigev_signo = SIGPROF;
-    ev._sigev_un._tid = tid;
-    timer_t t;
-    if (timer_create(CLOCK_MONOTONIC, &ev, &t) != 0) continue;
-    itimerspec spec{};
-    spec.it_interval.tv_nsec = static_cast<long>(period_us) * 1000;
-    spec.it_value.tv_nsec = spec.it_interval.tv_nsec;
-    timer_settime(t, 0, &spec, nullptr);
-    g_timers.push_back(t);
-  }
-  std::printf("probe_host_samples: sampling %zu thread(s) every %d us\n", g_timers.size(),
-              period_us);
-}
-
-void stop_sampling() {
-  for (timer_t t : g_timers) timer_delete(t);
-  g_timers.clear();
-}
-
-void write_samples(const std::string& path, int from, int to) {
-  std::ofstream out(path);
-  {
-    std::ifstream maps("/proc/self/maps");
-    for (std::string line; std::getline(maps, line);) out << "map " << line << "\n";
-  }
-  for (int i = from; i < to && i < kMaxSamples; ++i) {
-    out << "sample";
-    for (int k = 0; k < g_depth[i]; ++k) out << ' ' << g_frames[i][k];
-    out << "\n";
-  }
-}
-
-}  // namespace
+#include "sampler.h"
 
 int main(int argc, char** argv) {
   int steps = 3000, period_us = 100;
@@ -160,26 +72,31 @@ int main(int argc, char** argv) {
     hotpath::step();
   }
   const auto before = hotpath::stats().last().fusion.replayed_iterations;
-  start_sampling(period_us);
-  g_on = true;
+  // The loop's thread and autograd's workers (named pt_autograd_* by PyTorch).
+  std::vector<pid_t> tids{static_cast<pid_t>(getpid())};
+  for (const pid_t t : probe::threads_named({"pt_autograd"})) tids.push_back(t);
+  probe::start_sampling(tids, period_us);
+  std::printf("probe_host_samples: sampling %zu thread(s) every %d us\n", tids.size(), period_us);
+  probe::Samples& samples = probe::samples();
+  samples.on = true;
   for (int i = 0; i < steps; ++i) {
     step();
     hotpath::step();
   }
-  g_on = false;
-  const int replayed_samples = std::min(g_count.load(), kMaxSamples);
+  samples.on = false;
+  const int replayed_samples = std::min(samples.count.load(), probe::kMaxSamples);
   const auto replayed = hotpath::stats().last().fusion.replayed_iterations - before;
   {
     hotpath::Pause pause;
-    g_on = true;
+    samples.on = true;
     for (int i = 0; i < steps; ++i) step();
-    g_on = false;
+    samples.on = false;
   }
-  stop_sampling();
-  const int all = std::min(g_count.load(), kMaxSamples);
+  probe::stop_sampling();
+  const int all = std::min(samples.count.load(), probe::kMaxSamples);
   hotpath::disable_hot_path_detection();
-  write_samples(out, 0, replayed_samples);
-  write_samples(out + ".eager", replayed_samples, all);
+  probe::write_samples(out, 0, replayed_samples);
+  probe::write_samples(out + ".eager", replayed_samples, all);
   std::printf("probe_host_samples: %d steps, %lld replayed: %d samples; plain eager %d samples\n",
               steps, static_cast<long long>(replayed), replayed_samples, all - replayed_samples);
   return 0;
