@@ -55,6 +55,8 @@ struct FakePlans : PlanControl {
   std::optional<std::vector<Group>> groups(std::uint64_t) const override {
     return std::vector<Group>{Group{"g", true}};
   }
+  Pool pool;  // what replay_pool answers
+  Pool replay_pool(std::uint64_t) const override { return pool; }
   std::int64_t set_active(std::uint64_t, const std::vector<bool>& active,
                           const std::string&) override {
     all_off = std::none_of(active.begin(), active.end(), [](bool on) { return on; });

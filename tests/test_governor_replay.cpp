@@ -198,6 +198,7 @@ TEST_CASE("a verdict remembers whether the plan won replayed, for a later run's 
   const hotpath::detail::DecisionStore store(cache.path() + "/hotpath");
   Setup setup(cache.path() + "/hotpath");
   auto [plans, gov, feed, loop] = setup.parts();
+  plans.pool = {138 << 20, 4 << 20};  // the graphs' pool, as the executor reports it
   loop.replay = true;
   loop.run(80);
   REQUIRE(judged(gov, feed) == Approx(2.0));
@@ -205,6 +206,9 @@ TEST_CASE("a verdict remembers whether the plan won replayed, for a later run's 
   REQUIRE(kept.has_value());
   CHECK(kept->compile);
   CHECK(kept->replay_kept);
+  // ... and how large its pool grew: a later run's capture takes that much at once.
+  CHECK(kept->replay_pool_bytes == 138 << 20);
+  CHECK(kept->replay_pool_small_bytes == 4 << 20);
   SECTION("replay that loses later is remembered as lost") {
     loop.replay_ms = 12.0;
     loop.run(120);
@@ -213,6 +217,7 @@ TEST_CASE("a verdict remembers whether the plan won replayed, for a later run's 
     REQUIRE(after.has_value());
     CHECK(after->compile);
     CHECK_FALSE(after->replay_kept);
+    CHECK(after->replay_pool_bytes == 0);
   }
   SECTION("a plan kept unreplayed is remembered so") {
     hotpath_test::TempDir other("hotpath-replay-verdict");

@@ -562,3 +562,39 @@ TEST_CASE("a known winner's capture is held until the governor lets it go ahead"
   CHECK(held <= at_once - 40);
   CHECK(held >= kSteps - hotpath::detail::kReplayHeldAtMost - 10);
 }
+
+TEST_CASE("a capture grows its pool first to what an earlier run's capture took", "[gpu][replay]") {
+  // A batch of 16384 rows makes activations and their gradients of 4-16 MiB: each shadow the
+  // capture allocates for them opens an allocator segment of its own in the graphs' pool. Told
+  // how large the earlier run's pool grew (PlanPrior::replay_pool_bytes), a capture takes that
+  // memory before it starts (one large block, and the small blocks' segments it had), and the
+  // shadows split it.
+  if (!have_gpu()) return;
+  auto x = torch::randn({16384, 64}, torch::kCUDA), y = torch::randn({16384, 64}, torch::kCUDA);
+  const Step step = [&](int, Model& model, Opt& opt, Kept&) { train_step(model, opt, x, y); };
+  const int ops = hotpath::Config{}.replay_graph_ops;
+  constexpr int kSteps = 120;
+  const Run eager = train(false, false, kSteps, step, ops);
+  const Run first = train(true, true, kSteps, step, ops);
+  check_replayed(first, 10);
+  const hotpath::FusionStats grown = first.stats.last().fusion;
+  CAPTURE(grown.replay_capture_segments, grown.replay_pool_bytes);
+  REQUIRE(grown.replay_capture_segments >= 4);
+  hotpath::detail::Decision d;
+  d.compile = true;
+  d.replay_kept = true;
+  d.eager_ms = 1;
+  d.replay_pool_bytes = grown.replay_pool_bytes;
+  // Of it, small blocks' segments (stats() does not say how many): two at most in this loop.
+  d.replay_pool_small_bytes = 4 << 20;
+  hotpath::detail::DecisionStore(cache_path()).save(first.stats.last().id, d);
+  const Run known = train(true, true, kSteps, step, ops, /*remember=*/true);
+  INFO(hotpath::format_stats(known.stats));
+  check_replayed(known, 10);
+  const hotpath::FusionStats f = known.stats.last().fusion;
+  CHECK(f.replay_capture_segments <= grown.replay_capture_segments / 2);
+  CHECK(f.replay_pool_bytes >= grown.replay_pool_bytes);
+  CHECK(f.replay_pool_bytes <= grown.replay_pool_bytes + (2 << 20));
+  for (std::size_t i = 0; i < eager.params.size(); ++i)
+    CHECK(rel_error(known.params[i], eager.params[i]) <= 1e-4);
+}

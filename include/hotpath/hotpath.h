@@ -206,11 +206,15 @@ struct FusionStats {
   // Inputs that may move between iterations (a batch) are read from copies that the graphs
   // refresh themselves: replay_copy_nodes of them in the graphs now, and how many times in all a
   // replay pointed one at the input's new address (none where the input stays put).
+  // replay_capture_segments: the caching allocator segments (cudaMalloc calls) the last capture
+  // opened; where an earlier run said how large the pool grows, the capture grows it to that
+  // size first, in about two.
   std::int64_t replayed_iterations = 0;
   int replay_graphs = 0;
   std::int64_t replay_pool_bytes = 0;
   int replay_captures = 0;
   double replay_capture_ms = 0;
+  std::int64_t replay_capture_segments = 0;
   std::int64_t replay_rescued = 0;
   int replay_copy_nodes = 0;
   std::int64_t replay_repointed = 0;

@@ -222,7 +222,8 @@ std::string format_stats(const Stats& s) {
       if (f.replay_captures > 0)
         os << ", " << f.replay_captures << " capture(s) taking " << std::fixed
            << std::setprecision(1) << f.replay_capture_ms << std::defaultfloat
-           << " ms of host time";
+           << " ms of host time (the last opened " << f.replay_capture_segments
+           << " allocator segment(s))";
       if (f.replay_rescued > 0)
         os << ", " << f.replay_rescued << " value(s) the loop kept copied out of the pool";
       if (f.replay_copy_nodes > 0)

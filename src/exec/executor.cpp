@@ -499,9 +499,9 @@ void Executor::complete_iteration() {
                        ms_text(c.streams_ms), ", instantiating ", ms_text(c.instantiate_ms),
                        ", shadow ops and kernel nodes ", ms_text(c.shadows_ms),
                        ", read-only inputs' checks ", ms_text(c.checks_ms), " (their wait ",
-                       ms_text(c.wait_ms), ") (", c.mallocs, " new allocator segment(s), pool ",
-                       r.pool_bytes() >> 20, " MiB; ", r.static_nodes(),
-                       " moving input(s) copied in by their graphs)"));
+                       ms_text(c.wait_ms), "), growing the pool first ", ms_text(c.pool_ms), " (",
+                       c.mallocs, " new allocator segment(s), pool ", r.pool_bytes() >> 20,
+                       " MiB; ", r.static_nodes(), " moving input(s) copied in by their graphs)"));
     }
   }
   if (mode_ == Mode::kReplay) {

@@ -137,6 +137,9 @@ class Executor {
   // Whether the plan of `signature` may run or is being built (not reverted, with groups):
   // interception can pay in its iterations.
   bool plan_live(std::uint64_t signature) const;
+  // The private memory pool of a plan's CUDA graphs: its capture's in use, else its last one's
+  // (bytes; 0: none), and of it the segments of small blocks.
+  std::pair<std::int64_t, std::int64_t> replay_pool(std::uint64_t signature) const;
   // The plan of a signature (nullptr if none), for tests and tools.
   std::shared_ptr<const Plan> plan(std::uint64_t signature) const;
 

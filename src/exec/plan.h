@@ -185,9 +185,11 @@ struct Plan {
   std::string replay_off;
   std::string requested_replay_off;  // the governor's (Executor::no_replay), at iteration starts
   std::int64_t replayed = 0, replay_rescued = 0, replay_pool_bytes = 0;  // of earlier captures
+  std::int64_t replay_pool_small_bytes = 0;                              // ... the last one's
   std::int64_t replay_repointed = 0;                                     // ... likewise
   int replay_captures = 0;  // ... how many ended, and their host time (Replay::capture_ms)
   double replay_capture_ms = 0;
+  std::int64_t replay_capture_segments = 0;  // ... the last one's new allocator segments
   bool counted = false;  // in the executor's count of plans that may run (set before ready)
   std::string reason;
   std::string remembered;  // "known winner ..." / "known loser ..." from an earlier run
@@ -196,6 +198,9 @@ struct Plan {
   // ... and said what its capture cost: no capture until the governor lets it go ahead
   // (Executor::release_replay), once the run is ahead of eager by about that much.
   bool replay_held = false;
+  // ... and how large its graphs' memory pool was (PlanPrior::replay_pool_bytes and
+  // replay_pool_small_bytes; 0: not known).
+  std::int64_t replay_pool_hint = 0, replay_pool_small_hint = 0;
   // Kept for logs and tests.
   std::shared_ptr<const Graph> graph;
   Partition partition;

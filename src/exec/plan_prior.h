@@ -15,6 +15,12 @@ struct PlanPrior {
   // What its capture for replay cost beyond a fused iteration (ms; 0: not known). A later run
   // holds the capture back until the plan alone has saved about that much (policy/governor.h).
   double capture_ms = 0;
+  // The private memory pool its CUDA graphs took (bytes; 0: not known). A later run's capture
+  // grows its pool to about that much in one allocation before it starts (Replay::grow_pool),
+  // instead of one cudaMalloc per segment the shadows' allocations open during the capture.
+  std::int64_t replay_pool_bytes = 0;
+  // ... of it, the segments of the allocator's small blocks (1 MiB and less): 2 MiB each.
+  std::int64_t replay_pool_small_bytes = 0;
   // Whether a later run holds the plan's capture (Plan::replay_held; the governor's hold).
   bool holds_capture() const { return compile && replay_kept && capture_ms > 0; }
   std::string reason;

@@ -260,6 +260,10 @@ int analyse_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior
     plan->remembered = "known winner from an earlier run";
     plan->replay_kept_before = remembered->replay_kept;
     plan->replay_held = remembered->holds_capture();
+    if (remembered->replay_kept) {
+      plan->replay_pool_hint = remembered->replay_pool_bytes;
+      plan->replay_pool_small_hint = remembered->replay_pool_small_bytes;
+    }
   }
   return fused_ops;
 }

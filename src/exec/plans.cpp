@@ -161,6 +161,8 @@ void Executor::fill_stats(Stats& s) const {
     const double capture_ms = p.replay ? p.replay->capture_ms() : 0.0;
     sig.fusion.replay_captures = p.replay_captures + (capture_ms > 0 ? 1 : 0);
     sig.fusion.replay_capture_ms = p.replay_capture_ms + capture_ms;
+    sig.fusion.replay_capture_segments =
+        capture_ms > 0 ? p.replay->capture_cost().mallocs : p.replay_capture_segments;
     for (const PlanGroup& g : p.groups) {
       GroupStats gs;
       gs.name = g.name;
@@ -309,6 +311,15 @@ bool Executor::plan_live(std::uint64_t signature) const {
   const auto it = plans_.find(signature);
   return it != plans_.end() && !it->second->reverted &&
          (!it->second->ready || !it->second->groups.empty());
+}
+
+std::pair<std::int64_t, std::int64_t> Executor::replay_pool(std::uint64_t signature) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = plans_.find(signature);
+  if (it == plans_.end()) return {0, 0};
+  const Plan& p = *it->second;
+  if (p.replay && p.replay->ready()) return {p.replay->pool_bytes(), p.replay->pool_small_bytes()};
+  return {p.replay_pool_bytes, p.replay_pool_small_bytes};
 }
 
 std::shared_ptr<const Plan> Executor::plan(std::uint64_t signature) const {

@@ -119,7 +119,45 @@ Replay::~Replay() {
   }
 }
 
+void Replay::grow_pool(std::int64_t bytes, std::int64_t small_bytes) {
+  // The caching allocator's small blocks (1 MiB and less) come from 2 MiB segments of their own,
+  // two 1 MiB blocks to a segment.
+  constexpr std::int64_t kSmallSegment = std::int64_t{2} << 20;
+  constexpr std::size_t kSmallBlock = std::size_t{1} << 20;
+  const auto dev = static_cast<c10::DeviceIndex>(device_);
+  const c10::cuda::CUDAGuard device(dev);
+  const cudaStream_t side = side_.stream();
+  c10::cuda::CUDACachingAllocator::CUDAAllocator* allocator =
+      c10::cuda::CUDACachingAllocator::get();
+  c10::cuda::CUDACachingAllocator::beginAllocateToPool(
+      dev, pool_, [side](cudaStream_t s) { return s == side; });
+  pool_ref_ = true;
+  small_bytes = std::clamp<std::int64_t>(small_bytes, 0, bytes);
+  const std::int64_t segments = (small_bytes + kSmallSegment - 1) / kSmallSegment;
+  std::vector<void*> blocks;
+  try {
+    if (bytes - small_bytes > 0)
+      blocks.push_back(
+          allocator->raw_alloc_with_stream(static_cast<std::size_t>(bytes - small_bytes), side));
+    for (std::int64_t b = 0; b < 2 * segments; ++b)
+      blocks.push_back(allocator->raw_alloc_with_stream(kSmallBlock, side));
+  } catch (const std::exception& e) {
+    // Out of memory, say: the capture grows the pool as it goes, as it would have.
+    log_debug(concat("hotpath: a capture's pool could not be grown to ", bytes >> 20,
+                     " MiB first: ", e.what()));
+  }
+  for (void* b : blocks) allocator->raw_delete(b);
+  c10::cuda::CUDACachingAllocator::endAllocateToPool(dev, pool_);
+}
+
+void Replay::release_pool_ref() {
+  if (!pool_ref_) return;
+  pool_ref_ = false;
+  c10::cuda::CUDACachingAllocator::releasePool(static_cast<c10::DeviceIndex>(device_), pool_);
+}
+
 void Replay::release() {
+  release_pool_ref();
   rescue(carried_);  // everything handed out is due
   for (std::vector<Handed>& h : handed_) rescue(h);
   records_.clear();

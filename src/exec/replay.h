@@ -151,6 +151,7 @@ class Replay {
   // (cudaMalloc calls) it took.
   struct CaptureCost {
     double streams_ms = 0, instantiate_ms = 0, shadows_ms = 0;
+    double pool_ms = 0;  // growing the pool first (grow_pool)
     // The read-only inputs' bytes kept before and after their ops' own runs, and the wait for
     // them and their comparison at the capture's end (of checks_ms, wait_ms).
     double checks_ms = 0, wait_ms = 0;
@@ -235,6 +236,12 @@ class Replay {
   // captured iteration had it, if that was why. A capture that knows it moves reads a copy.
   std::optional<std::pair<std::size_t, std::size_t>> moved_input() const { return moved_input_; }
   void set_moved(std::set<std::pair<std::size_t, std::size_t>> moved) { moved_ = std::move(moved); }
+  // The memory pool an earlier capture of the plan took (bytes; 0: not known), and of it the
+  // segments of small blocks: begin_capture grows this one's pool to that much first (grow_pool).
+  void set_pool_hint(std::int64_t bytes, std::int64_t small_bytes) {
+    pool_hint_ = bytes;
+    pool_small_hint_ = small_bytes;
+  }
   void leave();  // the iteration leaves the plan: what is pending runs eagerly
   // Whether this replay took any op into its graphs yet (kHandled); before that its ops ran
   // eagerly (views, ops the host waits on), and leaving costs replay nothing.
@@ -257,6 +264,7 @@ class Replay {
   int static_nodes() const;
   std::int64_t repointed() const { return repointed_; }
   std::int64_t pool_bytes() const { return pool_bytes_; }
+  std::int64_t pool_small_bytes() const { return pool_small_bytes_; }  // of it, small segments
   int graphs() const {  // the ones launched (Segment::empty are not)
     return static_cast<int>(std::count_if(segments_.begin(), segments_.end(),
                                           [](const Segment& s) { return !s.empty; }));
@@ -409,6 +417,14 @@ class Replay {
   // Whether the group's kernel must write optional output `o` in this replay (Node::optional).
   bool written(const Node& n, const Node::Optional& o) const;
   void release();
+  // The capture's pool grown to `bytes` before the capture, `small_bytes` of it in segments of
+  // small blocks: one large block of the rest and two 1 MiB blocks a small segment, allocated on
+  // the side stream into the pool and freed there, so that the shadows' allocations split them
+  // instead of opening a segment each (a cudaMalloc on the loop's thread or autograd's, 40-90 us
+  // each on an H200, nine in the MLP example's capture). The pool is kept (pool_ref_) until the
+  // first graph's capture holds it.
+  void grow_pool(std::int64_t bytes, std::int64_t small_bytes);
+  void release_pool_ref();
 
   int device_;
   std::int64_t epoch_;
@@ -430,6 +446,9 @@ class Replay {
   double capture_ms_ = 0;
   std::int64_t reserved_before_ = 0;
   std::int64_t mallocs_before_ = 0;
+  std::int64_t pool_hint_ = 0, pool_small_hint_ = 0;  // set_pool_hint
+  std::int64_t small_before_ = 0;  // the allocator's small segments' bytes at begin_capture
+  bool pool_ref_ = false;          // grow_pool's reference to pool_, not yet released
   CaptureCost cost_;
   ska::flat_hash_map<ValueRef, Shadow, ValueRefHash> shadows_;
   std::vector<std::vector<Input>> inputs_;  // per op, its inputs (capture only)
@@ -470,7 +489,7 @@ class Replay {
   std::int64_t replayed_ = 0;
   bool handed_any_ = false;  // handed_any(), since begin_replay
   std::int64_t rescued_ = 0;
-  std::int64_t pool_bytes_ = 0;
+  std::int64_t pool_bytes_ = 0, pool_small_bytes_ = 0;
 };
 
 }  // namespace hotpath::detail

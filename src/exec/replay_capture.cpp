@@ -21,6 +21,9 @@
 namespace hotpath::detail {
 namespace {
 
+// The caching allocator's statistics of its small blocks' segments (c10's StatType::SMALL_POOL).
+constexpr auto kSmallPool = static_cast<std::size_t>(c10::CachingAllocator::StatType::SMALL_POOL);
+
 // Drops CUDAGraph's warning that a captured graph is empty while it lives, and passes every other
 // warning on to the handler before it.
 class QuietEmptyGraph : public c10::WarningHandler {
@@ -73,8 +76,13 @@ void Replay::begin_capture(std::int64_t iter_start, std::vector<std::uint32_t> r
   const auto& stats =
       c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_));
   reserved_before_ = stats.reserved_bytes[0].current;
+  small_before_ = stats.reserved_bytes[kSmallPool].current;
   mallocs_before_ = stats.segment[0].allocated;
   cost_ = CaptureCost{};
+  if (pool_hint_ > 0) {
+    AddElapsed lap(cost_.pool_ms);
+    grow_pool(pool_hint_, pool_small_hint_);
+  }
 }
 
 void Replay::open_segment() {
@@ -87,6 +95,7 @@ void Replay::open_segment() {
     // Relaxed: the iteration's own ops run meanwhile on this thread, and may allocate.
     s.graph->capture_begin(pool_, cudaStreamCaptureModeRelaxed);
   }
+  release_pool_ref();  // the graph holds the pool now
   segments_.push_back(std::move(s));
   open_ = true;
   segment_ops_ = 0;
@@ -484,6 +493,7 @@ void Replay::after_own_run(std::size_t index) {
 
 void Replay::end_capture() {
   if (failed()) return;
+  release_pool_ref();  // (a capture that opened no graph)
   try {
     close_segment();
     check_read_only();
@@ -498,6 +508,8 @@ void Replay::end_capture() {
   const auto& stats =
       c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_));
   pool_bytes_ = std::max<std::int64_t>(0, stats.reserved_bytes[0].current - reserved_before_);
+  pool_small_bytes_ =
+      std::max<std::int64_t>(0, stats.reserved_bytes[kSmallPool].current - small_before_);
   cost_.mallocs = stats.segment[0].allocated - mallocs_before_;
   capture_ms_ = ms_since(capture_began_);
   if (segments_.empty()) {
@@ -509,6 +521,10 @@ void Replay::end_capture() {
 
 void Replay::fail(const std::string& why) {
   if (failed()) return;
+  try {
+    release_pool_ref();
+  } catch (const std::exception&) {
+  }
   failure_ = why.empty() ? "capture failed" : why;
   ready_ = false;
   read_only_.clear();

@@ -113,6 +113,12 @@ void Executor::arm_replay(Plan& plan) {
   plan.replay = std::make_shared<Replay>(plan.device_index, plan.epoch, plan.ops.size(),
                                          config_.replay_graph_ops);
   plan.replay->set_moved(plan.replay_moved);
+  // The first capture's pool as large as the earlier run's, if one said; a later capture's
+  // (after a divergence, or new groups) as large as the last.
+  if (plan.replay_pool_bytes > 0)
+    plan.replay->set_pool_hint(plan.replay_pool_bytes, plan.replay_pool_small_bytes);
+  else
+    plan.replay->set_pool_hint(plan.replay_pool_hint, plan.replay_pool_small_hint);
   plan.replay->begin_observe(iter_start_);
   set_mode(Mode::kObserve);
   log_debug(concat("hotpath: signature ", plan.hex, ": iteration ", iteration_,
@@ -303,9 +309,11 @@ void Executor::drop_replay(Plan& plan, const std::string& why) {
   plan.replay_rescued += plan.replay->rescued();
   plan.replay_repointed += plan.replay->repointed();
   plan.replay_pool_bytes = plan.replay->pool_bytes();
+  plan.replay_pool_small_bytes = plan.replay->pool_small_bytes();
   if (plan.replay->capture_ms() > 0) {
     ++plan.replay_captures;
     plan.replay_capture_ms += plan.replay->capture_ms();
+    plan.replay_capture_segments = plan.replay->capture_cost().mallocs;
   }
   plan.replay.reset();  // what the program still holds on the graphs' memory is copied out
 }

@@ -57,6 +57,10 @@ std::optional<Decision> DecisionStore::load(std::uint64_t signature) const {
       d.replay_kept = v == "kept";
     } else if (key == "capture_ms") {
       in >> d.capture_ms;
+    } else if (key == "pool_bytes") {
+      in >> d.replay_pool_bytes;
+    } else if (key == "pool_small_bytes") {
+      in >> d.replay_pool_small_bytes;
     } else if (key == "skipped") {
       in >> d.skipped;
     } else if (key == "reason") {
@@ -80,6 +84,9 @@ void DecisionStore::save(std::uint64_t signature, const Decision& d) const {
       << "\n";
   if (d.compile && d.replay_kept) f << "replay kept\n";
   if (d.compile && d.replay_kept && d.capture_ms > 0) f << "capture_ms " << d.capture_ms << "\n";
+  if (d.compile && d.replay_kept && d.replay_pool_bytes > 0)
+    f << "pool_bytes " << d.replay_pool_bytes << "\npool_small_bytes " << d.replay_pool_small_bytes
+      << "\n";
   f << "eager_ms " << d.eager_ms << "\nfused_ms " << d.fused_ms << "\n";
   if (!d.compile) f << "skipped " << d.skipped << "\n";
   f << "reason " << d.reason << "\n";

@@ -41,6 +41,12 @@ class PlanControl {
   virtual Run ran(std::uint64_t signature, std::int64_t first) const = 0;
   // The plan's groups; nullopt while the signature has no plan.
   virtual std::optional<std::vector<Group>> groups(std::uint64_t signature) const = 0;
+  // The private memory pool of the plan's CUDA graphs, of its capture in use or its last one
+  // (bytes; 0 where it has none), and of it the segments of the allocator's small blocks.
+  struct Pool {
+    std::int64_t bytes = 0, small_bytes = 0;
+  };
+  virtual Pool replay_pool(std::uint64_t signature) const = 0;
   // Which groups run fused from the next iteration start on (`reason`, if not empty, is what
   // stats() shows); returns the new configuration's epoch.
   virtual std::int64_t set_active(std::uint64_t signature, const std::vector<bool>& active,

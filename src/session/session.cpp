@@ -133,6 +133,11 @@ std::optional<std::vector<PlanControl::Group>> Session::groups(std::uint64_t sig
   return out;
 }
 
+PlanControl::Pool Session::replay_pool(std::uint64_t signature) const {
+  const auto [bytes, small] = executor.replay_pool(signature);
+  return Pool{bytes, small};
+}
+
 std::int64_t Session::set_active(std::uint64_t signature, const std::vector<bool>& active,
                                  const std::string& reason) {
   return executor.set_active(signature, active, reason);

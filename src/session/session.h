@@ -84,6 +84,7 @@ struct Session final : OpSink, PlanControl {
   // What the governor sees of the plans and asks of them (PlanControl).
   Run ran(std::uint64_t signature, std::int64_t first) const override;
   std::optional<std::vector<Group>> groups(std::uint64_t signature) const override;
+  Pool replay_pool(std::uint64_t signature) const override;
   std::int64_t set_active(std::uint64_t signature, const std::vector<bool>& active,
                           const std::string& reason) override;
   void revert(std::uint64_t signature, const std::string& reason) override;
