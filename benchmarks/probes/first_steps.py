@@ -11,31 +11,26 @@ step before it (the plan alone) instead of against plain eager.
 Functions are named with addr2line (inlined frames expanded), each counted once a sample
 (inclusive)."""
 import argparse
-import bisect
 import collections
-import subprocess
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from host_samples import module_offset, names_of, read_samples_file  # noqa: E402
 
 
 def load(path):
-    """Its samples as (step, kind, [(module, offset)]), innermost frame first."""
-    maps, threads, raw, captured = [], {}, [], []
-    with open(path) as f:
-        for line in f:
-            if line.startswith("map "):
-                parts = line[4:].split()
-                if len(parts) < 6:
-                    continue
-                lo, hi = (int(v, 16) for v in parts[0].split("-"))
-                maps.append((lo, hi, int(parts[2], 16), parts[5]))
-            elif line.startswith("thread "):
-                _, tid, *name = line.split()
-                threads[int(tid)] = " ".join(name)
-            elif line.startswith("captured "):
-                captured.append(int(line.split()[1]))
-            elif line.startswith("sample "):
-                parts = line.split()
-                raw.append((int(parts[1]), int(parts[2]), [int(a, 16) for a in parts[3:]]))
-    maps.sort()
+    """Its samples as (step, kind, [(module, offset)]), innermost frame first, and the steps in
+    which it captured CUDA graphs."""
+    maps, rest = read_samples_file(path)
+    threads, raw, captured = {}, [], []
+    for w in rest:
+        if w and w[0] == "thread":
+            threads[int(w[1])] = " ".join(w[2:])
+        elif w and w[0] == "captured":
+            captured.append(int(w[1]))
+        elif w and w[0] == "sample":
+            raw.append((int(w[1]), int(w[2]), [int(a, 16) for a in w[3:]]))
     starts = [m[0] for m in maps]
     pid = min(threads) if threads else 0
     out = []
@@ -43,46 +38,9 @@ def load(path):
         name = threads.get(tid, "")
         kind = ("loop" if tid == pid else "autograd" if name.startswith("pt_autograd")
                 else "worker")
-        frames = []
-        for k, a in enumerate(addrs):
-            a = a - 1 if k > 0 else a  # a return address: the call is before it
-            i = bisect.bisect_right(starts, a) - 1
-            if i < 0 or a >= maps[i][1] or not maps[i][3].startswith("/"):
-                frames.append(None)
-            else:
-                frames.append((maps[i][3], a - maps[i][0] + maps[i][2]))
+        frames = [module_offset(maps, starts, a, k == 0) for k, a in enumerate(addrs)]
         out.append((step, kind, frames))
     return out, captured
-
-
-def names_of(keys):
-    wanted = collections.defaultdict(set)
-    for k in keys:
-        if k is not None:
-            wanted[k[0]].add(k[1])
-    names = {}
-    for module, offs in wanted.items():
-        offs = sorted(offs)
-        short = module.rsplit("/", 1)[-1]
-        try:
-            lines = subprocess.run(["addr2line", "-f", "-C", "-i", "-a", "-e", module] +
-                                   [hex(o) for o in offs], capture_output=True, text=True,
-                                   check=True).stdout.splitlines()
-        except (OSError, subprocess.CalledProcessError):
-            for o in offs:
-                names[(module, o)] = [short + "+" + hex(o)]
-            continue
-        cur, i = None, 0
-        while i < len(lines):
-            if lines[i].startswith("0x"):
-                cur = (module, int(lines[i], 16))
-                names[cur] = []
-                i += 1
-                continue
-            fn = lines[i] if lines[i] != "??" else short + "+" + hex(cur[1])
-            names[cur].append(fn)
-            i += 2  # the function, then file:line
-    return names
 
 
 def steps_arg(text):

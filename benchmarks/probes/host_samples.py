@@ -10,69 +10,82 @@ import collections
 import subprocess
 
 
-def load(path):
-    maps, samples = [], []
-    with open(path) as f:
-        for line in f:
-            if line.startswith("map "):
-                parts = line[4:].split()
-                if len(parts) < 6:
-                    continue
-                lo, hi = (int(v, 16) for v in parts[0].split("-"))
-                maps.append((lo, hi, int(parts[2], 16), parts[5]))
-            elif line.startswith("sample"):
-                samples.append([int(a, 16) for a in line.split()[1:]])
-    maps.sort()
-    return maps, samples
+def parse_map(line):
+    """A "map " line of /proc/self/maps as (low, high, file offset, path), or None."""
+    parts = line[4:].split()
+    if len(parts) < 6:
+        return None
+    lo, hi = (int(v, 16) for v in parts[0].split("-"))
+    return (lo, hi, int(parts[2], 16), parts[5])
 
 
-def symbolize(maps, samples):
-    starts = [m[0] for m in maps]
-    wanted = collections.defaultdict(set)  # module -> offsets
-    where = {}
-    for s in samples:
-        for k, a in enumerate(s):
-            a = a - 1 if k > 0 else a  # a return address: the call is before it
-            i = bisect.bisect_right(starts, a) - 1
-            if i < 0 or a >= maps[i][1] or not maps[i][3].startswith("/"):
-                where[(k > 0, s[k])] = None
-                continue
-            off = a - maps[i][0] + maps[i][2]
-            wanted[maps[i][3]].add(off)
-            where[(k > 0, s[k])] = (maps[i][3], off)
+def module_offset(maps, starts, address, innermost):
+    """(module, offset in it) of a sampled address (a return address but for the innermost frame:
+    the call is before it), or None outside a file's mapping."""
+    a = address if innermost else address - 1
+    i = bisect.bisect_right(starts, a) - 1
+    if i < 0 or a >= maps[i][1] or not maps[i][3].startswith("/"):
+        return None
+    return (maps[i][3], a - maps[i][0] + maps[i][2])
+
+
+def names_of(keys):
+    """Per (module, offset), its function names (addr2line -f -C -i: inlined frames first)."""
+    wanted = collections.defaultdict(set)
+    for k in keys:
+        if k is not None:
+            wanted[k[0]].add(k[1])
     names = {}
     for module, offs in wanted.items():
         offs = sorted(offs)
+        short_name = module.rsplit("/", 1)[-1]
         try:
             out = subprocess.run(["addr2line", "-f", "-C", "-i", "-a", "-e", module] +
                                  [hex(o) for o in offs], capture_output=True, text=True,
                                  check=True).stdout.splitlines()
         except (OSError, subprocess.CalledProcessError):
             for o in offs:
-                names[(module, o)] = [module.rsplit("/", 1)[-1] + "+" + hex(o)]
+                names[(module, o)] = [short_name + "+" + hex(o)]
             continue
-        cur = None
-        i = 0
+        cur, i = None, 0
         while i < len(out):
-            line = out[i]
-            if line.startswith("0x"):
-                cur = (module, int(line, 16))
+            if out[i].startswith("0x"):
+                cur = (module, int(out[i], 16))
                 names[cur] = []
                 i += 1
                 continue
-            fn = line
-            i += 2  # function, then file:line
-            if fn == "??":
-                fn = module.rsplit("/", 1)[-1] + "+" + hex(cur[1])
-            names[cur].append(fn)
-    frames = []
-    for s in samples:
-        chain = []  # innermost first, inlined frames expanded
-        for k, a in enumerate(s):
-            w = where.get((k > 0, a))
-            chain.extend(names.get(w, ["?"]) if w else ["?"])
-        frames.append(chain)
-    return frames
+            names[cur].append(out[i] if out[i] != "??" else short_name + "+" + hex(cur[1]))
+            i += 2  # the function, then file:line
+    return names
+
+
+def read_samples_file(path):
+    """A sampler's file (sampler.h's write_samples): its memory map, sorted, and its other lines
+    split into words."""
+    maps, rest = [], []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("map "):
+                m = parse_map(line)
+                if m:
+                    maps.append(m)
+            else:
+                rest.append(line.split())
+    maps.sort()
+    return maps, rest
+
+
+def load(path):
+    maps, rest = read_samples_file(path)
+    return maps, [[int(a, 16) for a in w[1:]] for w in rest if w and w[0] == "sample"]
+
+
+def symbolize(maps, samples):
+    starts = [m[0] for m in maps]
+    keyed = [[module_offset(maps, starts, a, k == 0) for k, a in enumerate(s)] for s in samples]
+    names = names_of({key for s in keyed for key in s})
+    return [[fn for key in s for fn in (names.get(key, ["?"]) if key else ["?"])]
+            for s in keyed]
 
 
 def short(name, width=110):
