@@ -43,6 +43,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("pool_prewarm: needs a CUDA GPU")
+        return 2
     torch.manual_seed(0)
     dev = torch.device("cuda")
     model = torch.nn.Sequential(
@@ -123,4 +126,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
