@@ -207,8 +207,8 @@ struct FusionStats {
   // refresh themselves: replay_copy_nodes of them in the graphs now, and how many times in all a
   // replay pointed one at the input's new address (none where the input stays put).
   // replay_capture_segments: the caching allocator segments (cudaMalloc calls) the last capture
-  // opened; where an earlier run said how large the pool grows, the capture grows it to that
-  // size first, in about two.
+  // opened; where an earlier run said how large the pool grew, the capture grows it to that size
+  // first (one large block, and the small blocks' segments), and these count among them.
   std::int64_t replayed_iterations = 0;
   int replay_graphs = 0;
   std::int64_t replay_pool_bytes = 0;

@@ -16,8 +16,9 @@ struct PlanPrior {
   // holds the capture back until the plan alone has saved about that much (policy/governor.h).
   double capture_ms = 0;
   // The private memory pool its CUDA graphs took (bytes; 0: not known). A later run's capture
-  // grows its pool to about that much in one allocation before it starts (Replay::grow_pool),
-  // instead of one cudaMalloc per segment the shadows' allocations open during the capture.
+  // grows its pool to that much before it starts (Replay::grow_pool: one large block, and the
+  // small blocks' segments), instead of a cudaMalloc for each segment the shadows' allocations
+  // would open during the capture.
   std::int64_t replay_pool_bytes = 0;
   // ... of it, the segments of the allocator's small blocks (1 MiB and less): 2 MiB each.
   std::int64_t replay_pool_small_bytes = 0;

@@ -19,7 +19,7 @@ void Governor::remember(std::uint64_t signature, const Sig& s, bool compile) {
   d.replay_kept = compile && s.replaying;
   // This run's capture, or the one the plan was held for if it had none.
   d.capture_ms = s.capture_cost > 0 ? s.capture_cost : s.capture_prior;
-  // Its pool, for the next run's capture to take in one allocation (PlanPrior).
+  // Its pool, for the next run's capture to take before it starts (PlanPrior).
   if (d.replay_kept) {
     const PlanControl::Pool pool = plans_.replay_pool(signature);
     d.replay_pool_bytes = pool.bytes;
