@@ -1,0 +1,145 @@
+#include "exec/replay_launcher.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "common/error.h"
+
+namespace hotpath::detail {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+ReplayLauncher::ReplayLauncher(std::function<void()> start, double spin_us) : spin_us_(spin_us) {
+  thread_ = std::thread([this, s = std::move(start)]() mutable { run(std::move(s)); });
+}
+
+ReplayLauncher::~ReplayLauncher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_.store(true, std::memory_order_seq_cst);
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ReplayLauncher::fail(std::string why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_.empty()) error_ = std::move(why);
+  failed_.store(true, std::memory_order_release);
+}
+
+void ReplayLauncher::throw_error() {
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    why = error_;
+  }
+  HOTPATH_FAIL("a replayed CUDA graph could not be issued (the replay's launcher thread): ", why);
+}
+
+void ReplayLauncher::run(std::function<void()> start) {
+  if (start) {
+    try {
+      start();
+    } catch (const std::exception& e) {
+      fail(concat("the launcher thread could not start: ", e.what()));
+    }
+  }
+  const auto spin_ns = static_cast<std::int64_t>(spin_us_ * 1e3);
+  std::uint64_t next = 1;  // the ticket to issue next
+  for (;;) {
+    if (queued_.value.load(std::memory_order_acquire) < next) {
+      // The next launch of a replayed step comes within tens of microseconds: wait for it
+      // spinning (a sleeping thread takes longer to wake than a launch takes to issue).
+      const std::int64_t until = now_ns() + spin_ns;
+      while (queued_.value.load(std::memory_order_acquire) < next &&
+             !stopping_.load(std::memory_order_acquire) && now_ns() < until)
+        cpu_relax();
+      if (queued_.value.load(std::memory_order_acquire) < next) {
+        // Asleep: a submit that comes after `sleeping_` is set sees it and wakes the thread; one
+        // that came before is seen here (both sides' stores and loads are sequentially
+        // consistent).
+        std::unique_lock<std::mutex> lock(mu_);
+        sleeping_.store(true, std::memory_order_seq_cst);
+        if (queued_.value.load(std::memory_order_seq_cst) < next &&
+            !stopping_.load(std::memory_order_seq_cst)) {
+          sleeps_.fetch_add(1, std::memory_order_relaxed);
+          cv_.wait(lock, [&] {
+            return queued_.value.load(std::memory_order_seq_cst) >= next ||
+                   stopping_.load(std::memory_order_seq_cst);
+          });
+        }
+        sleeping_.store(false, std::memory_order_relaxed);
+        if (queued_.value.load(std::memory_order_acquire) < next) return;  // stopping, all issued
+      }
+      continue;
+    }
+    std::function<void()>& issue = slots_[(next - 1) % kSlots];
+    if (!failed_.load(std::memory_order_acquire)) {
+      const std::int64_t t0 = now_ns();
+      try {
+        issue();
+      } catch (const std::exception& e) {
+        fail(e.what());
+      }
+      busy_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    }
+    issue = nullptr;  // what it captured goes before its ticket is done
+    done_.value.store(next, std::memory_order_release);
+    ++next;
+  }
+}
+
+std::uint64_t ReplayLauncher::submit(std::function<void()> issue) {
+  if (failed_.load(std::memory_order_acquire)) throw_error();
+  const std::uint64_t ticket = submitted_ + 1;
+  if (ticket > kSlots) wait_done(ticket - kSlots);  // its slot's last issue has run
+  slots_[(ticket - 1) % kSlots] = std::move(issue);
+  queued_.value.store(ticket, std::memory_order_seq_cst);
+  submitted_ = ticket;
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    { std::lock_guard<std::mutex> lock(mu_); }  // the thread is in its wait, or sees the ticket
+    cv_.notify_one();
+  }
+  return ticket;
+}
+
+void ReplayLauncher::wait_done(std::uint64_t ticket) {
+  if (done() >= ticket) return;
+  ++waits_;
+  int spins = 0;
+  while (done() < ticket) {
+    if (++spins < 4096) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();  // a launch that takes long (the driver's queue is full)
+    }
+  }
+}
+
+void ReplayLauncher::drain() {
+  wait_done(submitted_);
+  if (failed_.load(std::memory_order_acquire)) throw_error();
+}
+
+}  // namespace hotpath::detail
