@@ -188,6 +188,9 @@ Result measure_replayed(const Workload& w, int rounds, int iters, bool fast_lane
   // Only the profiled blocks add to the host profile's counters.
   const hotpath::Stats s1 = hotpath::stats();
   r.host = bench::host_share(s0, s1);
+  // The launcher thread works in the blocks without the profile too: its time over all their ops.
+  r.host.launcher = (bench::launcher_ms(s1) - bench::launcher_ms(s0)) * 1e3 /
+                    (2.0 * rounds * iters * static_cast<double>(std::max<std::int64_t>(r.ops, 1)));
   const auto f = s1.last().fusion;
   if (f.replayed_iterations - before < 2 * static_cast<std::int64_t>(rounds) * iters)
     std::fprintf(stderr, "bench_overhead: %s: only %lld of %d iterations replayed%s%s\n",

@@ -14,7 +14,17 @@ struct HostShare {
   // Microseconds per op: the hook's own, the ATen work it ran below itself, and the hook's parts.
   double hook = 0, below = 0;
   double record = 0, flow = 0, guard = 0, defer = 0, launch = 0, copies = 0, graphs = 0, commit = 0;
+  // Config::replay_launcher: the launcher thread's time issuing graphs, per op (beside the hook's,
+  // on another core; not in `hook`).
+  double launcher = 0;
 };
+
+// The launcher threads' time issuing replayed graphs so far, over all signatures (ms).
+inline double launcher_ms(const hotpath::Stats& s) {
+  double ms = 0;
+  for (const auto& sig : s.signatures) ms += sig.fusion.replay_launcher_ms;
+  return ms;
+}
 
 inline HostShare host_share(const hotpath::Stats& a, const hotpath::Stats& b) {
   HostShare h;
@@ -31,6 +41,7 @@ inline HostShare host_share(const hotpath::Stats& a, const hotpath::Stats& b) {
   h.copies = per(a.host_copy_us, b.host_copy_us);
   h.graphs = per(a.host_graph_us, b.host_graph_us);
   h.commit = per(a.host_commit_us, b.host_commit_us);
+  h.launcher = per(launcher_ms(a) * 1e3, launcher_ms(b) * 1e3);
   return h;
 }
 
@@ -49,6 +60,7 @@ inline void add_host_share(HostShare& into, const HostShare& d) {
   mix(into.copies, d.copies);
   mix(into.graphs, d.graphs);
   mix(into.commit, d.commit);
+  mix(into.launcher, d.launcher);
   into.ops = n;
 }
 
@@ -57,9 +69,9 @@ inline std::string host_share_text(const HostShare& h) {
   std::snprintf(line, sizeof line,
                 "the hook's %.3f us an op: record %.3f, data flow %.3f, guard %.3f, defer %.3f, "
                 "launch %.3f, copies %.3f, graphs %.3f, commit %.3f (the rest in the session); "
-                "ATen below it %.3f (%.0f ops timed)",
+                "ATen below it %.3f (%.0f ops timed); the launcher thread beside it %.3f",
                 h.hook, h.record, h.flow, h.guard, h.defer, h.launch, h.copies, h.graphs, h.commit,
-                h.below, h.ops);
+                h.below, h.ops, h.launcher);
   return line;
 }
 

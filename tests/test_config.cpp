@@ -54,6 +54,8 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   EnvVar o("HOTPATH_REPLAY_GRAPH_OPS", "0");  // one graph per stretch
   CHECK(defaults.replay_fast_lane);
   EnvVar fl("HOTPATH_REPLAY_FAST_LANE", "0");
+  CHECK(defaults.replay_launcher);
+  EnvVar rl("HOTPATH_REPLAY_LAUNCHER", "0");
   CHECK_FALSE(defaults.host_profile);
   EnvVar h("HOTPATH_HOST_PROFILE", "1");
   const auto c = hotpath::config_from_env(defaults);
@@ -66,6 +68,7 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   CHECK_FALSE(c.replay);
   CHECK(c.replay_graph_ops == 0);
   CHECK_FALSE(c.replay_fast_lane);
+  CHECK_FALSE(c.replay_launcher);
   CHECK(c.host_profile);
 }
 

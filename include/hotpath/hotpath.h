@@ -83,6 +83,14 @@ struct Config {
   // record of it being built (its metadata hashed, its data flow looked up, the plan's key kept);
   // off, replayed ops are recorded as every other op is. HOTPATH_REPLAY_FAST_LANE (0/1).
   bool replay_fast_lane = true;
+  // A thread of hotpath's issues a replay's graph launches (and its graph nodes' new parameters)
+  // for the training loop's thread, which goes on with the next op: a launch costs that thread
+  // 4-6 us where the driver's code has left its caches, as it has between two launches of a
+  // training loop. The thread spins for about 0.5 ms after each launch for the next one (a core
+  // busy while a loop replays), then sleeps; the loop's thread waits for it before anything else
+  // runs on the GPU and at each replayed iteration's end. Off: the loop's thread launches them.
+  // HOTPATH_REPLAY_LAUNCHER (0/1).
+  bool replay_launcher = true;
   // Time what the hook itself costs the host per op (a few clock reads an op): stats() then says
   // how long the ops it saw spent in hotpath, apart from the ATen work it ran below itself.
   // HOTPATH_HOST_PROFILE (0/1).
@@ -95,6 +103,7 @@ struct Config {
 // HOTPATH_REMEMBER (0/1), HOTPATH_COMPILE_KERNELS (0/1), HOTPATH_COMPILE_AHEAD,
 // HOTPATH_STAND_ASIDE (0/1) and
 // HOTPATH_REPLAY (0/1), HOTPATH_REPLAY_GRAPH_OPS, HOTPATH_REPLAY_FAST_LANE (0/1),
+// HOTPATH_REPLAY_LAUNCHER (0/1),
 // HOTPATH_HOST_PROFILE (0/1) on top of `base`. Throws hotpath::Error on a value it cannot use,
 // naming the variable and the value.
 Config config_from_env(Config base = Config{});
@@ -209,6 +218,8 @@ struct FusionStats {
   // replay_capture_segments: the caching allocator segments (cudaMalloc calls) the last capture
   // opened; where an earlier run said how large the pool grew, the capture grows it to that size
   // first (one large block, and the small blocks' segments), and these count among them.
+  // Config::replay_launcher: the graph launches its thread issued for the loop's thread, and
+  // that thread's time issuing them (host time beside the loop's, on another core).
   std::int64_t replayed_iterations = 0;
   int replay_graphs = 0;
   std::int64_t replay_pool_bytes = 0;
@@ -218,6 +229,8 @@ struct FusionStats {
   std::int64_t replay_rescued = 0;
   int replay_copy_nodes = 0;
   std::int64_t replay_repointed = 0;
+  std::int64_t replay_launcher_launches = 0;
+  double replay_launcher_ms = 0;
   std::string replay_off;
   std::vector<GroupStats> groups;
 };

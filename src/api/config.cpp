@@ -76,6 +76,9 @@ Config config_from_env(Config base) {
   if (const char* v = env("HOTPATH_REPLAY_FAST_LANE")) {
     base.replay_fast_lane = parse_flag("HOTPATH_REPLAY_FAST_LANE", v);
   }
+  if (const char* v = env("HOTPATH_REPLAY_LAUNCHER")) {
+    base.replay_launcher = parse_flag("HOTPATH_REPLAY_LAUNCHER", v);
+  }
   if (const char* v = env("HOTPATH_LOG_TIME")) base.log_time = parse_flag("HOTPATH_LOG_TIME", v);
   if (const char* v = env("HOTPATH_HOST_PROFILE")) {
     base.host_profile = parse_flag("HOTPATH_HOST_PROFILE", v);

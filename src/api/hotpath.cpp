@@ -229,6 +229,10 @@ std::string format_stats(const Stats& s) {
       if (f.replay_copy_nodes > 0)
         os << ", " << f.replay_copy_nodes << " moving input(s) copied in by the graphs ("
            << f.replay_repointed << " move(s) followed)";
+      if (f.replay_launcher_launches > 0)
+        os << ", " << f.replay_launcher_launches << " launch(es) issued by the launcher thread in "
+           << std::fixed << std::setprecision(1) << f.replay_launcher_ms << std::defaultfloat
+           << " ms";
       if (!f.replay_off.empty()) os << "; off: " << f.replay_off;
       os << "\n";
     }

@@ -146,6 +146,8 @@ std::string cu_error_text(int code) { return error_text(static_cast<CUresult>(co
 
 bool cuda_driver_available() { return driver().ok; }
 
+void make_device_current(int device) { ensure_context(device); }
+
 CudaImage::CudaImage(const std::string& cubin, int device) {
   const Driver& d = checked_driver();
   ensure_context(device);

@@ -13,6 +13,10 @@ namespace hotpath::detail {
 // True when libcuda could be opened and initialised.
 bool cuda_driver_available();
 
+// Makes `device`'s primary context (the CUDA runtime's, and so ATen's) current on the calling
+// thread: a thread of hotpath's own that calls the driver for a device.
+void make_device_current(int device);
+
 // A cubin loaded into the primary context of `device` (made current on the calling thread unless
 // the thread's current context is already for that device): one CUmodule, unloaded when the last
 // CudaModule using it goes. A plan's kernels compiled in one NVRTC program share one.

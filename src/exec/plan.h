@@ -187,6 +187,8 @@ struct Plan {
   std::int64_t replayed = 0, replay_rescued = 0, replay_pool_bytes = 0;  // of earlier captures
   std::int64_t replay_pool_small_bytes = 0;                              // ... the last one's
   std::int64_t replay_repointed = 0;                                     // ... likewise
+  std::int64_t replay_launcher_launches = 0;                             // ... likewise
+  double replay_launcher_ms = 0;                                         // ... likewise
   int replay_captures = 0;  // ... how many ended, and their host time (Replay::capture_ms)
   double replay_capture_ms = 0;
   std::int64_t replay_capture_segments = 0;  // ... the last one's new allocator segments

@@ -157,6 +157,10 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.replay_copy_nodes = p.replay ? p.replay->static_nodes() : 0;
     sig.fusion.replay_repointed = p.replay_repointed + (p.replay ? p.replay->repointed() : 0);
     sig.fusion.replay_pool_bytes = p.replay ? p.replay->pool_bytes() : p.replay_pool_bytes;
+    sig.fusion.replay_launcher_launches =
+        p.replay_launcher_launches + (p.replay ? p.replay->launcher_launches() : 0);
+    sig.fusion.replay_launcher_ms =
+        p.replay_launcher_ms + (p.replay ? p.replay->launcher_us() * 1e-3 : 0.0);
     sig.fusion.replay_off = p.replay_off;
     const double capture_ms = p.replay ? p.replay->capture_ms() : 0.0;
     sig.fusion.replay_captures = p.replay_captures + (capture_ms > 0 ? 1 : 0);

@@ -18,6 +18,7 @@
 #include "driver/cuda_driver.h"
 #include "exec/output_slot.h"
 #include "exec/plan.h"
+#include "exec/replay_launcher.h"
 
 namespace hotpath::detail {
 namespace {
@@ -104,12 +105,13 @@ void prepare_replay_streams(int device) {
       concat("hotpath: device ", device, "'s pool of streams ready in ", ms_text(ms_since(t0))));
 }
 
-Replay::Replay(int device, std::int64_t epoch, std::size_t ops, int graph_ops)
+Replay::Replay(int device, std::int64_t epoch, std::size_t ops, int graph_ops, bool launcher)
     : device_(device),
       epoch_(epoch),
       side_(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device))),
       ops_(ops),
-      graph_ops_(graph_ops) {}
+      graph_ops_(graph_ops),
+      use_launcher_(launcher) {}
 
 Replay::~Replay() {
   try {
@@ -157,6 +159,8 @@ void Replay::release_pool_ref() {
 }
 
 void Replay::release() {
+  launcher_.reset();  // issues what it was handed, then ends its thread
+  in_flight_.clear();
   release_pool_ref();
   rescue(carried_);  // everything handed out is due
   for (std::vector<Handed>& h : handed_) rescue(h);
@@ -203,6 +207,7 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const TensorP
   if (r.kind == Kind::kView) return Step::kEager;
   if (r.kind == Kind::kLive) {
     launch_pending();
+    settle();  // the op runs on the stream after the graphs (and the host waits on it)
     return Step::kEager;
   }
   // The ops before this one were the last of their graph (a stretch cut in graphs): it launches.
@@ -325,8 +330,17 @@ void Replay::rescue(int segment) {
 
 void Replay::rescue(std::vector<Handed>& due) {
   const c10::Device dev(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
+  bool settled = false;
   for (const Handed& h : due) {
-    const c10::intrusive_ptr<c10::StorageImpl> s = h.lock();
+    c10::intrusive_ptr<c10::StorageImpl> s = h.lock();
+    if (s && !settled && !in_flight_.empty()) {
+      // The copy goes on the stream after the graph that made the value, and a launch still in
+      // flight may be what holds it (its deferred calls): settled first, then asked again.
+      s.reset();
+      settle();
+      settled = true;
+      s = h.lock();
+    }
     if (!s) continue;
     // The program holds it where a launch would overwrite it: its storage gets a copy.
     const auto n = static_cast<std::int64_t>(s->nbytes());
@@ -344,9 +358,139 @@ void Replay::rescue(std::vector<Handed>& due) {
 void Replay::launch_pending() {
   if (records_.empty()) return;
   host_lap(kDeferPart);
+  reclaim();
   const int seg = ops_[records_.front().index].segment;
   rescue(seg);
   Segment& s = segments_[static_cast<std::size_t>(seg)];
+  std::vector<const Node*> nodes = update_nodes(s, seg);
+  host_lap(kLaunchPart);
+  if (launcher_ && !s.empty && !s.random) {
+    submit_launch(s, std::move(nodes));
+    host_lap(kGraphPart);
+    return;
+  }
+  if (!s.empty || !refills_.empty()) settle();  // the launcher's launches first, then this work
+  for (const Node* n : nodes) set_params(s.graph->raw_cuda_graph_exec(), *n);
+  host_lap(kLaunchPart);
+  for (const auto& [st, value] : refills_)
+    copy_bytes(statics_[static_cast<std::size_t>(st)].data_ptr(), value.const_data_ptr(),
+               span_bytes(value), device_);
+  refills_.clear();
+  host_lap(kCopyPart);
+  // A graph that draws no random numbers straight to the driver: CUDAGraph::replay() first
+  // prepares the random number generators a graph drew from, and builds a message string, asks
+  // for the device and whether the stream captures at every launch.
+  if (s.empty) {
+    // Nothing to launch (Segment::empty).
+  } else if (s.random) {
+    // The generator first (Segment::random): its fills are ATen ops, below the hook.
+    c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
+    s.graph->replay();
+  } else {
+    const c10::cuda::CUDAStream stream =
+        c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_));
+    const cudaError_t e = cudaGraphLaunch(s.graph->raw_cuda_graph_exec(), stream.stream());
+    HOTPATH_CHECK(e == cudaSuccess, "launching replay segment ", seg,
+                  "'s CUDA graph failed: ", cudaGetErrorString(e));
+  }
+  records_.clear();
+  host_lap(kGraphPart);
+}
+
+void Replay::set_params(void* exec, const Node& n) {
+  std::vector<void*> params(n.multi ? 1 : n.words.size());
+  for (std::size_t j = 0; j < params.size(); ++j)
+    params[j] = const_cast<std::uint64_t*>(&n.words[j]);
+  set_kernel_node_params(exec, n.node, *n.kernel, n.blocks, n.block, 0, params.data(), n.multi);
+}
+
+void Replay::submit_launch(const Segment& s, std::vector<const Node*> nodes) {
+  struct Copy {
+    void* dst;
+    const void* src;
+    std::size_t bytes;
+  };
+  std::vector<Copy> copies;
+  copies.reserve(refills_.size());
+  for (const auto& [st, value] : refills_)
+    copies.push_back(Copy{statics_[static_cast<std::size_t>(st)].data_ptr(), value.const_data_ptr(),
+                          static_cast<std::size_t>(span_bytes(value))});
+  // The nodes' words, the graph and the copies' ends stay as they are until the launch is issued:
+  // a replay's next launch of this segment, or a change to its words, comes after settle().
+  const cudaGraphExec_t exec = s.graph->raw_cuda_graph_exec();
+  const cudaStream_t stream =
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
+  const std::uint64_t ticket =
+      launcher_->submit([exec, stream, nodes = std::move(nodes), copies = std::move(copies)] {
+        for (const Node* n : nodes) set_params(exec, *n);
+        for (const Copy& c : copies) {
+          if (c.bytes == 0) continue;
+          const cudaError_t e =
+              cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice, stream);
+          HOTPATH_CHECK(e == cudaSuccess, "a copy of ", c.bytes,
+                        " bytes on the GPU failed: ", cudaGetErrorString(e));
+        }
+        const cudaError_t e = cudaGraphLaunch(exec, stream);
+        HOTPATH_CHECK(e == cudaSuccess,
+                      "launching a replay segment's CUDA graph failed: ", cudaGetErrorString(e));
+      });
+  ++launched_async_;
+  InFlight f;
+  f.ticket = ticket;
+  f.records.swap(records_);
+  f.refills.swap(refills_);
+  in_flight_.push_back(std::move(f));
+  if (!spare_records_.empty()) {
+    records_.swap(spare_records_.back());
+    spare_records_.pop_back();
+  }
+}
+
+void Replay::reclaim() {
+  if (in_flight_.empty()) return;
+  const std::uint64_t done = launcher_ ? launcher_->done() : ~std::uint64_t{0};
+  while (!in_flight_.empty() && in_flight_.front().ticket <= done) {
+    InFlight& f = in_flight_.front();
+    f.records.clear();  // its calls' tensors let go on this thread
+    spare_records_.push_back(std::move(f.records));
+    in_flight_.pop_front();
+  }
+}
+
+void Replay::settle() {
+  if (!launcher_) return;
+  launcher_->drain();
+  host_lap(kGraphPart);  // waiting for the launcher: the graphs' launches
+  reclaim();
+}
+
+void Replay::start_launcher() {
+  if (!use_launcher_ || launcher_) return;
+  const int device = device_;
+  try {
+    launcher_ = std::make_unique<ReplayLauncher>([device] {
+      const cudaError_t e = cudaSetDevice(device);
+      HOTPATH_CHECK(e == cudaSuccess, "cudaSetDevice(", device,
+                    ") failed: ", cudaGetErrorString(e));
+      make_device_current(device);
+    });
+    launcher_->submit([] {});
+    launcher_->drain();
+  } catch (const std::exception& e) {
+    launcher_.reset();
+    log_warn(
+        concat("hotpath: the thread that launches replayed CUDA graphs could not start; the "
+               "training loop's thread launches them: ",
+               e.what()));
+  }
+}
+
+double Replay::launcher_us() const { return launcher_ ? launcher_->busy_us() : 0.0; }
+
+std::int64_t Replay::launcher_launches() const { return launched_async_; }
+
+std::vector<const Replay::Node*> Replay::update_nodes(Segment& s, int seg) {
+  std::vector<const Node*> changed_nodes;
   auto record = [&](std::size_t index) -> const Record& {
     const Record* r = deferred(index);
     HOTPATH_CHECK(r != nullptr, "op ", index, " of a replayed segment was not deferred");
@@ -376,36 +520,9 @@ void Replay::launch_pending() {
         changed = true;
       }
     }
-    if (!changed) continue;
-    std::vector<void*> params(n.multi ? 1 : n.words.size());
-    for (std::size_t j = 0; j < params.size(); ++j) params[j] = &n.words[j];
-    set_kernel_node_params(s.graph->raw_cuda_graph_exec(), n.node, *n.kernel, n.blocks, n.block, 0,
-                           params.data(), n.multi);
+    if (changed) changed_nodes.push_back(&n);
   }
-  host_lap(kLaunchPart);
-  for (const auto& [st, value] : refills_)
-    copy_bytes(statics_[static_cast<std::size_t>(st)].data_ptr(), value.const_data_ptr(),
-               span_bytes(value), device_);
-  refills_.clear();
-  host_lap(kCopyPart);
-  // A graph that draws no random numbers straight to the driver: CUDAGraph::replay() first
-  // prepares the random number generators a graph drew from, and builds a message string, asks
-  // for the device and whether the stream captures at every launch.
-  if (s.empty) {
-    // Nothing to launch (Segment::empty).
-  } else if (s.random) {
-    // The generator first (Segment::random): its fills are ATen ops, below the hook.
-    c10::impl::ExcludeDispatchKeyGuard no_hook(kHookKey);
-    s.graph->replay();
-  } else {
-    const c10::cuda::CUDAStream stream =
-        c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_));
-    const cudaError_t e = cudaGraphLaunch(s.graph->raw_cuda_graph_exec(), stream.stream());
-    HOTPATH_CHECK(e == cudaSuccess, "launching replay segment ", seg,
-                  "'s CUDA graph failed: ", cudaGetErrorString(e));
-  }
-  records_.clear();
-  host_lap(kGraphPart);
+  return changed_nodes;
 }
 
 int Replay::static_nodes() const {
@@ -444,27 +561,36 @@ bool Replay::written(const Node& n, const Node::Optional& o) const {
 Replay::Held Replay::held(const at::Tensor& t) const {
   Held h;
   std::vector<const c10::TensorImpl*> views;
-  for (const Record& d : records_) {
-    for_each_tensor(d.args, [&](const at::Tensor& a) {
-      if (a.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
-        ++h.references;
-      } else if (a.defined() && a.is_view() &&
-                 a._base().unsafeGetTensorImpl() == t.unsafeGetTensorImpl() &&
-                 std::find(views.begin(), views.end(), a.unsafeGetTensorImpl()) == views.end()) {
-        views.push_back(a.unsafeGetTensorImpl());
-      }
-    });
-  }
+  auto count = [&](const std::vector<Record>& records) {
+    for (const Record& d : records) {
+      for_each_tensor(d.args, [&](const at::Tensor& a) {
+        if (a.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+          ++h.references;
+        } else if (a.defined() && a.is_view() &&
+                   a._base().unsafeGetTensorImpl() == t.unsafeGetTensorImpl() &&
+                   std::find(views.begin(), views.end(), a.unsafeGetTensorImpl()) == views.end()) {
+          views.push_back(a.unsafeGetTensorImpl());
+        }
+      });
+    }
+  };
+  count(records_);
+  // The calls of segments handed to the launcher hold theirs until it has issued them.
+  for (const InFlight& f : in_flight_) count(f.records);
   h.views = static_cast<int>(views.size());
   return h;
 }
 
 void Replay::end_replay() {
   launch_pending();
+  // The iteration's work is issued when its last op returns, as the loop's own launches would be:
+  // the loop may synchronise the device, or record an event, outside any op.
+  settle();
   ++replayed_;
 }
 
 void Replay::leave() {
+  settle();
   refills_.clear();
   if (records_.empty()) return;
   rescue(ops_[records_.front().index].segment);

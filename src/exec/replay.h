@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -46,6 +47,7 @@ namespace hotpath::detail {
 struct PlanOp;
 struct PlanGroup;
 class CudaModule;
+class ReplayLauncher;  // exec/replay_launcher.h
 
 // Fused iterations in a row (none left the plan) before a plan's iteration is captured.
 constexpr std::int64_t kReplayAfter = 10;
@@ -135,8 +137,9 @@ class Replay {
     kView,   // a view (no kernel): run as it is, in capture and replay alike
     kLive,   // the host waits on it, or it runs on the CPU: ends a segment, runs eagerly
   };
-  // graph_ops: Config::replay_graph_ops.
-  Replay(int device, std::int64_t epoch, std::size_t ops, int graph_ops);
+  // graph_ops: Config::replay_graph_ops; launcher: Config::replay_launcher (a thread issues the
+  // replays' graph launches: exec/replay_launcher.h).
+  Replay(int device, std::int64_t epoch, std::size_t ops, int graph_ops, bool launcher = false);
   ~Replay();  // what the program still holds of replayed iterations is copied out first
   Replay(const Replay&) = delete;
   Replay& operator=(const Replay&) = delete;
@@ -248,8 +251,9 @@ class Replay {
   bool handed_any() const { return handed_any_; }
 
   // What the deferred calls of a replayed iteration hold of `t` (Executor::in_place_twin):
-  // references to it, and distinct views of it (each holds its base and shares its storage). In
-  // eager the ops that read those views had run and let them go before autograd accumulated.
+  // references to it, and distinct views of it (each holds its base and shares its storage); the
+  // calls of launches handed to the launcher, not yet let go of, included. In eager the ops that
+  // read those views had run and let them go before autograd accumulated.
   struct Held {
     int references = 0;
     int views = 0;
@@ -265,6 +269,10 @@ class Replay {
   std::int64_t repointed() const { return repointed_; }
   std::int64_t pool_bytes() const { return pool_bytes_; }
   std::int64_t pool_small_bytes() const { return pool_small_bytes_; }  // of it, small segments
+  // The launcher thread's time issuing this replay's graphs (us), and the graph launches it
+  // issued; 0 where the loop's thread launches them.
+  double launcher_us() const;
+  std::int64_t launcher_launches() const;
   int graphs() const {  // the ones launched (Segment::empty are not)
     return static_cast<int>(std::count_if(segments_.begin(), segments_.end(),
                                           [](const Segment& s) { return !s.empty; }));
@@ -412,6 +420,21 @@ class Replay {
   void rescue(int segment);
   void rescue(std::vector<Handed>& due);
   void launch_pending();
+  // Launcher (Config::replay_launcher): a segment's launch handed to its thread, with its
+  // kernel nodes' new parameters (`nodes`) and the copies of moving inputs (refills_); the
+  // deferred calls (records_) and the refilled values stay alive until it has been issued.
+  void submit_launch(const Segment& s, std::vector<const Node*> nodes);
+  // Returns once every handed launch has been issued (before the loop's thread puts other work on
+  // the stream, or reads or lets go of what they use), and lets go of what they held.
+  void settle();
+  void reclaim();  // lets go of what issued launches held
+  // The capture is ready: the launcher's thread started, and a first empty issue through it
+  // waited for (one that cannot start leaves the launches on the loop's thread, with a log line).
+  void start_launcher();
+  // The launch_pending part that makes the segment's nodes' parameters this replay's: the nodes
+  // whose parameters changed.
+  std::vector<const Node*> update_nodes(Segment& s, int seg);
+  static void set_params(void* exec, const Node& n);  // a kernel node's words, in its graph
   // The deferred record of op `index` in the segment about to launch, or nullptr.
   const Record* deferred(std::size_t index) const;
   // Whether the group's kernel must write optional output `o` in this replay (Node::optional).
@@ -490,6 +513,17 @@ class Replay {
   bool handed_any_ = false;  // handed_any(), since begin_replay
   std::int64_t rescued_ = 0;
   std::int64_t pool_bytes_ = 0, pool_small_bytes_ = 0;
+  // Launcher (settle, submit_launch): launches handed to it and what each holds until issued.
+  bool use_launcher_ = false;
+  std::unique_ptr<ReplayLauncher> launcher_;  // made when the capture is ready
+  struct InFlight {
+    std::uint64_t ticket = 0;
+    std::vector<Record> records;
+    std::vector<std::pair<int, at::Tensor>> refills;
+  };
+  std::deque<InFlight> in_flight_;
+  std::vector<std::vector<Record>> spare_records_;  // their vectors, for records_ again
+  std::int64_t launched_async_ = 0;
 };
 
 }  // namespace hotpath::detail

@@ -517,6 +517,7 @@ void Replay::end_capture() {
     return;
   }
   ready_ = true;
+  start_launcher();
 }
 
 void Replay::fail(const std::string& why) {

@@ -111,7 +111,7 @@ void Executor::arm_replay(Plan& plan) {
   ++plan.replay_attempts;
   const auto t0 = std::chrono::steady_clock::now();
   plan.replay = std::make_shared<Replay>(plan.device_index, plan.epoch, plan.ops.size(),
-                                         config_.replay_graph_ops);
+                                         config_.replay_graph_ops, config_.replay_launcher);
   plan.replay->set_moved(plan.replay_moved);
   // The first capture's pool as large as the earlier run's, if one said; a later capture's
   // (after a divergence, or new groups) as large as the last.
@@ -308,6 +308,8 @@ void Executor::drop_replay(Plan& plan, const std::string& why) {
   plan.replayed += plan.replay->replayed();
   plan.replay_rescued += plan.replay->rescued();
   plan.replay_repointed += plan.replay->repointed();
+  plan.replay_launcher_launches += plan.replay->launcher_launches();
+  plan.replay_launcher_ms += plan.replay->launcher_us() * 1e-3;
   plan.replay_pool_bytes = plan.replay->pool_bytes();
   plan.replay_pool_small_bytes = plan.replay->pool_small_bytes();
   if (plan.replay->capture_ms() > 0) {
