@@ -36,7 +36,7 @@ ReplayLauncher::ReplayLauncher(std::function<void()> start, double spin_us) : sp
 ReplayLauncher::~ReplayLauncher() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stopping_.store(true, std::memory_order_seq_cst);
+    flags_.stopping.store(true, std::memory_order_seq_cst);
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
@@ -45,7 +45,7 @@ ReplayLauncher::~ReplayLauncher() {
 void ReplayLauncher::fail(std::string why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (error_.empty()) error_ = std::move(why);
-  failed_.store(true, std::memory_order_release);
+  flags_.failed.store(true, std::memory_order_release);
 }
 
 void ReplayLauncher::throw_error() {
@@ -73,36 +73,36 @@ void ReplayLauncher::run(std::function<void()> start) {
       // spinning (a sleeping thread takes longer to wake than a launch takes to issue).
       const std::int64_t until = now_ns() + spin_ns;
       while (queued_.value.load(std::memory_order_acquire) < next &&
-             !stopping_.load(std::memory_order_acquire) && now_ns() < until)
+             !flags_.stopping.load(std::memory_order_acquire) && now_ns() < until)
         cpu_relax();
       if (queued_.value.load(std::memory_order_acquire) < next) {
-        // Asleep: a submit that comes after `sleeping_` is set sees it and wakes the thread; one
-        // that came before is seen here (both sides' stores and loads are sequentially
+        // Asleep: a submit that comes after `flags_.sleeping` is set sees it and wakes the thread;
+        // one that came before is seen here (both sides' stores and loads are sequentially
         // consistent).
         std::unique_lock<std::mutex> lock(mu_);
-        sleeping_.store(true, std::memory_order_seq_cst);
+        flags_.sleeping.store(true, std::memory_order_seq_cst);
         if (queued_.value.load(std::memory_order_seq_cst) < next &&
-            !stopping_.load(std::memory_order_seq_cst)) {
-          sleeps_.fetch_add(1, std::memory_order_relaxed);
+            !flags_.stopping.load(std::memory_order_seq_cst)) {
+          thread_counts_.sleeps.fetch_add(1, std::memory_order_relaxed);
           cv_.wait(lock, [&] {
             return queued_.value.load(std::memory_order_seq_cst) >= next ||
-                   stopping_.load(std::memory_order_seq_cst);
+                   flags_.stopping.load(std::memory_order_seq_cst);
           });
         }
-        sleeping_.store(false, std::memory_order_relaxed);
+        flags_.sleeping.store(false, std::memory_order_relaxed);
         if (queued_.value.load(std::memory_order_acquire) < next) return;  // stopping, all issued
       }
       continue;
     }
-    std::function<void()>& issue = slots_[(next - 1) % kSlots];
-    if (!failed_.load(std::memory_order_acquire)) {
+    std::function<void()>& issue = slots_[(next - 1) % kSlots].issue;
+    if (!flags_.failed.load(std::memory_order_acquire)) {
       const std::int64_t t0 = now_ns();
       try {
         issue();
       } catch (const std::exception& e) {
         fail(e.what());
       }
-      busy_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+      thread_counts_.busy_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
     }
     issue = nullptr;  // what it captured goes before its ticket is done
     done_.value.store(next, std::memory_order_release);
@@ -111,13 +111,13 @@ void ReplayLauncher::run(std::function<void()> start) {
 }
 
 std::uint64_t ReplayLauncher::submit(std::function<void()> issue) {
-  if (failed_.load(std::memory_order_acquire)) throw_error();
-  const std::uint64_t ticket = submitted_ + 1;
+  if (flags_.failed.load(std::memory_order_acquire)) throw_error();
+  const std::uint64_t ticket = own_.submitted + 1;
   if (ticket > kSlots) wait_done(ticket - kSlots);  // its slot's last issue has run
-  slots_[(ticket - 1) % kSlots] = std::move(issue);
+  slots_[(ticket - 1) % kSlots].issue = std::move(issue);
   queued_.value.store(ticket, std::memory_order_seq_cst);
-  submitted_ = ticket;
-  if (sleeping_.load(std::memory_order_seq_cst)) {
+  own_.submitted = ticket;
+  if (flags_.sleeping.load(std::memory_order_seq_cst)) {
     { std::lock_guard<std::mutex> lock(mu_); }  // the thread is in its wait, or sees the ticket
     cv_.notify_one();
   }
@@ -126,7 +126,7 @@ std::uint64_t ReplayLauncher::submit(std::function<void()> issue) {
 
 void ReplayLauncher::wait_done(std::uint64_t ticket) {
   if (done() >= ticket) return;
-  ++waits_;
+  ++own_.waits;
   int spins = 0;
   while (done() < ticket) {
     if (++spins < 4096) {
@@ -138,8 +138,8 @@ void ReplayLauncher::wait_done(std::uint64_t ticket) {
 }
 
 void ReplayLauncher::drain() {
-  wait_done(submitted_);
-  if (failed_.load(std::memory_order_acquire)) throw_error();
+  wait_done(own_.submitted);
+  if (flags_.failed.load(std::memory_order_acquire)) throw_error();
 }
 
 }  // namespace hotpath::detail

@@ -48,14 +48,14 @@ class ReplayLauncher {
   void drain();
   // Tickets issued so far (every ticket up to it has run, or been dropped after an error).
   std::uint64_t done() const { return done_.value.load(std::memory_order_acquire); }
-  std::uint64_t submitted() const { return submitted_; }
+  std::uint64_t submitted() const { return own_.submitted; }
   // The thread's time in issues so far (the host time the loop's thread no longer spends), us.
   double busy_us() const {
-    return static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) * 1e-3;
+    return static_cast<double>(thread_counts_.busy_ns.load(std::memory_order_relaxed)) * 1e-3;
   }
   // Times the thread went to sleep for want of work, and times drain() waited for it.
-  std::int64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
-  std::int64_t waits() const { return waits_; }
+  std::int64_t sleeps() const { return thread_counts_.sleeps.load(std::memory_order_relaxed); }
+  std::int64_t waits() const { return own_.waits; }
 
   static constexpr double kSpinUs = 500;
   static constexpr std::size_t kSlots = 64;
@@ -64,25 +64,38 @@ class ReplayLauncher {
   struct alignas(64) Counter {
     std::atomic<std::uint64_t> value{0};
   };
+  // A slot to a cache line of its own: the thread empties one while the submitter fills the next.
+  struct alignas(64) Slot {
+    std::function<void()> issue;
+  };
   void run(std::function<void()> start);
   void fail(std::string why);
   [[noreturn]] void throw_error();
   void wait_done(std::uint64_t ticket);  // until done() reaches it
 
+  // Written by the submitter only.
+  struct alignas(64) Submitter {
+    std::uint64_t submitted = 0;  // its copy of queued_
+    std::int64_t waits = 0;
+  } own_;
+  std::array<Slot, kSlots> slots_;  // ticket t in slots_[(t - 1) % kSlots]
+  Counter queued_;                  // tickets submitted (the thread reads it)
+  Counter done_;                    // tickets issued (the submitter reads it)
+  // Written by the thread only (besides done_).
+  struct alignas(64) Thread {
+    std::atomic<std::int64_t> busy_ns{0};
+    std::atomic<std::int64_t> sleeps{0};
+  } thread_counts_;
+  // Read by both, written rarely.
+  struct alignas(64) Flags {
+    std::atomic<bool> sleeping{false};
+    std::atomic<bool> stopping{false};
+    std::atomic<bool> failed{false};
+  } flags_;
   const double spin_us_;
-  std::array<std::function<void()>, kSlots> slots_;  // ticket t in slots_[(t - 1) % kSlots]
-  Counter queued_;                                   // tickets submitted (the thread reads it)
-  Counter done_;                                     // tickets issued (the submitter reads it)
-  std::uint64_t submitted_ = 0;                      // the submitter's copy of queued_
-  std::atomic<bool> sleeping_{false};
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> failed_{false};
   std::mutex mu_;  // sleeping and waking, and error_
   std::condition_variable cv_;
   std::string error_;  // under mu_; the first
-  std::atomic<std::int64_t> busy_ns_{0};
-  std::atomic<std::int64_t> sleeps_{0};
-  std::int64_t waits_ = 0;
   std::thread thread_;
 };
 
