@@ -362,15 +362,15 @@ void Replay::launch_pending() {
   const int seg = ops_[records_.front().index].segment;
   rescue(seg);
   Segment& s = segments_[static_cast<std::size_t>(seg)];
-  std::vector<const Node*> nodes = update_nodes(s, seg);
+  update_nodes(s, seg);
   host_lap(kLaunchPart);
   if (launcher_ && !s.empty && !s.random) {
-    submit_launch(s, std::move(nodes));
+    submit_launch(seg);
     host_lap(kGraphPart);
     return;
   }
   if (!s.empty || !refills_.empty()) settle();  // the launcher's launches first, then this work
-  for (const Node* n : nodes) set_params(s.graph->raw_cuda_graph_exec(), *n);
+  for (const Node* n : s.launch_nodes) set_params(s.graph->raw_cuda_graph_exec(), *n);
   host_lap(kLaunchPart);
   for (const auto& [st, value] : refills_)
     copy_bytes(statics_[static_cast<std::size_t>(st)].data_ptr(), value.const_data_ptr(),
@@ -404,36 +404,17 @@ void Replay::set_params(void* exec, const Node& n) {
   set_kernel_node_params(exec, n.node, *n.kernel, n.blocks, n.block, 0, params.data(), n.multi);
 }
 
-void Replay::submit_launch(const Segment& s, std::vector<const Node*> nodes) {
-  struct Copy {
-    void* dst;
-    const void* src;
-    std::size_t bytes;
-  };
-  std::vector<Copy> copies;
-  copies.reserve(refills_.size());
+void Replay::submit_launch(int seg) {
+  Segment& s = segments_[static_cast<std::size_t>(seg)];
+  s.launch_copies.clear();
   for (const auto& [st, value] : refills_)
-    copies.push_back(Copy{statics_[static_cast<std::size_t>(st)].data_ptr(), value.const_data_ptr(),
-                          static_cast<std::size_t>(span_bytes(value))});
-  // The nodes' words, the graph and the copies' ends stay as they are until the launch is issued:
-  // a replay's next launch of this segment, or a change to its words, comes after settle().
-  const cudaGraphExec_t exec = s.graph->raw_cuda_graph_exec();
-  const cudaStream_t stream =
+    s.launch_copies.push_back(Segment::Copy{statics_[static_cast<std::size_t>(st)].data_ptr(),
+                                            value.const_data_ptr(),
+                                            static_cast<std::size_t>(span_bytes(value))});
+  s.launch_stream =
       c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
-  const std::uint64_t ticket =
-      launcher_->submit([exec, stream, nodes = std::move(nodes), copies = std::move(copies)] {
-        for (const Node* n : nodes) set_params(exec, *n);
-        for (const Copy& c : copies) {
-          if (c.bytes == 0) continue;
-          const cudaError_t e =
-              cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice, stream);
-          HOTPATH_CHECK(e == cudaSuccess, "a copy of ", c.bytes,
-                        " bytes on the GPU failed: ", cudaGetErrorString(e));
-        }
-        const cudaError_t e = cudaGraphLaunch(exec, stream);
-        HOTPATH_CHECK(e == cudaSuccess,
-                      "launching a replay segment's CUDA graph failed: ", cudaGetErrorString(e));
-      });
+  // Small enough for std::function to hold without an allocation.
+  const std::uint64_t ticket = launcher_->submit([this, seg] { issue(seg); });
   ++launched_async_;
   InFlight f;
   f.ticket = ticket;
@@ -444,6 +425,24 @@ void Replay::submit_launch(const Segment& s, std::vector<const Node*> nodes) {
     records_.swap(spare_records_.back());
     spare_records_.pop_back();
   }
+}
+
+void Replay::issue(int seg) const {
+  // The segment's graph, nodes' words and copies' ends stay as they are until this has run: the
+  // replay's next launch of the segment, or a change to its words, comes after settle().
+  const Segment& s = segments_[static_cast<std::size_t>(seg)];
+  const cudaGraphExec_t exec = s.graph->raw_cuda_graph_exec();
+  for (const Node* n : s.launch_nodes) set_params(exec, *n);
+  for (const Segment::Copy& c : s.launch_copies) {
+    if (c.bytes == 0) continue;
+    const cudaError_t e =
+        cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice, s.launch_stream);
+    HOTPATH_CHECK(e == cudaSuccess, "a copy of ", c.bytes,
+                  " bytes on the GPU failed: ", cudaGetErrorString(e));
+  }
+  const cudaError_t e = cudaGraphLaunch(exec, s.launch_stream);
+  HOTPATH_CHECK(e == cudaSuccess, "launching replay segment ", seg,
+                "'s CUDA graph failed: ", cudaGetErrorString(e));
 }
 
 void Replay::reclaim() {
@@ -489,8 +488,8 @@ double Replay::launcher_us() const { return launcher_ ? launcher_->busy_us() : 0
 
 std::int64_t Replay::launcher_launches() const { return launched_async_; }
 
-std::vector<const Replay::Node*> Replay::update_nodes(Segment& s, int seg) {
-  std::vector<const Node*> changed_nodes;
+void Replay::update_nodes(Segment& s, int seg) {
+  s.launch_nodes.clear();
   auto record = [&](std::size_t index) -> const Record& {
     const Record* r = deferred(index);
     HOTPATH_CHECK(r != nullptr, "op ", index, " of a replayed segment was not deferred");
@@ -520,9 +519,8 @@ std::vector<const Replay::Node*> Replay::update_nodes(Segment& s, int seg) {
         changed = true;
       }
     }
-    if (changed) changed_nodes.push_back(&n);
+    if (changed) s.launch_nodes.push_back(&n);
   }
-  return changed_nodes;
 }
 
 int Replay::static_nodes() const {

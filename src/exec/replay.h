@@ -342,6 +342,17 @@ class Replay {
     bool random = false;
     // Its ops made no kernel (allocations only, ended before a random op's graph): never launched.
     bool empty = false;
+    // This replay's launch of it: its nodes with new parameters (update_nodes), and through the
+    // launcher the host-side copies before it and the stream. Filled before the launch is handed
+    // over and read by the launcher's thread; the next fill comes after settle().
+    struct Copy {
+      void* dst = nullptr;
+      const void* src = nullptr;
+      std::size_t bytes = 0;
+    };
+    std::vector<const Node*> launch_nodes;
+    std::vector<Copy> launch_copies;
+    cudaStream_t launch_stream = nullptr;
   };
   // A value of the captured iteration: its shadow, and the program's tensor's storage (when
   // nobody holds that any more, neither does the shadow at the segment's end).
@@ -423,7 +434,8 @@ class Replay {
   // Launcher (Config::replay_launcher): a segment's launch handed to its thread, with its
   // kernel nodes' new parameters (`nodes`) and the copies of moving inputs (refills_); the
   // deferred calls (records_) and the refilled values stay alive until it has been issued.
-  void submit_launch(const Segment& s, std::vector<const Node*> nodes);
+  void submit_launch(int seg);
+  void issue(int seg) const;  // on the launcher's thread: what submit_launch handed over
   // Returns once every handed launch has been issued (before the loop's thread puts other work on
   // the stream, or reads or lets go of what they use), and lets go of what they held.
   void settle();
@@ -432,8 +444,8 @@ class Replay {
   // waited for (one that cannot start leaves the launches on the loop's thread, with a log line).
   void start_launcher();
   // The launch_pending part that makes the segment's nodes' parameters this replay's: the nodes
-  // whose parameters changed.
-  std::vector<const Node*> update_nodes(Segment& s, int seg);
+  // whose parameters changed, into s.launch_nodes.
+  void update_nodes(Segment& s, int seg);
   static void set_params(void* exec, const Node& n);  // a kernel node's words, in its graph
   // The deferred record of op `index` in the segment about to launch, or nullptr.
   const Record* deferred(std::size_t index) const;
