@@ -1,6 +1,8 @@
 // The thread that issues a replay's graph launches (exec/replay_launcher.h): order, waiting for
 // it, errors, sleeping and waking, and what it issues before it ends. No GPU: the issues here are
 // plain functions.
+#include <sched.h>
+
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include "hotpath/error.h"
 
 using hotpath::detail::ReplayLauncher;
+using hotpath::detail::usable_cpus;
 
 namespace {
 
@@ -124,4 +127,24 @@ TEST_CASE("a launcher that ends issues what it was handed first", "[launcher]") 
     }
   }
   CHECK(ran.load() == 5);
+}
+
+TEST_CASE("the CPUs a launcher would share with the loop are the thread's affinity mask",
+          "[launcher]") {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+  CHECK(usable_cpus() == CPU_COUNT(&all));
+  // Pinned to one CPU (as a job scheduler may start a rank): a launcher would take it from the
+  // loop, so replay keeps its launches on the loop's thread.
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  const int pinned = usable_cpus();
+  REQUIRE(sched_setaffinity(0, sizeof all, &all) == 0);
+  CHECK(pinned == 1);
+  CHECK(usable_cpus() == CPU_COUNT(&all));
 }

@@ -88,8 +88,8 @@ struct Config {
   // 4-6 us where the driver's code has left its caches, as it has between two launches of a
   // training loop. The thread spins for about 0.5 ms after each launch for the next one (a core
   // busy while a loop replays), then sleeps; the loop's thread waits for it before anything else
-  // runs on the GPU and at each replayed iteration's end. Off: the loop's thread launches them.
-  // HOTPATH_REPLAY_LAUNCHER (0/1).
+  // runs on the GPU and at each replayed iteration's end. Off, or on one CPU (the thread's
+  // affinity mask), the loop's thread launches them. HOTPATH_REPLAY_LAUNCHER (0/1).
   bool replay_launcher = true;
   // Time what the hook itself costs the host per op (a few clock reads an op): stats() then says
   // how long the ops it saw spent in hotpath, apart from the ATen work it ran below itself.

@@ -128,6 +128,13 @@ void Replay::settle() {
 
 void Replay::start_launcher() {
   if (!use_launcher_ || launcher_) return;
+  if (const int cpus = usable_cpus(); cpus < 2) {
+    log_info(
+        concat("hotpath: the replayed graphs' launches stay on the training loop's thread: "
+               "it may run on ",
+               cpus, " CPU only, and a launcher thread would take it from the loop"));
+    return;
+  }
   const int device = device_;
   try {
     launcher_ = std::make_unique<ReplayLauncher>([device] {

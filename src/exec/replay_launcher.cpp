@@ -3,7 +3,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <utility>
@@ -28,6 +30,13 @@ std::int64_t now_ns() {
 }
 
 }  // namespace
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
 
 ReplayLauncher::ReplayLauncher(std::function<void()> start, double spin_us) : spin_us_(spin_us) {
   thread_ = std::thread([this, s = std::move(start)]() mutable { run(std::move(s)); });

@@ -32,6 +32,11 @@
 
 namespace hotpath::detail {
 
+// The CPUs the calling thread may run on (its affinity mask: a launcher thread started from it
+// shares them); 1 where the mask cannot be read. With one, a launcher's spinning would take the
+// CPU from the loop it works for.
+int usable_cpus();
+
 class ReplayLauncher {
  public:
   // `start`: run first on the new thread (the device made current there); its error is the
