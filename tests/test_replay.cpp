@@ -6,15 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <functional>
 #include <vector>
 
 #include "exec/replay.h"
 #include "have_gpu.h"
 #include "hotpath/hotpath.h"
 #include "policy/decisions.h"
-#include "temp_dir.h"
-
 #include "replay_loops.h"
 
 using namespace replay_loops;  // NOLINT(google-build-using-namespace)

@@ -431,9 +431,10 @@ class Replay {
   void rescue(int segment);
   void rescue(std::vector<Handed>& due);
   void launch_pending();
-  // Launcher (Config::replay_launcher): a segment's launch handed to its thread, with its
-  // kernel nodes' new parameters (`nodes`) and the copies of moving inputs (refills_); the
-  // deferred calls (records_) and the refilled values stay alive until it has been issued.
+  // Launcher (Config::replay_launcher): segment `seg`'s launch handed to its thread, with its
+  // kernel nodes' new parameters (Segment::launch_nodes) and the copies of moving inputs
+  // (refills_, into Segment::launch_copies); the deferred calls (records_) and the refilled values
+  // stay alive until it has been issued.
   void submit_launch(int seg);
   void issue(int seg) const;  // on the launcher's thread: what submit_launch handed over
   // Returns once every handed launch has been issued (before the loop's thread puts other work on

@@ -18,7 +18,7 @@
 // The thread spins for a while after its last launch (a replayed step's next segment comes within
 // tens of microseconds), then sleeps until the next submit wakes it. The queue is a ring of
 // kSlots that the submitter and the thread hand over with two counters, each on a cache line of
-// its own (a mutex and a deque moved three or four lines between the two cores per launch).
+// its own, so that the two threads share as few lines as they can.
 #pragma once
 
 #include <array>
