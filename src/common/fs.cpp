@@ -1,8 +1,10 @@
 #include "common/fs.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -54,6 +56,27 @@ std::string write_file_atomic(const std::string& dir, const std::string& path,
     return "could not write " + path;
   }
   return {};
+}
+
+std::vector<DirEntry> list_files(const std::string& dir, const std::string& suffix) {
+  std::vector<DirEntry> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() < suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    struct stat st {};
+    if (::stat((dir + "/" + name).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    out.push_back(
+        {name, static_cast<long long>(st.st_mtim.tv_sec) * 1'000'000'000LL + st.st_mtim.tv_nsec});
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) {
+    return a.modified_ns != b.modified_ns ? a.modified_ns > b.modified_ns : a.name < b.name;
+  });
+  return out;
 }
 
 }  // namespace hotpath::detail

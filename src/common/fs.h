@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace hotpath::detail {
 
@@ -18,5 +19,13 @@ void remove_file(const std::string& path);
 // empty on success.
 std::string write_file_atomic(const std::string& dir, const std::string& path,
                               const std::string& contents);
+
+// The regular files in `dir` whose names end in `suffix`, newest first (by modification time);
+// none where the directory cannot be read.
+struct DirEntry {
+  std::string name;
+  long long modified_ns = 0;
+};
+std::vector<DirEntry> list_files(const std::string& dir, const std::string& suffix);
 
 }  // namespace hotpath::detail

@@ -1,6 +1,7 @@
 #include "policy/decisions.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -92,6 +93,21 @@ void DecisionStore::save(std::uint64_t signature, const Decision& d) const {
   f << "reason " << d.reason << "\n";
   const std::string error = write_file_atomic(dir_, path(signature), f.str());
   if (!error.empty()) log_warn(concat("hotpath: verdicts are not remembered: ", error));
+}
+
+std::vector<std::pair<std::uint64_t, Decision>> DecisionStore::winners(std::size_t most) const {
+  std::vector<std::pair<std::uint64_t, Decision>> out;
+  if (dir_.empty()) return out;
+  for (const DirEntry& e : list_files(dir_, ".txt")) {
+    if (out.size() >= most) break;
+    const std::string hex = e.name.substr(0, e.name.size() - 4);
+    if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+      continue;
+    const std::uint64_t signature = std::strtoull(hex.c_str(), nullptr, 16);
+    std::optional<Decision> d = load(signature);
+    if (d && d->compile) out.emplace_back(signature, std::move(*d));
+  }
+  return out;
 }
 
 }  // namespace hotpath::detail

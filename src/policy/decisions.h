@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exec/plan_prior.h"
@@ -28,6 +29,9 @@ class DecisionStore {
   explicit DecisionStore(std::string dir);  // empty: remembers nothing
   std::optional<Decision> load(std::uint64_t signature) const;
   void save(std::uint64_t signature, const Decision& d) const;
+  // The signatures of the `most` verdicts written last that say compile (known winners), newest
+  // first, with their verdicts. Unreadable files are left out.
+  std::vector<std::pair<std::uint64_t, Decision>> winners(std::size_t most) const;
   const std::string& dir() const { return dir_; }
 
  private:
