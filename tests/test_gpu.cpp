@@ -18,6 +18,7 @@
 
 #include "compile/worker.h"
 #include "env_var.h"
+#include "gpu_mlp.h"
 #include "have_gpu.h"
 #include "hotpath/hotpath.h"
 #include "temp_dir.h"
@@ -360,56 +361,8 @@ TEST_CASE("fused ops compute each element as eager does, bit for bit", "[gpu][bi
   }
 }
 
-namespace {
-
-// An MLP + AdamW trained `steps` steps on the GPU, hotpath on or off (no markers); its
-// parameters at the end.
-std::vector<torch::Tensor> train_gpu_mlp(bool hot, int steps, hotpath::Stats* stats = nullptr,
-                                         const std::function<void(int)>& each = {},
-                                         const std::function<void(hotpath::Config&)>& tune = {}) {
-  // A kernel cache of its own: kernels another test (or process) compiled would be loaded from
-  // a shared one, and an injected NVRTC failure would never be reached.
-  const hotpath_test::TempDir cache("hotpath-gpu-mlp");
-  torch::manual_seed(5);
-  torch::nn::Sequential model(torch::nn::Linear(64, 256), torch::nn::GELU(),
-                              torch::nn::Linear(256, 64));
-  model->to(torch::kCUDA);
-  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3));
-  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
-  hotpath::Config c;
-  c.threshold = 3;
-  c.remember = false;
-  c.revert_window = 1000000;
-  c.stand_aside = false;
-  c.cache_dir = cache.path();
-  c.log_level = hotpath::LogLevel::Warn;
-  if (tune) tune(c);
-  hotpath::disable_hot_path_detection();
-  if (hot) hotpath::enable_hot_path_detection(c);
-  for (int i = 0; i < steps; ++i) {
-    opt.zero_grad();
-    torch::mse_loss(model->forward(x), y).backward();
-    opt.step();
-    if (each) each(i);
-  }
-  if (hot) hotpath::wait_for_compilation();  // what the compiles ended in, failures too
-  if (stats) *stats = hotpath::stats();
-  hotpath::disable_hot_path_detection();
-  std::vector<torch::Tensor> p;
-  for (auto& t : model->parameters()) p.push_back(t.detach().cpu());
-  return p;
-}
-
-void check_equal_to_eager(const std::vector<torch::Tensor>& got, int steps) {
-  const auto eager = train_gpu_mlp(false, steps);
-  REQUIRE(got.size() == eager.size());
-  for (std::size_t i = 0; i < eager.size(); ++i) {
-    const double err = ((got[i] - eager[i]).abs().max() / eager[i].abs().max()).item<double>();
-    CAPTURE(i, err);
-    CHECK(err <= 1e-4);
-  }
-}
-}  // namespace
+using hotpath_test::check_equal_to_eager;
+using hotpath_test::train_gpu_mlp;
 
 TEST_CASE("kernels compiled ahead of hot are the ones its plan loads, and training is eager's",
           "[gpu][ahead]") {

@@ -64,6 +64,15 @@ struct Config {
   // compiled). 0, or a count >= threshold: compile once hot. Needs a cache directory (cache_dir).
   // HOTPATH_COMPILE_AHEAD.
   int compile_ahead = 2;
+  // A known winner's plan is built before its signature is seen: a run that keeps a verdict also
+  // keeps the trace its plan was built from (<cache_dir>/traces), and a later enable builds the
+  // plans of the most recent known winners (up to 4) from theirs on the worker, their kernels
+  // loaded from the cache (a plan with a kernel missing there is not built early). When the
+  // signature turns hot at first sight and the trace the loop recorded agrees with the kept one
+  // in everything the plan is built from, the plan is ready at once: fused from the next
+  // iteration instead of a few later. Otherwise it is built from the loop's trace as before.
+  // Needs `remember` and a cache directory. HOTPATH_PREPARE_KNOWN (0/1).
+  bool prepare_known = true;
   // Where interception buys nothing (no stable period, no signature that repeats, nothing to
   // fuse, every plan reverted), take the hook out of the thread's dispatch for a while (2 s, then
   // twice as long each time it still finds nothing, up to 64 s) so that the loop runs at eager's
@@ -185,6 +194,9 @@ struct FusionStats {
   int kernels_ahead = 0;
   double ahead_ms = 0;
   std::string ahead_note;
+  // Built before the signature was seen, from the trace an earlier run kept
+  // (Config::prepare_known).
+  bool prepared = false;
   std::int64_t first_fused_iteration = -1;  // iteration in which fused kernels first ran
   std::int64_t fused_iterations = 0;        // iterations that ran the whole plan
   std::int64_t divergences = 0;             // iterations that left the plan part-way

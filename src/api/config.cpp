@@ -68,6 +68,9 @@ Config config_from_env(Config base) {
     base.compile_ahead =
         static_cast<int>(parse_integer("HOTPATH_COMPILE_AHEAD", v, 0, 1'000'000'000));
   }
+  if (const char* v = env("HOTPATH_PREPARE_KNOWN")) {
+    base.prepare_known = parse_flag("HOTPATH_PREPARE_KNOWN", v);
+  }
   if (const char* v = env("HOTPATH_REPLAY")) base.replay = parse_flag("HOTPATH_REPLAY", v);
   if (const char* v = env("HOTPATH_REPLAY_GRAPH_OPS")) {
     base.replay_graph_ops =

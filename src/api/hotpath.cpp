@@ -61,11 +61,13 @@ void enable_hot_path_detection(const Config& requested) {
                 config.revert_margin);
   if (detail::current_thread_attached()) {
     tls_state.session->configure(config);
+    tls_state.session->prepare_known();
     return;
   }
   auto session = std::make_shared<detail::Session>(config);
   detail::attach_current_thread(session);  // throws if the key is taken; nothing changed then
   tls_state.session = std::move(session);
+  tls_state.session->prepare_known();
 }
 
 void disable_hot_path_detection() {

@@ -23,6 +23,8 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "compile/kernel_cache.h"
 #include "dispatch/op_call.h"
@@ -54,6 +56,13 @@ class Executor {
   // keep them in. While a hot plan of another signature compiles, it stops between NVRTC
   // programs.
   void compile_ahead(HotTrace&& trace);
+  // Config::prepare_known (exec/prepared.cpp): the plans of `winners` (known winners and their
+  // verdicts, newest first) are built on the plans' worker from the traces earlier runs kept, so
+  // that on_hot finds one ready where the loop's trace agrees with the kept one. Skipped for a
+  // signature that has a plan or one being prepared, has no readable trace, or whose kernels
+  // are not all in the cache.
+  static constexpr std::size_t kPrepareAtMost = 4;
+  void prepare_known(const std::vector<std::pair<std::uint64_t, PlanPrior>>& winners);
 
   // For the governor. Whether the iteration of `signature` that started at global op `first` ran
   // the whole plan (not merely waiting for every kernel), under which configuration of groups,
@@ -330,6 +339,13 @@ class Executor {
   Config config_;
   KernelCache cache_;
   std::map<std::uint64_t, std::shared_ptr<Plan>> plans_;
+  // Plans prepared before their signatures were seen (prepare_known), until on_hot takes them.
+  struct Prepared;
+  std::map<std::uint64_t, std::shared_ptr<Prepared>> prepared_;
+  // Under mu_, as `trace`'s signature turns hot: its prepared plan, made the executor's and
+  // ready, where it is still `known` a winner and the plan is usable and its kept trace agrees
+  // with `trace`; else nullptr. Either way the prepared entry is gone.
+  std::shared_ptr<Plan> take_prepared(const HotTrace& trace, bool known);
   std::shared_ptr<std::atomic<int>> ready_plans_ = std::make_shared<std::atomic<int>>(0);
   // Compiles ahead of hot (compile_ahead), shared with the workers' jobs.
   struct AheadBook {

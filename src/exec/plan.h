@@ -195,6 +195,9 @@ struct Plan {
   bool counted = false;  // in the executor's count of plans that may run (set before ready)
   std::string reason;
   std::string remembered;  // "known winner ..." / "known loser ..." from an earlier run
+  // Built before its signature was seen, from the trace an earlier run kept
+  // (Config::prepare_known, exec/prepared.cpp).
+  bool prepared = false;
   // An earlier run kept it, replayed as CUDA graphs: captured after kReplayAfterKnown.
   bool replay_kept_before = false;
   // ... and said what its capture cost: no capture until the governor lets it go ahead

@@ -89,6 +89,8 @@ void choose_slots(Plan& plan) {
   std::vector<std::tuple<std::int64_t, std::size_t, std::size_t>> sizes;  // bytes, op, output
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const PlanOp& p = plan.ops[i];
+    // An op that writes an argument in place returns it: no buffer of its own to count.
+    if (p.out_alias >= 0) continue;
     for (std::size_t k = 0; k < p.outs.size(); ++k) {
       if (!p.temporary[k] || !p.outs[k].defined) continue;
       const auto bytes =

@@ -9,6 +9,7 @@
 #include "exec/planner.h"
 #include "exec/replay.h"
 #include "trace/signature.h"
+#include "trace/trace_file.h"
 
 namespace hotpath::detail {
 
@@ -37,6 +38,8 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remember
     config = config_;
     cache = cache_;
     if (!config.fuse || plans_.count(trace.signature)) return;
+    // A known winner's plan built before it was seen, from the trace an earlier run kept.
+    if (take_prepared(trace, remembered && remembered->compile)) return;
     plans_[plan->signature] = plan;  // never analysed twice; not armed before it is ready
   }
   if (remembered && !remembered->compile) {
@@ -80,6 +83,13 @@ void Executor::on_hot(HotTrace&& trace, const std::optional<PlanPrior>& remember
       }
     } done{*book, plan->signature};
     build_plan(*plan, *shared_trace, remembered, config);
+    // The trace is kept beside the verdicts, for a later run to build the plan before it sees
+    // the signature (Config::prepare_known).
+    if (config.remember && !cache.dir().empty() && !plan->groups.empty() &&
+        plan->device_index >= 0) {
+      if (const std::string error = save_trace(cache.dir(), *shared_trace); !error.empty())
+        log_debug(concat("hotpath: signature ", plan->hex, ": its trace is not kept: ", error));
+    }
     // Ready before its kernels compile: the interpreter runs the groups meanwhile, if it is
     // loaded by then (else the plan picks it up at a later iteration start: Executor::try_arm).
     if (!plan->groups.empty() && plan->device_index >= 0) {
@@ -149,6 +159,7 @@ void Executor::fill_stats(Stats& s) const {
     sig.fusion.reverted = p.reverted;
     sig.fusion.reason = p.reason;
     sig.fusion.remembered = p.remembered;
+    sig.fusion.prepared = p.prepared;
     sig.fusion.stand_in_off = p.stand_in_off;
     sig.fusion.stand_in_kept = p.stand_in_kept;
     sig.fusion.replayed_iterations = p.replayed + (p.replay ? p.replay->replayed() : 0);

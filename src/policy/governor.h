@@ -88,6 +88,9 @@ class Governor {
   // from the recorder with the recorder's lock held; mu_ may call into the plans (the executor),
   // whose lock is held while it asks the recorder: taking mu_ here could close a cycle).
   std::optional<Decision> remembered(std::uint64_t signature);
+  // The `most` known winners whose verdicts were written last (newest first): the plans a run may
+  // build before their signatures are seen (Executor::prepare_known). Nothing without a store.
+  std::vector<std::pair<std::uint64_t, PlanPrior>> known_winners(std::size_t most);
 
   // Fills the timing half of each signature's report (the rest comes from stats).
   void fill_report(const Stats& stats, Report& report);

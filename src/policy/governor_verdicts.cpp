@@ -63,6 +63,13 @@ std::optional<Decision> Governor::remembered(std::uint64_t signature) {
   return d;
 }
 
+std::vector<std::pair<std::uint64_t, PlanPrior>> Governor::known_winners(std::size_t most) {
+  std::lock_guard<std::mutex> memo(memo_mu_);
+  std::vector<std::pair<std::uint64_t, PlanPrior>> out;
+  for (auto& [signature, d] : store_.winners(most)) out.emplace_back(signature, std::move(d));
+  return out;
+}
+
 double Governor::remembered_eager(std::uint64_t signature) {
   std::lock_guard<std::mutex> memo(memo_mu_);
   const auto it = remembered_.find(signature);

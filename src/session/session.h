@@ -60,6 +60,9 @@ struct Session final : OpSink, PlanControl {
     aside_policy.configure(config.threshold);
     aside_enabled = config.stand_aside;
   }
+  // Config::prepare_known: the newest known winners' plans built before their signatures are
+  // seen (Executor::prepare_known), after enabling or configuring again.
+  void prepare_known() { executor.prepare_known(governor.known_winners(Executor::kPrepareAtMost)); }
   // An iteration boundary (step(), Iteration scope) before the next op.
   void boundary();
 
