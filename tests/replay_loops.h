@@ -76,6 +76,20 @@ inline double rel_error(const torch::Tensor& a, const torch::Tensor& b) {
       .item<double>();
 }
 
+// Whether two runs ran the same plans the same way: per signature, as many fused iterations,
+// divergences and replayed iterations.
+inline bool same_paths(const hotpath::Stats& a, const hotpath::Stats& b) {
+  if (a.signatures.size() != b.signatures.size()) return false;
+  for (std::size_t i = 0; i < a.signatures.size(); ++i) {
+    const hotpath::FusionStats& x = a.signatures[i].fusion;
+    const hotpath::FusionStats& y = b.signatures[i].fusion;
+    if (a.signatures[i].id != b.signatures[i].id || x.fused_iterations != y.fused_iterations ||
+        x.divergences != y.divergences || x.replayed_iterations != y.replayed_iterations)
+      return false;
+  }
+  return true;
+}
+
 // Hotpath with replay against eager, and against hotpath without replay: the graphs must run what
 // the plan runs (bit for bit), and the plan agrees with eager within fused kernels' rounding.
 inline void check_against_eager(const Run& replayed, const Run& planned, const Run& eager) {

@@ -60,17 +60,22 @@ TEST_CASE("graphs the launcher thread launches train as the loop's own launches 
   CHECK(fo.replay_launcher_launches == 0);
   CHECK(fo.replay_launcher_ms == 0);
   CHECK(ft.replay_rescued > 0);  // the kept losses were copied out, after their graphs
+  // Bit for bit where both ran the same plans the same iterations: which plan an iteration
+  // starts armed with depends on when a plan is ready (a second signature's, the fifth step's
+  // with its kept loss, was armed at an iteration of the first in one run of a GPU call and not
+  // in the other; its fused loss then rounds as the plan's kernel does, not as the replay's).
+  const bool same = same_paths(threaded.stats, own.stats);
   REQUIRE(threaded.params.size() == own.params.size());
   for (std::size_t i = 0; i < own.params.size(); ++i) {
     CAPTURE(i);
-    CHECK(torch::equal(threaded.params[i], own.params[i]));
+    if (same) CHECK(torch::equal(threaded.params[i], own.params[i]));
     CHECK(rel_error(threaded.params[i], eager.params[i]) <= 1e-4);
   }
   REQUIRE(threaded.kept.size() == eager.kept.size());
   REQUIRE(own.kept.size() == eager.kept.size());
   for (std::size_t i = 0; i < eager.kept.size(); ++i) {
     CAPTURE(i);
-    CHECK(torch::equal(threaded.kept[i], own.kept[i]));
+    if (same) CHECK(torch::equal(threaded.kept[i], own.kept[i]));
     CHECK(rel_error(threaded.kept[i], eager.kept[i]) <= 1e-4);
   }
 }
