@@ -200,6 +200,12 @@ TEST_CASE("a kept trace differs from the loop's wherever a plan built from it wo
     op.output_alive[0] = !op.output_alive[0];
     const std::string diff = plan_input_difference(t, u);
     CHECK(diff.find(std::string(op.name)) != std::string::npos);
+    // ... where the plan reads it: the op a group member; of any other op, not compared.
+    const auto at = static_cast<std::size_t>(&op - u.ops.data());
+    std::vector<bool> members(u.ops.size(), false);
+    CHECK(plan_input_difference(t, u, &members).empty());
+    members[at] = true;
+    CHECK(plan_input_difference(t, u, &members) == diff);
   }
   {
     // A structural argument, a tensor's strides, the data flow, the op count.

@@ -117,7 +117,10 @@ std::shared_ptr<Plan> Executor::take_prepared(const HotTrace& trace, bool known)
                      "; built from the loop's trace"));
     return nullptr;
   }
-  if (const std::string diff = plan_input_difference(p->trace, trace); !diff.empty()) {
+  // Which outputs were held matters where the plan's groups read it: their members' outputs.
+  std::vector<bool> members(p->plan->ops.size());
+  for (std::size_t i = 0; i < members.size(); ++i) members[i] = p->plan->ops[i].group >= 0;
+  if (const std::string diff = plan_input_difference(p->trace, trace, &members); !diff.empty()) {
     log_info(concat("hotpath: signature ", hex, ": the trace an earlier run kept differs from the ",
                     "loop's (", diff, "); its plan is built from the loop's"));
     return nullptr;

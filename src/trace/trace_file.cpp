@@ -195,7 +195,8 @@ bool scalar_position(const OpRecord& op, std::size_t i) {
 // `values` false, a scalar argument is written as its kind alone.
 using Parts = std::vector<std::pair<std::string, std::string>>;
 
-std::optional<Parts> op_parts(const OpRecord& op, bool values, std::string* why) {
+std::optional<Parts> op_parts(const OpRecord& op, bool values, std::string* why,
+                              bool alive = true) {
   Parts parts;
   Writer w;
   auto part = [&](std::string name) {
@@ -261,7 +262,7 @@ std::optional<Parts> op_parts(const OpRecord& op, bool values, std::string* why)
   w.count(op.output_alive.size());
   for (std::size_t k = 0; k < op.output_alive.size(); ++k) {
     const bool in_place = k < op.output_alias.size() && op.output_alias[k] >= 0;
-    w.put(static_cast<std::uint8_t>(!values && in_place ? 2 : op.output_alive[k]));
+    w.put(static_cast<std::uint8_t>(!values && (in_place || !alive) ? 2 : op.output_alive[k]));
   }
   part("which of its outputs the iteration still held at its end");
   return parts;
@@ -364,14 +365,17 @@ std::optional<HotTrace> decode_trace(const std::string& bytes, std::string* why)
   }
 }
 
-std::string plan_input_difference(const HotTrace& a, const HotTrace& b) {
+std::string plan_input_difference(const HotTrace& a, const HotTrace& b,
+                                  const std::vector<bool>* alive_matters) {
   if (a.signature != b.signature)
     return concat("signature ", short_hex(a.signature), " against ", short_hex(b.signature));
   if (a.ops.size() != b.ops.size()) return concat(a.ops.size(), " ops against ", b.ops.size());
   for (std::size_t i = 0; i < a.ops.size(); ++i) {
     std::string why;
-    const std::optional<Parts> x = op_parts(a.ops[i], false, &why);
-    const std::optional<Parts> y = op_parts(b.ops[i], false, &why);
+    const bool alive =
+        alive_matters == nullptr || (i < alive_matters->size() && (*alive_matters)[i]);
+    const std::optional<Parts> x = op_parts(a.ops[i], false, &why, alive);
+    const std::optional<Parts> y = op_parts(b.ops[i], false, &why, alive);
     if (!x || !y) return concat("op ", i, ": ", why);
     const OpRecord& op = a.ops[i];
     const std::string name =

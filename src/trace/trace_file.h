@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "trace/hot_trace.h"
 
@@ -25,8 +26,12 @@ std::optional<HotTrace> decode_trace(const std::string& bytes, std::string* why 
 // empty where it would: the same ops with the same tensors' metadata, data flow, structural
 // arguments and outputs (which ones the iteration still held at its end among them). Scalar
 // arguments' values may differ (they are run-time parameters of every plan, as they differ
-// between a loop's iterations), their kinds may not; the iteration numbers may.
-std::string plan_input_difference(const HotTrace& a, const HotTrace& b);
+// between a loop's iterations), their kinds may not; the iteration numbers may. `alive_matters`,
+// if given: per op, whether which of its outputs were held is compared (the planner reads it for
+// what a group's kernel may skip writing, its members' outputs; of other ops only for the budget
+// of temporaries' buffers, which decides speed, not results).
+std::string plan_input_difference(const HotTrace& a, const HotTrace& b,
+                                  const std::vector<bool>* alive_matters = nullptr);
 
 // <dir>/traces: where a cache directory keeps them.
 std::string trace_dir(const std::string& cache_dir);
