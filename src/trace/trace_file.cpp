@@ -191,48 +191,50 @@ bool scalar_position(const OpRecord& op, std::size_t i) {
   return i < 64 && ((op.scalar_mask >> i) & 1) != 0;
 }
 
-// Everything of `op` the planner reads, in named parts (what plan_input_difference names). With
-// `values` false, a scalar argument is written as its kind alone.
-using Parts = std::vector<std::pair<std::string, std::string>>;
+// Everything of `op` the planner reads, appended to `w` in parts. With `values` false, a scalar
+// argument is written as its kind alone, and with `alive` false too, which outputs were held.
+// `ends`, if given, gets each part's name and where it ends in w's bytes (what
+// plan_input_difference names; the names cost more than the bytes, so only a difference asks).
+using PartEnds = std::vector<std::pair<std::string, std::size_t>>;
 
-std::optional<Parts> op_parts(const OpRecord& op, bool values, std::string* why,
-                              bool alive = true) {
-  Parts parts;
-  Writer w;
-  auto part = [&](std::string name) {
-    parts.emplace_back(std::move(name), std::move(w.bytes()));
-    w.bytes().clear();
+bool put_op(Writer& w, const OpRecord& op, bool values, bool alive, std::string* why,
+            PartEnds* ends) {
+  auto part = [&](auto&& name) {
+    if (ends != nullptr) ends->emplace_back(name(), w.bytes().size());
   };
+  auto named = [](const char* text) { return [text] { return std::string(text); }; };
   w.text(op.name);
   w.text(op.overload);
   w.put(op.key);
   w.put(op.name_key);
   w.put(op.input_key);
   w.put(op.scalar_mask);
-  part("its operator or keys");
+  part(named("its operator or keys"));
   w.put(op.planned_key);
   w.put(op.planned_alias);
-  part("the in-place twin a plan ran for it");
+  part(named("the in-place twin a plan ran for it"));
   w.put(static_cast<std::uint8_t>(op.grad_enabled));
   w.put(static_cast<std::uint8_t>(op.reads_param));
   w.put(static_cast<std::uint8_t>(op.writes_param));
   w.put(static_cast<std::uint8_t>(op.light));
-  part("its grad mode or parameter flags");
+  part(named("its grad mode or parameter flags"));
   w.count(op.inputs.size());
-  part("its number of tensor inputs");
+  part(named("its number of tensor inputs"));
   for (std::size_t k = 0; k < op.inputs.size(); ++k) {
     const TensorInput& in = op.inputs[k];
     w.put(in.argument);
     w.put(static_cast<std::uint8_t>(in.written));
     put_meta(w, in.meta);
-    part(concat("tensor input ", k, "'s metadata"));
+    part([&] { return concat("tensor input ", k, "'s metadata"); });
     w.put(in.ref.producer);
     w.put(in.ref.output);
-    part(concat("tensor input ", k, "'s producer (op ", in.ref.producer, ", output ", in.ref.output,
-                ")"));
+    part([&] {
+      return concat("tensor input ", k, "'s producer (op ", in.ref.producer, ", output ",
+                    in.ref.output, ")");
+    });
   }
   w.count(op.args.size());
-  part("its number of arguments");
+  part(named("its number of arguments"));
   for (std::size_t i = 0; i < op.args.size(); ++i) {
     const c10::IValue& a = op.args[i];
     if (!values && scalar_position(op, i)) {
@@ -244,16 +246,16 @@ std::optional<Parts> op_parts(const OpRecord& op, bool values, std::string* why,
       if (why != nullptr)
         *why = concat("argument ", i, " of ", op.name, " is a ", a.tagKind(),
                       ", which a trace file does not hold");
-      return std::nullopt;
+      return false;
     }
-    part(concat("argument ", i));
+    part([&] { return concat("argument ", i); });
   }
   w.count(op.outputs.size());
   for (const TensorMeta& m : op.outputs) put_meta(w, m);
-  part("its outputs' metadata");
+  part(named("its outputs' metadata"));
   w.count(op.output_alias.size());
   for (const std::int32_t a : op.output_alias) w.put(a);
-  part("which arguments its outputs are");
+  part(named("which arguments its outputs are"));
   // Compared only where an output is a tensor of its own: one that is an argument written in
   // place (an optimizer's state) lives on, and a loop's first iteration, closed once later ones
   // have written it again, cannot tell whether it was held then (the recorder sees it as another
@@ -264,14 +266,7 @@ std::optional<Parts> op_parts(const OpRecord& op, bool values, std::string* why,
     const bool in_place = k < op.output_alias.size() && op.output_alias[k] >= 0;
     w.put(static_cast<std::uint8_t>(!values && (in_place || !alive) ? 2 : op.output_alive[k]));
   }
-  part("which of its outputs the iteration still held at its end");
-  return parts;
-}
-
-bool put_op(Writer& w, const OpRecord& op, std::string* why) {
-  const std::optional<Parts> parts = op_parts(op, true, why);
-  if (!parts) return false;
-  for (const auto& part : *parts) w.bytes() += part.second;
+  part(named("which of its outputs the iteration still held at its end"));
   return true;
 }
 
@@ -319,7 +314,7 @@ std::optional<std::string> body(const HotTrace& trace, std::string* why) {
   w.put(trace.iteration);
   w.count(trace.ops.size());
   for (const OpRecord& op : trace.ops)
-    if (!put_op(w, op, why)) return std::nullopt;
+    if (!put_op(w, op, true, true, why, nullptr)) return std::nullopt;
   return std::move(w.bytes());
 }
 
@@ -370,22 +365,36 @@ std::string plan_input_difference(const HotTrace& a, const HotTrace& b,
   if (a.signature != b.signature)
     return concat("signature ", short_hex(a.signature), " against ", short_hex(b.signature));
   if (a.ops.size() != b.ops.size()) return concat(a.ops.size(), " ops against ", b.ops.size());
+  Writer x, y;  // reused: an op's bytes, without the parts' names
   for (std::size_t i = 0; i < a.ops.size(); ++i) {
-    std::string why;
     const bool alive =
         alive_matters == nullptr || (i < alive_matters->size() && (*alive_matters)[i]);
-    const std::optional<Parts> x = op_parts(a.ops[i], false, &why, alive);
-    const std::optional<Parts> y = op_parts(b.ops[i], false, &why, alive);
-    if (!x || !y) return concat("op ", i, ": ", why);
+    std::string why;
+    x.bytes().clear();
+    y.bytes().clear();
+    if (!put_op(x, a.ops[i], false, alive, &why, nullptr) ||
+        !put_op(y, b.ops[i], false, alive, &why, nullptr))
+      return concat("op ", i, ": ", why);
+    if (x.bytes() == y.bytes()) continue;
+    // Which part: again with the parts' names.
+    PartEnds xe, ye;
+    x.bytes().clear();
+    y.bytes().clear();
+    put_op(x, a.ops[i], false, alive, &why, &xe);
+    put_op(y, b.ops[i], false, alive, &why, &ye);
     const OpRecord& op = a.ops[i];
     const std::string name =
         concat("op ", i, " (", op.name, op.overload.empty() ? "" : ".", op.overload, ")");
-    for (std::size_t k = 0; k < x->size() && k < y->size(); ++k)
-      if ((*x)[k].second != (*y)[k].second)
-        return (*x)[k].first == (*y)[k].first
-                   ? concat(name, " differs in ", (*x)[k].first)
-                   : concat(name, " differs in ", (*x)[k].first, " against ", (*y)[k].first);
-    if (x->size() != y->size()) return concat(name, " differs in its number of parts");
+    std::size_t from = 0;
+    for (std::size_t k = 0; k < xe.size() && k < ye.size(); ++k) {
+      if (xe[k].second != ye[k].second ||
+          x.bytes().compare(from, xe[k].second - from, y.bytes(), from, ye[k].second - from) != 0)
+        return xe[k].first == ye[k].first
+                   ? concat(name, " differs in ", xe[k].first)
+                   : concat(name, " differs in ", xe[k].first, " against ", ye[k].first);
+      from = xe[k].second;
+    }
+    return concat(name, " differs in its number of parts");
   }
   return {};
 }
