@@ -48,7 +48,9 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   EnvVar k("HOTPATH_COMPILE_KERNELS", "0");
   CHECK(defaults.compile_ahead == 2);
   EnvVar a("HOTPATH_COMPILE_AHEAD", "0");  // compile once hot
-  CHECK(defaults.replay);                  // CUDA graph replay is on unless turned off
+  CHECK(defaults.prepare_known);           // known winners' plans built at enable
+  EnvVar pk("HOTPATH_PREPARE_KNOWN", "0");
+  CHECK(defaults.replay);  // CUDA graph replay is on unless turned off
   EnvVar g("HOTPATH_REPLAY", "0");
   CHECK(defaults.replay_graph_ops == 16);
   EnvVar o("HOTPATH_REPLAY_GRAPH_OPS", "0");  // one graph per stretch
@@ -65,6 +67,7 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   CHECK_FALSE(c.fuse);
   CHECK_FALSE(c.compile_kernels);
   CHECK(c.compile_ahead == 0);
+  CHECK_FALSE(c.prepare_known);
   CHECK_FALSE(c.replay);
   CHECK(c.replay_graph_ops == 0);
   CHECK_FALSE(c.replay_fast_lane);
@@ -93,6 +96,10 @@ TEST_CASE("unusable environment values are rejected by name", "[config]") {
   SECTION("log time") {
     EnvVar t("HOTPATH_LOG_TIME", "on");
     CHECK(error_of({}).find("HOTPATH_LOG_TIME='on'") != std::string::npos);
+  }
+  SECTION("prepare known") {
+    EnvVar t("HOTPATH_PREPARE_KNOWN", "yes");
+    CHECK(error_of({}).find("HOTPATH_PREPARE_KNOWN='yes'") != std::string::npos);
   }
   SECTION("auto period") {
     EnvVar t("HOTPATH_AUTO_PERIOD", "yes");

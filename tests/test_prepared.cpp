@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -35,10 +36,11 @@ void varied_step(const torch::Tensor& a, const torch::Tensor& b) {
   (void)out;
 }
 
-// The hot trace of varied_step, as the recorder hands it on at the threshold.
-HotTrace recorded_trace() {
-  const auto a = torch::randn({4, 8});
-  const auto b = torch::randn({4, 8});
+// The hot trace the recorder hands on when `step` runs `steps` times with a threshold of 3 (after
+// each a step() where `marked`); `first_sight`: the signature a known winner, hot at its first
+// iteration.
+HotTrace hot_trace_of(const std::function<void()>& step, int steps, bool marked,
+                      bool first_sight = false) {
   hotpath::disable_hot_path_detection();
   hotpath::Config c;
   c.threshold = 3;
@@ -48,13 +50,21 @@ HotTrace recorded_trace() {
   hotpath::enable_hot_path_detection(c);
   std::vector<HotTrace> hot;
   thread_session()->recorder.set_hot_listener([&](HotTrace&& t) { hot.push_back(std::move(t)); });
-  for (int i = 0; i < 4; ++i) {
-    varied_step(a, b);
-    hotpath::step();
+  if (first_sight) thread_session()->recorder.set_instant_hot([](std::uint64_t) { return true; });
+  for (int i = 0; i < steps; ++i) {
+    step();
+    if (marked) hotpath::step();
   }
   hotpath::disable_hot_path_detection();
   REQUIRE(hot.size() == 1);
   return std::move(hot[0]);
+}
+
+// The hot trace of varied_step.
+HotTrace recorded_trace() {
+  const auto a = torch::randn({4, 8});
+  const auto b = torch::randn({4, 8});
+  return hot_trace_of([&] { varied_step(a, b); }, 4, true);
 }
 
 std::string read_all(const std::string& path) {
@@ -270,24 +280,13 @@ TEST_CASE("a known winner's first iteration is the plan input its hot iteration 
                                 torch::nn::Linear(256, 64));
     torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3));
     const auto x = torch::randn({32, 64}), y = torch::randn({32, 64});
-    hotpath::disable_hot_path_detection();
-    hotpath::Config c;
-    c.threshold = 3;
-    c.remember = false;
-    c.fuse = false;
-    c.log_level = hotpath::LogLevel::Warn;
-    hotpath::enable_hot_path_detection(c);
-    std::vector<HotTrace> hot;
-    thread_session()->recorder.set_hot_listener([&](HotTrace&& t) { hot.push_back(std::move(t)); });
-    if (first_sight) thread_session()->recorder.set_instant_hot([](std::uint64_t) { return true; });
-    for (int i = 0; i < 8; ++i) {
-      opt.zero_grad();
-      torch::mse_loss(model->forward(x), y).backward();
-      opt.step();
-    }
-    hotpath::disable_hot_path_detection();
-    REQUIRE(hot.size() == 1);
-    return std::move(hot[0]);
+    return hot_trace_of(
+        [&] {
+          opt.zero_grad();
+          torch::mse_loss(model->forward(x), y).backward();
+          opt.step();
+        },
+        8, false, first_sight);
   };
   const HotTrace at_hot = run(false), at_first_sight = run(true);
   CHECK(at_hot.iteration == 3);

@@ -64,10 +64,10 @@ struct Config {
   // compiled). 0, or a count >= threshold: compile once hot. Needs a cache directory (cache_dir).
   // HOTPATH_COMPILE_AHEAD.
   int compile_ahead = 2;
-  // A known winner's plan is built before its signature is seen: a run that keeps a verdict also
-  // keeps the trace its plan was built from (<cache_dir>/traces), and a later enable builds the
-  // plans of the most recent known winners (up to 4) from theirs on the worker, their kernels
-  // loaded from the cache (a plan with a kernel missing there is not built early). When the
+  // A known winner's plan is built before its signature is seen: a run that remembers verdicts
+  // also keeps the trace each GPU plan was built from (<cache_dir>/traces), and a later enable
+  // builds the plans of the most recent known winners (up to 4) from theirs on the worker, their
+  // kernels loaded from the cache (a plan with a kernel missing there is not built early). When the
   // signature turns hot at first sight and the trace the loop recorded agrees with the kept one
   // in everything the plan is built from, the plan is ready at once: fused from the next
   // iteration instead of a few later. Otherwise it is built from the loop's trace as before.
