@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 namespace hotpath::detail {
 
@@ -56,6 +57,14 @@ std::string write_file_atomic(const std::string& dir, const std::string& path,
     return "could not write " + path;
   }
   return {};
+}
+
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return std::nullopt;
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
 }
 
 std::vector<DirEntry> list_files(const std::string& dir, const std::string& suffix) {

@@ -2,6 +2,7 @@
 // LibTorch wheel exports its own copies of some of its symbols, and calls can bind to those.)
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ void remove_file(const std::string& path);
 // empty on success.
 std::string write_file_atomic(const std::string& dir, const std::string& path,
                               const std::string& contents);
+
+// The whole of a file's bytes; nothing where it cannot be opened.
+std::optional<std::string> read_file(const std::string& path);
 
 // The regular files in `dir` whose names end in `suffix`, newest first (by modification time);
 // none where the directory cannot be read.

@@ -3,10 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <vector>
 
 #include "codegen/kernel.h"
@@ -124,11 +122,9 @@ std::optional<std::string> KernelCache::load_entry(const std::string& key) const
 }
 
 std::optional<std::string> KernelCache::read_entry(const std::string& file) {
-  std::ifstream f(file, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  const std::string all = ss.str();
+  const std::optional<std::string> read = read_file(file);
+  if (!read) return std::nullopt;
+  const std::string& all = *read;
   const std::size_t header = sizeof kMagic + 16;
   if (all.size() < header || std::memcmp(all.data(), kMagic, sizeof kMagic) != 0) {
     log_warn(concat("hotpath: cache entry ", file, " is corrupt; recompiling"));

@@ -4,8 +4,6 @@
 #include <torch/version.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -411,14 +409,12 @@ std::string save_trace(const std::string& cache_dir, const HotTrace& trace) {
 std::optional<HotTrace> load_trace(const std::string& cache_dir, std::uint64_t signature,
                                    std::string* why) {
   const std::string path = trace_path(cache_dir, signature);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
+  const std::optional<std::string> bytes = read_file(path);
+  if (!bytes) {
     if (why != nullptr) *why = concat("no file ", path);
     return std::nullopt;
   }
-  std::ostringstream s;
-  s << f.rdbuf();
-  std::optional<HotTrace> t = decode_trace(s.str(), why);
+  std::optional<HotTrace> t = decode_trace(*bytes, why);
   if (t && t->signature != signature) {
     if (why != nullptr) *why = concat(path, " holds another signature's trace");
     return std::nullopt;
