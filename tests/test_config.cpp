@@ -54,8 +54,6 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   EnvVar g("HOTPATH_REPLAY", "0");
   CHECK(defaults.replay_graph_ops == 16);
   EnvVar o("HOTPATH_REPLAY_GRAPH_OPS", "0");  // one graph per stretch
-  CHECK(defaults.replay_after == 3);
-  EnvVar ra("HOTPATH_REPLAY_AFTER", "10");
   CHECK(defaults.replay_fast_lane);
   EnvVar fl("HOTPATH_REPLAY_FAST_LANE", "0");
   CHECK(defaults.replay_launcher);
@@ -72,7 +70,6 @@ TEST_CASE("the governor's settings come from the environment too", "[config]") {
   CHECK_FALSE(c.prepare_known);
   CHECK_FALSE(c.replay);
   CHECK(c.replay_graph_ops == 0);
-  CHECK(c.replay_after == 10);
   CHECK_FALSE(c.replay_fast_lane);
   CHECK_FALSE(c.replay_launcher);
   CHECK(c.host_profile);
@@ -140,10 +137,6 @@ TEST_CASE("unusable environment values are rejected by name", "[config]") {
     EnvVar t("HOTPATH_REPLAY_GRAPH_OPS", "-4");
     CHECK(error_of({}).find("HOTPATH_REPLAY_GRAPH_OPS='-4'") != std::string::npos);
   }
-  SECTION("iterations before replay") {
-    EnvVar t("HOTPATH_REPLAY_AFTER", "0");
-    CHECK(error_of({}).find("HOTPATH_REPLAY_AFTER='0'") != std::string::npos);
-  }
 }
 
 TEST_CASE("a negative count of ops per replayed graph is rejected", "[config]") {
@@ -151,14 +144,6 @@ TEST_CASE("a negative count of ops per replayed graph is rejected", "[config]") 
   c.replay_graph_ops = -1;
   CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(c),
                     Catch::Contains("replay_graph_ops must be >= 0"));
-  CHECK_FALSE(hotpath::is_enabled());
-}
-
-TEST_CASE("replay_after below one is rejected", "[config]") {
-  hotpath::Config c;
-  c.replay_after = 0;
-  CHECK_THROWS_WITH(hotpath::enable_hot_path_detection(c),
-                    Catch::Contains("replay_after must be >= 1, got 0"));
   CHECK_FALSE(hotpath::is_enabled());
 }
 

@@ -6,10 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <string>
 #include <vector>
 
-#include "env_var.h"
 #include "exec/replay.h"
 #include "have_gpu.h"
 #include "hotpath/hotpath.h"
@@ -406,9 +404,6 @@ TEST_CASE("a plan an earlier run kept replayed is captured after kReplayAfterKno
       CHECK(rel_error(r.params[i], eager.params[i]) <= 1e-4);
     return r.stats.last().fusion.replayed_iterations;
   };
-  // A known winner whose replay an earlier run did not keep waits kReplayAfter, whatever
-  // Config::replay_after says (that is for new plans).
-  const hotpath_test::EnvVar soon("HOTPATH_REPLAY_AFTER", "1");
   const std::int64_t sooner = known(true), later = known(false);
   // Both hot at first sight; the one remembered replayed is captured kReplayAfter -
   // kReplayAfterKnown iterations sooner (three either way: where each run's kernels are first
@@ -417,30 +412,6 @@ TEST_CASE("a plan an earlier run kept replayed is captured after kReplayAfterKno
       hotpath::detail::kReplayAfter - hotpath::detail::kReplayAfterKnown;
   CHECK(sooner - later >= kSooner - 3);
   CHECK(sooner - later <= kSooner + 3);
-}
-
-TEST_CASE("a new plan is captured after Config::replay_after fused iterations", "[gpu][replay]") {
-  // The same loop twice, its plan captured after 2 and after 12 fused iterations (one observed
-  // first either way): the first replays 10 iterations more (three either way, as above), and both
-  // train as eager does.
-  if (!have_gpu()) return;
-  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({32, 64}, torch::kCUDA);
-  const Step step = [&](int, Model& model, Opt& opt, Kept&) { train_step(model, opt, x, y); };
-  const int ops = hotpath::Config{}.replay_graph_ops;
-  const Run eager = train(false, false, 40, step, ops);
-  train(true, true, 40, step, ops);  // its kernels into the cache: both runs below load them
-  auto replayed_after = [&](const char* after) {
-    const hotpath_test::EnvVar wait("HOTPATH_REPLAY_AFTER", after);
-    const Run r = train(true, true, 40, step, ops);
-    INFO(hotpath::format_stats(r.stats));
-    check_replayed(r, 10);
-    for (std::size_t i = 0; i < eager.params.size(); ++i)
-      CHECK(rel_error(r.params[i], eager.params[i]) <= 1e-4);
-    return r.stats.last().fusion.replayed_iterations;
-  };
-  const std::int64_t sooner = replayed_after("2"), later = replayed_after("12");
-  CHECK(sooner - later >= 10 - 3);
-  CHECK(sooner - later <= 10 + 3);
 }
 
 TEST_CASE("a known winner's capture is held until the governor lets it go ahead", "[gpu][replay]") {

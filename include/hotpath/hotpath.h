@@ -88,12 +88,6 @@ struct Config {
   // pending), each launched as soon as the host has gone through its ops, so that the GPU works
   // while the host goes on; 0: one graph per stretch. HOTPATH_REPLAY_GRAPH_OPS.
   int replay_graph_ops = 16;
-  // Fused iterations in a row a new plan runs before replay begins (the next is observed, the one
-  // after it captured), while it has the configuration it was built with and no earlier run's
-  // verdict on it is remembered. Sooner pays back sooner where the plan alone gains little on
-  // eager (a host-bound step); a configuration the governor changed (a trial, a rebase) waits
-  // longer, so that it is timed unreplayed first. HOTPATH_REPLAY_AFTER (>= 1).
-  int replay_after = 3;
   // The replay fast lane: an op of a replayed iteration is guarded against the capture without a
   // record of it being built (its metadata hashed, its data flow looked up, the plan's key kept);
   // off, replayed ops are recorded as every other op is. HOTPATH_REPLAY_FAST_LANE (0/1).
@@ -117,8 +111,7 @@ struct Config {
 // HOTPATH_CACHE_DIR, HOTPATH_VERIFY (0/1), HOTPATH_REVERT_WINDOW, HOTPATH_REVERT_MARGIN,
 // HOTPATH_REMEMBER (0/1), HOTPATH_COMPILE_KERNELS (0/1), HOTPATH_COMPILE_AHEAD,
 // HOTPATH_STAND_ASIDE (0/1) and
-// HOTPATH_REPLAY (0/1), HOTPATH_REPLAY_GRAPH_OPS, HOTPATH_REPLAY_AFTER,
-// HOTPATH_REPLAY_FAST_LANE (0/1),
+// HOTPATH_REPLAY (0/1), HOTPATH_REPLAY_GRAPH_OPS, HOTPATH_REPLAY_FAST_LANE (0/1),
 // HOTPATH_REPLAY_LAUNCHER (0/1),
 // HOTPATH_HOST_PROFILE (0/1) on top of `base`. Throws hotpath::Error on a value it cannot use,
 // naming the variable and the value.

@@ -76,10 +76,6 @@ Config config_from_env(Config base) {
     base.replay_graph_ops =
         static_cast<int>(parse_integer("HOTPATH_REPLAY_GRAPH_OPS", v, 0, 1'000'000));
   }
-  if (const char* v = env("HOTPATH_REPLAY_AFTER")) {
-    base.replay_after =
-        static_cast<int>(parse_integer("HOTPATH_REPLAY_AFTER", v, 1, 1'000'000'000));
-  }
   if (const char* v = env("HOTPATH_REPLAY_FAST_LANE")) {
     base.replay_fast_lane = parse_flag("HOTPATH_REPLAY_FAST_LANE", v);
   }

@@ -55,7 +55,6 @@ void enable_hot_path_detection(const Config& requested) {
                 config.revert_window);
   HOTPATH_CHECK(config.replay_graph_ops >= 0, "replay_graph_ops must be >= 0, got ",
                 config.replay_graph_ops);
-  HOTPATH_CHECK(config.replay_after >= 1, "replay_after must be >= 1, got ", config.replay_after);
   HOTPATH_CHECK(config.compile_ahead >= 0, "compile_ahead must be >= 0 (0: compile once hot), got ",
                 config.compile_ahead);
   HOTPATH_CHECK(config.revert_margin >= 0, "revert_margin must be >= 0, got ",

@@ -173,8 +173,8 @@ struct Plan {
   }
   // CUDA graph replay (exec/replay.h, Config::replay), under the executor's lock: the capture
   // (or the one being made), iterations in a row that ran the plan whole (a capture waits for
-  // Config::replay_after, or kReplayAfter), captures tried, replayed iterations that left the
-  // plan, and why replay is off, if it is.
+  // kReplayAfter), captures tried, replayed iterations that left the plan, and why replay is
+  // off, if it is.
   std::shared_ptr<Replay> replay;
   std::int64_t steady = 0;
   // Inputs from outside the iteration (op, input) seen to move in a replay: the next capture

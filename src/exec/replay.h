@@ -49,10 +49,7 @@ struct PlanGroup;
 class CudaModule;
 class ReplayLauncher;  // exec/replay_launcher.h
 
-// Fused iterations in a row (none left the plan) before a plan's iteration is captured, once
-// the governor has changed its configuration (a trial or a rebase: timed unreplayed first, its
-// half windows shorter than this). A plan in the configuration it was built with waits
-// Config::replay_after.
+// Fused iterations in a row (none left the plan) before a plan's iteration is captured.
 constexpr std::int64_t kReplayAfter = 10;
 // ... for a plan an earlier run kept replayed (a known winner whose replay won): the governor
 // tries no other configuration first, and every iteration it runs unreplayed forgoes replay's

@@ -34,12 +34,8 @@ bool Executor::replay_eligible(const Plan& plan) const {
   // waiting for NVRTC, nothing left to the interpreter; and only a plan that has run whole for a
   // while (a loop that leaves its plan would leave its graphs too).
   if (config_.verify || plan.device_index < 0 || !plan.replay_off.empty()) return false;
-  // A new plan (no earlier run's verdict on it; one whose replay lost is checked against the plan
-  // alone again) in the configuration it was built with.
-  const bool fresh_configuration = plan.remembered.empty() && plan.epoch == 0;
   const std::int64_t after = plan.replay_held          ? kReplayHeldAtMost
                              : plan.replay_kept_before ? kReplayAfterKnown
-                             : fresh_configuration     ? config_.replay_after
                                                        : kReplayAfter;
   if (plan.steady < after) return false;
   if (!plan.compiled.load(std::memory_order_acquire) || !graph_updates_available()) return false;
