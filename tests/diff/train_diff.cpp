@@ -21,7 +21,7 @@
 //              [--optimizers adamw,sgd] [--dtypes fp32,bf16] [--steps N] [--threshold N]
 //              [--verify] [--explicit-steps] [--exact] [--compile-kernels] [--small]
 //              [--csv FILE] [--trace FILE] [--cache DIR] [--factor F] [--handover STEP]
-//              [--resync]
+//              [--resync] [--remember]
 //
 // --resync starts every step of eager again, perturbed eager and hotpath from eager's state before
 // that step (parameters, buffers and the optimizers' buffers, copied under hotpath::Pause): each
@@ -38,6 +38,16 @@
 // STEP on, lets one more group take its kernel after each step: the plans run on stand-ins (the
 // interpreter, eager ops), then on a mix of kernels and stand-ins, as a cold start's do while
 // NVRTC compiles, in an order and at steps that are the same in every run.
+//
+// --remember (with --cache DIR) keeps verdicts, and the traces GPU plans were built from, in DIR,
+// as a user's runs do (Config::remember): a second train_diff on the same DIR starts each model's
+// plans as known winners (hot at first sight, a GPU plan built at enable from the kept trace and
+// taken when the loop's trace agrees, Config::prepare_known; replay captured after
+// kReplayAfterKnown iterations where it ran) and each run says how many it found. The harness's
+// loop holds a Pause in every iteration (the references' steps), so the governor times none and
+// judges none: the harness writes each hot signature's verdict itself where none is kept yet
+// (compile, every group kept, replay kept where it replayed), as a governor that kept the plan
+// would. Without --remember every run is judged on its own.
 //
 // Exit status: 0 when every run passes, 1 when one does not, 2 for a bad argument.
 #include <torch/torch.h>
@@ -58,6 +68,7 @@
 #include "hotpath/hotpath.h"
 #include "judge.h"
 #include "models.h"
+#include "policy/decisions.h"
 #include "session/session.h"
 
 namespace {
@@ -98,7 +109,7 @@ struct Options {
   int steps = 120, threshold = 10;
   int handover = -1;  // --handover: the step after which kernels start to come in
   bool verify = false, explicit_steps = false, exact = false, compile_kernels = false,
-       small = false, resync = false;
+       small = false, resync = false, remember = false;
   double factor = 10.0;
   std::string csv, trace, cache;
 };
@@ -170,6 +181,9 @@ struct Result {
   hotpath_diff::StepJudge judge;  // the deviations and their tolerances, step by step
   std::int64_t fused_iterations = 0, replayed = 0, groups = 0, divergences = 0, verify_failures = 0,
                hot_signatures = 0, iterations = 0;
+  // --remember: signatures an earlier run's verdict named, and GPU plans built before they were
+  // seen (from the trace it kept) and taken.
+  std::int64_t known_winners = 0, known_losers = 0, prepared = 0;
   int kernels_compiled = 0;
   std::string first_failure;
   bool pass = true;  // the judge's, and no launch beyond verify's tolerance
@@ -207,6 +221,20 @@ int compile_plans(const hotpath::Stats& st, std::set<std::string>& compiled_sour
   return n;
 }
 
+// --remember: a "compile" verdict for each hot signature that ran fused and has none in `dir` yet
+// (the harness's loop is never judged: see the comment at the top).
+void keep_verdicts(const hotpath::Stats& st, const std::string& dir) {
+  const hotpath::detail::DecisionStore store(dir);
+  for (const auto& sig : st.signatures) {
+    if (!sig.hot || sig.fusion.fused_iterations == 0 || store.load(sig.id)) continue;
+    hotpath::detail::Decision d;
+    d.compile = true;
+    d.replay_kept = sig.fusion.replayed_iterations > 0;  // no groups listed: every one kept
+    d.reason = "kept by train_diff --remember";
+    store.save(sig.id, d);
+  }
+}
+
 Result run(const Setup& s, const Options& o, std::ofstream* trace,
            std::set<std::string>& compiled_sources, bool resync) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -221,7 +249,7 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
   c.threshold = o.threshold;
   c.fuse_cpu = !s.device.is_cuda();
   c.verify = o.verify;
-  c.remember = false;  // every run judged on its own
+  c.remember = o.remember;  // else every run is judged on its own
   c.log_level = hotpath::LogLevel::Warn;
   if (!o.cache.empty()) c.cache_dir = o.cache;
   hotpath::disable_hot_path_detection();
@@ -289,12 +317,17 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
     r.groups += static_cast<std::int64_t>(sig.fusion.groups.size());
     r.divergences += sig.fusion.divergences;
     r.replayed += sig.fusion.replayed_iterations;
+    const std::string& known = sig.fusion.remembered;
+    if (known.rfind("known winner", 0) == 0) ++r.known_winners;
+    if (known.rfind("known loser", 0) == 0) ++r.known_losers;
+    if (sig.fusion.prepared) ++r.prepared;
     for (const auto& g : sig.fusion.groups) {
       r.verify_failures += g.verify_failures;
       if (r.first_failure.empty() && !g.first_failure.empty()) r.first_failure = g.first_failure;
     }
   }
   if (r.verify_failures > 0) r.pass = false;
+  if (o.remember) keep_verdicts(st, o.cache);
   r.verdict = r.pass ? hotpath_diff::Verdict::Pass : hotpath_diff::Verdict::Fail;
   if (o.compile_kernels) r.kernels_compiled = compile_plans(st, compiled_sources);
   hotpath::disable_hot_path_detection();
@@ -361,6 +394,8 @@ int main(int argc, char** argv) {
       o.trace = value();
     } else if (a == "--cache") {
       o.cache = value();
+    } else if (a == "--remember") {
+      o.remember = true;
     } else if (a == "--handover") {
       const std::string v = value();
       char* end = nullptr;
@@ -371,6 +406,8 @@ int main(int argc, char** argv) {
       usage("unknown argument '" + a + "'");
     }
   }
+  if (o.remember && o.cache.empty())
+    usage("--remember needs --cache DIR: the verdicts are kept there for the next run");
   if (o.dtypes.empty())
     o.dtypes = o.device.is_cuda() ? std::vector<std::string>{"fp32", "bf16"}
                                   : std::vector<std::string>{"fp32"};
@@ -447,6 +484,13 @@ int main(int argc, char** argv) {
         static_cast<long long>(r.fused_iterations), static_cast<long long>(r.replayed),
         static_cast<long long>(r.groups), static_cast<long long>(r.divergences), r.seconds,
         result_text(r));
+    if (o.remember) {
+      std::printf(
+          "    remembered from an earlier run: %lld known winner(s) (%lld plan(s) built before "
+          "they were seen), %lld known loser(s)\n",
+          static_cast<long long>(r.known_winners), static_cast<long long>(r.prepared),
+          static_cast<long long>(r.known_losers));
+    }
     if (!r.pass) {
       r.verdict == hotpath_diff::Verdict::Chaotic ? ++chaotic : ++failed;
       std::printf("    worst at step %d%s%s\n", r.judge.worst_step,
