@@ -7,8 +7,10 @@
 # the machine has none of them).
 # HOTPATH_GPU_PARTS picks what runs after the build (default: all of them):
 #   ctest diff verify fuzz faults programs example replay overhead fusion breakdown
-# and, when asked for, cold (a fresh machine's first process, run first), resync, verdicts, figure,
-# breakeven, suite, compare, lm and ddp (see below).
+# and, when asked for, cold (a fresh machine's first process, run first), resync, remember,
+# verdicts, figure, breakeven, suite, compare, lm and ddp (see below).
+# HOTPATH_GPU_TARGETS (e.g. "train_diff fuzz_programs") builds only those targets, where the parts
+# asked for need no others (a fresh machine builds everything in about five minutes).
 # A program that dies of a signal is run again under cuda-gdb (the machine has no gdb) and the
 # backtraces of all threads are written next to its output.
 set -uo pipefail
@@ -18,7 +20,7 @@ FINAL=${OUT:-$PWD/gpu_out}
 RES=/tmp/hotpath-gpu-results
 rm -rf "$RES"; mkdir -p "$RES" "$FINAL"
 OUT=$RES
-trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/figure.txt "$RES"/breakeven.txt "$RES"/ddp.txt "$RES"/replay.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
+trap 'tar -C "$RES" -czf "$FINAL/all_results.tgz" . ; cp "$RES"/env.txt "$RES"/train_diff.txt "$RES"/train_diff.csv "$RES"/programs.txt "$RES"/fuzz.txt "$RES"/ctest.log "$RES"/breakdown.txt "$RES"/compare.txt "$RES"/lm.txt "$RES"/verdicts.txt "$RES"/figure.txt "$RES"/breakeven.txt "$RES"/ddp.txt "$RES"/replay.txt "$RES"/remember.txt "$RES"/suite.csv "$RES"/suite.json "$FINAL"/ 2>/dev/null' EXIT
 # What has been written so far goes back even if the call is cut short: the archive is made
 # again after every program.
 save() { tar -C "$RES" -czf "$FINAL/all_results.tgz" . 2>/dev/null; }
@@ -35,7 +37,9 @@ BUILD=${BUILD_DIR:-/tmp/hotpath-build}
 
 t0=$(date +%s)
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { grep -m20 -A5 'error' "$OUT/build.log"; exit 1; }
+# shellcheck disable=SC2086 # HOTPATH_GPU_TARGETS: a list of targets, split
+cmake --build "$BUILD" -j"$(nproc)" ${HOTPATH_GPU_TARGETS:+--target $HOTPATH_GPU_TARGETS} \
+  >"$OUT/build.log" 2>&1 || { grep -m20 -A5 'error' "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 save
 
@@ -114,6 +118,18 @@ if want resync; then
   run train_diff_resync "$BUILD"/tests/train_diff --device cuda --resync \
     --csv "$OUT/train_diff_resync.csv" ${HOTPATH_DIFF_ARGS:-}
   tail -40 "$OUT/train_diff_resync.txt"
+fi
+# ... on request (remember), twice on one cache with --remember: the second run trains every model
+# with its plans as known winners (hot at first sight, GPU plans built before their signatures are
+# seen from the traces the first run kept, replay captured sooner), against eager as always.
+if want remember; then
+  rm -rf /tmp/hotpath-remember-cache
+  for pass in first second; do
+    run "train_diff_remember_$pass" "$BUILD"/tests/train_diff --device cuda \
+      --cache /tmp/hotpath-remember-cache --remember ${HOTPATH_DIFF_ARGS:-}
+    grep -E "^[a-z]+ +[a-z_]+ +(fp32|bf16)|remembered from|run\(s\):" \
+      "$OUT/train_diff_remember_$pass.txt"
+  done | tee "$OUT/remember.txt"
 fi
 # ... and the GPT's variants with every kernel launch checked against eager on its inputs.
 if want verify; then
