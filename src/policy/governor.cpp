@@ -20,11 +20,6 @@ constexpr std::size_t kMinEager = 1;        // baseline samples needed before ju
 constexpr std::size_t kTrustedEager = 5;    // ... to prefer them over a remembered baseline
 constexpr std::size_t kEventPool = 128;     // CUDA events kept for reuse
 constexpr std::size_t kMaxTrialGroups = 8;  // plans with more groups are not tried group by group
-// Eager iterations of the stand-in's trial (one of every kStandInCycle, the stand-in's the rest)
-// before the stand-in is judged, and at most: still undecided then, no loss has shown and it is
-// kept.
-constexpr std::size_t kStandInSamples = 5;
-constexpr std::size_t kStandInMaxSamples = 10;
 
 // Each pooled round's own interval.
 template <typename Rounds>
@@ -369,34 +364,6 @@ void Governor::judge_window(std::uint64_t signature, Sig& s) {
   const bool pool_block = (s.undecided > 0 && s.phase != Phase::Settled) || s.refining;
   if ((!s.baseline_plain || recheck || pool_block) && want_plain(signature, s)) return;
   decide(signature, s);
-}
-
-void Governor::judge_stand_in(std::uint64_t signature, Sig& s) {
-  // Against the iterations between its own, which ran the same groups eagerly under the hook,
-  // timed in the same stretch: while a plan is new the loop does not run as it did before it
-  // (an H100 run turned a stand-in off at 0.759 ms against 0.722 ms timed before the plan; the
-  // eager steps right after took 0.9-1.1 ms).
-  const RatioInterval iv = ratio_of_medians(s.stand_in, s.stand_in_eager, signature);
-  const double margin = 1 + config_.revert_margin;
-  const bool slower = iv.low > margin;
-  const bool full = s.stand_in_eager.size() >= kStandInMaxSamples;
-  if (!slower && iv.high > margin && !full) return;  // not yet evidence either way
-  s.stand_in_judged = true;
-  const std::string what = concat(
-      "its iterations took ", ms_text(median_of(s.stand_in)), " against ",
-      ms_text(median_of(s.stand_in_eager)), " with its groups eager in the iterations between (",
-      interval_text(iv), ", ", s.stand_in.size(), " and ", s.stand_in_eager.size(), " iterations)");
-  if (!slower) {
-    plans_.keep_stand_in(signature, what);
-    log_info(concat("hotpath: signature ", short_hex(signature),
-                    ": the interpreter stands in for kernels still compiling (", what, ")"));
-    return;
-  }
-  plans_.no_stand_in(signature, what);
-  log_info(
-      concat("hotpath: signature ", short_hex(signature),
-             ": the interpreter standing in for kernels still compiling is slower than eager (",
-             what, "); those groups run eagerly until their kernels are in"));
 }
 
 void Governor::decide(std::uint64_t signature, Sig& s) {

@@ -122,6 +122,11 @@ class Governor {
   // Rounds pooled while the interval of the ratio straddles the margin; what is still within
   // the noise then is no loss on evidence.
   static constexpr int kMaxUndecided = 3;
+  // Eager iterations of the stand-in's trial (one of every kStandInCycle, the stand-in's the rest)
+  // before the stand-in is judged, and at most: still undecided then, no loss has shown and it is
+  // kept.
+  static constexpr std::size_t kStandInSamples = 5;
+  static constexpr std::size_t kStandInMaxSamples = 10;
   // A kept plan's verdict is refined until its 95% interval lies within this fraction of its
   // figure on both sides, with at most kMaxRefine more rounds; the report pools the last
   // kEvidenceRounds rounds.
@@ -337,7 +342,8 @@ class Governor {
   void fused_sample(std::uint64_t signature, Sig& s, double ms);
   void judge_window(std::uint64_t signature, Sig& s);
   // Stand-in iterations against the iterations between them that ran its groups eagerly: off
-  // where they are slower on that evidence, kept where they are not (or no evidence came).
+  // where they are slower on that evidence, kept where they are not, or no evidence came
+  // (governor_trial.cpp).
   void judge_stand_in(std::uint64_t signature, Sig& s);
   void decide(std::uint64_t signature, Sig& s);  // the judged windows vs the baseline
   // A plan that lost: its groups left out one at a time (governor_trial.cpp).

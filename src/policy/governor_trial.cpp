@@ -3,6 +3,8 @@
 // last: a loss that came from a passing slowdown (a neighbour, clocks) does not repeat there, and
 // each group is judged against the plan whole timed in the same stretch, not against the window
 // that lost (judged against that one, every group of a plan "loses" once the slowdown is over).
+// And the interpreter's trial while kernels compile: it stands in where it is not slower than the
+// groups' eager ops timed beside it.
 #include <algorithm>
 
 #include "common/error.h"
@@ -100,6 +102,34 @@ void Governor::trial_window(std::uint64_t signature, Sig& s, double median) {
                       " group(s) reverted: each made the iteration slower");
   s.phase = Phase::Measuring;
   apply(signature, s);
+}
+
+void Governor::judge_stand_in(std::uint64_t signature, Sig& s) {
+  // Against the iterations between its own, which ran the same groups eagerly under the hook,
+  // timed in the same stretch: while a plan is new the loop does not run as it did before it
+  // (an H100 run turned a stand-in off at 0.759 ms against 0.722 ms timed before the plan; the
+  // eager steps right after took 0.9-1.1 ms).
+  const RatioInterval iv = ratio_of_medians(s.stand_in, s.stand_in_eager, signature);
+  const double margin = 1 + config_.revert_margin;
+  const bool slower = iv.low > margin;
+  const bool full = s.stand_in_eager.size() >= kStandInMaxSamples;
+  if (!slower && iv.high > margin && !full) return;  // not yet evidence either way
+  s.stand_in_judged = true;
+  const std::string what = concat(
+      "its iterations took ", ms_text(median_of(s.stand_in)), " against ",
+      ms_text(median_of(s.stand_in_eager)), " with its groups eager in the iterations between (",
+      interval_text(iv), ", ", s.stand_in.size(), " and ", s.stand_in_eager.size(), " iterations)");
+  if (!slower) {
+    plans_.keep_stand_in(signature, what);
+    log_info(concat("hotpath: signature ", short_hex(signature),
+                    ": the interpreter stands in for kernels still compiling (", what, ")"));
+    return;
+  }
+  plans_.no_stand_in(signature, what);
+  log_info(
+      concat("hotpath: signature ", short_hex(signature),
+             ": the interpreter standing in for kernels still compiling is slower than eager (",
+             what, "); those groups run eagerly until their kernels are in"));
 }
 
 }  // namespace hotpath::detail
