@@ -290,6 +290,9 @@ nlohmann::json measure(const std::string& name, const Workload& wl, int iters, i
     // measurement's says where a gap comes from.
     row["governor_eager_ms"] = rep.eager_median_ms;
     row["governor_fused_ms"] = rep.fused_median_ms;
+    // How many rounds (a window and the eager iterations beside it) the figure pools (JSON only):
+    // one round's interval says nothing of how far eager timed at another moment may fall.
+    row["governor_rounds"] = rep.speedup_rounds;
     verdict = top->fusion.reverted      ? "reverted"
               : rep.speedup_judged <= 0 ? "no verdict yet"
               : rep.judged              ? "kept"
@@ -352,11 +355,15 @@ void print_row(const nlohmann::json& row, double secs) {
   std::printf("      %s: eager %.3f ms, hotpath %.3f ms: %.3fx measured",
               row["sizes"].get<std::string>().c_str(), row["eager_ms"].get<double>(),
               row["hotpath_ms"].get<double>(), row["speedup"].get<double>());
-  if (row.contains("governor_speedup"))
-    std::printf("; the governor judged %.3fx (%.3f-%.3f, %s), %+.1f%%",
+  if (row.contains("governor_speedup")) {
+    const std::int64_t rounds =
+        row.contains("governor_rounds") ? row["governor_rounds"].get<std::int64_t>() : 0;
+    std::printf("; the governor judged %.3fx (%.3f-%.3f over %lld round%s, %s), %+.1f%%",
                 row["governor_speedup"].get<double>(), row["governor_low"].get<double>(),
-                row["governor_high"].get<double>(), row["governor"].get<std::string>().c_str(),
+                row["governor_high"].get<double>(), static_cast<long long>(rounds),
+                rounds == 1 ? "" : "s", row["governor"].get<std::string>().c_str(),
                 100 * row["governor_vs_measured"].get<double>());
+  }
   if (row.contains("governor_eager_ms"))
     std::printf(" (its medians: eager %.3f ms, fused %.3f ms)",
                 row["governor_eager_ms"].get<double>(), row["governor_fused_ms"].get<double>());

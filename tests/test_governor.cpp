@@ -106,8 +106,12 @@ TEST_CASE("a fused path that is faster stays, with break-even and a verdict", "[
   CHECK(r->speedup_low == Approx(10.0 / 6.0));
   CHECK(r->speedup_high == Approx(10.0 / 6.0));
   CHECK(r->speedup_samples_eager == 10);  // the plain block, one sample per iteration
+  CHECK(r->speedup_rounds == 1);          // its window and that block
   const std::string text = hotpath::format_report(*r);
   INFO(text);
+  // One round's interval: the report says what it leaves out.
+  CHECK(text.find("; one round: the interval does not cover how far eager timed at another "
+                  "moment may fall)") != std::string::npos);
   CHECK(text.find("VERDICT: COMPILE WINS") != std::string::npos);
   CHECK(text.find("steady state 1.67x (95%: 1.67-1.67x)") != std::string::npos);
   hotpath::disable_hot_path_detection();

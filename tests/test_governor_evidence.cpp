@@ -1,6 +1,8 @@
 // How sure the governor's verdicts are: noisy loops pool more rounds before a verdict, clear
 // losses and wins are judged after one window, the ratio's bootstrap interval covers the truth,
 // and a group made slower on purpose (HOTPATH_FAULTS=slow) is turned off.
+#include <string>
+
 #include "env_var.h"
 #include "governor_support.h"
 #include "policy/ratio_interval.h"
@@ -321,6 +323,8 @@ TEST_CASE("a noisy loop's figure is measured until its interval is narrow",
   auto rep = hotpath::report();
   REQUIRE(hot_report(rep) != nullptr);
   CHECK_FALSE(hot_report(rep)->judged);  // one round: too uncertain to be the figure
+  CHECK(hot_report(rep)->speedup_rounds == 1);
+  CHECK_THAT(hotpath::format_report(*hot_report(rep)), Catch::Contains("one round: the interval"));
   const double first_width = hot_report(rep)->speedup_high / hot_report(rep)->speedup_low;
   loop.run(340);
   rep = hotpath::report();
@@ -329,6 +333,13 @@ TEST_CASE("a noisy loop's figure is measured until its interval is narrow",
   INFO(hotpath::format_report(*r));
   CHECK(r->judged);
   CHECK(r->plain_blocks >= 3);
+  // The figure pools the rounds kept as evidence (kEvidenceRounds, 8, at most), each a window and
+  // its plain block, and the report says how many.
+  CHECK(r->speedup_rounds >= 3);
+  CHECK(r->speedup_rounds <= 8);
+  CHECK(r->speedup_rounds <= r->plain_blocks);
+  CHECK_THAT(hotpath::format_report(*r),
+             Catch::Contains("; pooled over " + std::to_string(r->speedup_rounds) + " rounds)"));
   // The first verdict (up to four rounds) and kMaxRefine (7) more, at most.
   CHECK(r->plain_blocks <= 11);
   CHECK(r->verdict == hotpath::Verdict::CompileWins);

@@ -352,6 +352,11 @@ struct SignatureReport {
   // rests on (0: no verdict yet, or one on a remembered baseline).
   double speedup_judged = 0, speedup_low = 0, speedup_high = 0;
   std::int64_t speedup_samples_fused = 0, speedup_samples_eager = 0;
+  // ... and the rounds (a window and the eager iterations timed beside it) it pools. With one
+  // round the interval covers the iterations within it, not how far another plain-eager block may
+  // fall (a host whose speed moves between blocks); rounds kept as evidence widen it by how far
+  // they scatter.
+  std::int64_t speedup_rounds = 0;
   // Iterations that ran the plan whole, and that started on it and left it part-way (each
   // finished eagerly; its ops differ from the plan's, so it may be counted under another
   // signature, and it is not in the judged figure: a plan that is often left speeds the loop up

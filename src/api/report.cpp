@@ -181,11 +181,17 @@ std::string format_report(const SignatureReport& r) {
         std::snprintf(buf, sizeof buf,
                       "As judged: steady-state speedup %.2fx, 95%% interval %.2f-%.2fx (bootstrap "
                       "over %lld fused iterations, each window against the %lld eager ones timed "
-                      "beside it)\n",
+                      "beside it",
                       r.speedup_judged, r.speedup_low, r.speedup_high,
                       static_cast<long long>(r.speedup_samples_fused),
                       static_cast<long long>(r.speedup_samples_eager));
         os << buf;
+        if (r.speedup_rounds == 1)
+          os << "; one round: the interval does not cover how far eager timed at another moment "
+                "may fall";
+        else if (r.speedup_rounds > 1)
+          os << "; pooled over " << r.speedup_rounds << " rounds";
+        os << ")\n";
       }
       means_line(os, r);
     }

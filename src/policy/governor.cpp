@@ -441,7 +441,8 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
   // Asked before the window's samples are cleared (replay against the plan's last iterations).
   const std::string replay_loss = slower ? "" : replay_loses_to_plan(s, iv, m, e);
   const RatioInterval kept = s.verdict;
-  const std::int64_t kept_fused = s.verdict_fused, kept_eager = s.verdict_eager;
+  const std::int64_t kept_fused = s.verdict_fused, kept_eager = s.verdict_eager,
+                     kept_rounds = s.verdict_rounds;
   record_evidence(signature, s, round, s.baseline_fresh, slower ? &iv : nullptr);
   s.judged.clear();
   s.rounds.clear();
@@ -465,8 +466,10 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
                       "; timing each group left out"));
       // Until the trial confirms the loss, the report keeps the figure it had (and says the
       // plan is being re-checked): one window that lost is not yet the plan's figure.
-      if (kept.known())
-        s.verdict = kept, s.verdict_fused = kept_fused, s.verdict_eager = kept_eager;
+      if (kept.known()) {
+        s.verdict = kept;
+        s.verdict_fused = kept_fused, s.verdict_eager = kept_eager, s.verdict_rounds = kept_rounds;
+      }
       start_trial(signature, s, candidates);
       return;
     }
@@ -506,7 +509,8 @@ void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInter
   auto set_verdict = [&s](const RatioInterval& iv, const auto& rounds) {
     std::int64_t fused = 0, eager = 0;
     for (const Sig::Evidence& e : rounds) fused += e.fused, eager += e.eager;
-    s.set_verdict(iv, static_cast<std::size_t>(fused), static_cast<std::size_t>(eager));
+    s.set_verdict(iv, static_cast<std::size_t>(fused), static_cast<std::size_t>(eager),
+                  rounds.size());
   };
   // A baseline that has aged since it was timed (the process warms up, the machine drifts)
   // flatters or wrongs the windows judged against it: they keep or re-check the plan, but they

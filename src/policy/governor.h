@@ -198,9 +198,10 @@ class Governor {
     std::vector<double> judged;
     std::vector<RatioRound> rounds;
     int undecided = 0;
-    // The last verdict's evidence (fused over eager), and the samples a side it rests on.
+    // The last verdict's evidence (fused over eager), the samples a side it rests on, and the
+    // rounds (a window and the eager iterations timed beside it) it pools.
     RatioInterval verdict;
-    std::int64_t verdict_fused = 0, verdict_eager = 0;
+    std::int64_t verdict_fused = 0, verdict_eager = 0, verdict_rounds = 0;
     // The rounds it pools: the latest (kEvidenceRounds at most) judged against a baseline timed
     // just before them, of the plan's current configuration (epoch). A loop whose times drift
     // over a few iterations (a busy host) gives one round a ratio well off the truth; the
@@ -245,7 +246,7 @@ class Governor {
     bool replaying = false;
     int unreplayed = 0;
     RatioInterval plan_verdict;
-    std::int64_t plan_verdict_fused = 0, plan_verdict_eager = 0;
+    std::int64_t plan_verdict_fused = 0, plan_verdict_eager = 0, plan_verdict_rounds = 0;
     bool replay_stopped = false;
     bool plain_due = false;
     // The plan's fused samples from just before replay began, when replay began before the plan
@@ -295,10 +296,12 @@ class Governor {
       return base.empty() ? std::vector<double>{eager_median} : base;
     }
     // The report's figure: one interval, on `fused` and `eager` samples a side.
-    void set_verdict(const RatioInterval& iv, std::size_t fused, std::size_t eager) {
+    void set_verdict(const RatioInterval& iv, std::size_t fused, std::size_t eager,
+                     std::size_t rounds) {
       verdict = iv;
       verdict_fused = static_cast<std::int64_t>(fused);
       verdict_eager = static_cast<std::int64_t>(eager);
+      verdict_rounds = static_cast<std::int64_t>(rounds);
     }
     // Another configuration of the same groups (replay began or ended): its windows, rounds
     // and evidence start over, judged against a plain block timed for them.

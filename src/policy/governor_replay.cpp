@@ -45,6 +45,7 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
     s.plan_verdict = s.verdict;
     s.plan_verdict_fused = s.verdict_fused;
     s.plan_verdict_eager = s.verdict_eager;
+    s.plan_verdict_rounds = s.verdict_rounds;
     // Without a verdict of the plan's own, its last fused samples are what replay must beat.
     s.plan_before_replay.clear();
     s.plan_before_eager = 0;
@@ -53,7 +54,7 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
   // What was judged of the other configuration says nothing of this one: a verdict of its own,
   // against plain eager timed beside it, replaces it.
   s.judge_anew();
-  s.set_verdict(RatioInterval{}, 0, 0);
+  s.set_verdict(RatioInterval{}, 0, 0, 0);
   log_info(concat("hotpath: signature ", short_hex(signature),
                   s.replaying ? ": replayed as CUDA graphs from here on; judged again"
                               : ": no longer replayed as CUDA graphs; judged again"));
@@ -100,7 +101,8 @@ void Governor::stop_replay(std::uint64_t signature, Sig& s, const std::string& w
   s.judge_anew();
   // The plan's own figure stands until it is judged again.
   s.set_verdict(s.plan_verdict, static_cast<std::size_t>(s.plan_verdict_fused),
-                static_cast<std::size_t>(s.plan_verdict_eager));
+                static_cast<std::size_t>(s.plan_verdict_eager),
+                static_cast<std::size_t>(s.plan_verdict_rounds));
   forget_replay(signature);
 }
 

@@ -52,7 +52,7 @@ void Governor::trial_window(std::uint64_t signature, Sig& s, double median) {
       apply(signature, s);
       // The report's figure is this round's, not the loss's (rounds of the new configuration
       // pool with it from here on).
-      s.set_verdict(iv, s.trial_samples[0].size(), base.size());
+      s.set_verdict(iv, s.trial_samples[0].size(), base.size(), 1);
       s.evidence.assign(1, Sig::Evidence{iv, s.verdict_fused, s.verdict_eager});
       s.evidence_epoch = s.epoch;
       s.refined = 0;
@@ -93,7 +93,7 @@ void Governor::trial_window(std::uint64_t signature, Sig& s, double median) {
   if (std::none_of(s.active.begin(), s.active.end(), [](bool a) { return a; })) {
     // The loss, as the plan whole was timed in the trial against the plain block before it.
     const std::vector<double> plain = s.baseline_samples();
-    s.set_verdict(ratio_of_medians(whole, plain, signature ^ 0x7a2), whole.size(), plain.size());
+    s.set_verdict(ratio_of_medians(whole, plain, signature ^ 0x7a2), whole.size(), plain.size(), 1);
     revert(signature, s, "every fused group made the iteration slower");
     return;
   }

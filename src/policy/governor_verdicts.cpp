@@ -115,6 +115,7 @@ void Governor::fill_report(const Stats& stats, Report& report) {
         r.speedup_high = 1 / s.verdict.low;
         r.speedup_samples_fused = s.verdict_fused;
         r.speedup_samples_eager = s.verdict_eager;
+        r.speedup_rounds = s.verdict_rounds;
       }
       r.before_hot_iterations = s.cold_n;
       r.before_hot_ms = s.cold_ms;
