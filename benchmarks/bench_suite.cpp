@@ -358,10 +358,13 @@ void print_row(const nlohmann::json& row, double secs) {
   if (row.contains("governor_speedup")) {
     const std::int64_t rounds =
         row.contains("governor_rounds") ? row["governor_rounds"].get<std::int64_t>() : 0;
-    std::printf("; the governor judged %.3fx (%.3f-%.3f over %lld round%s, %s), %+.1f%%",
+    const std::string over =
+        rounds > 0 ? " over " + std::to_string(rounds) + (rounds == 1 ? " round" : " rounds")
+                   : std::string();
+    std::printf("; the governor judged %.3fx (%.3f-%.3f%s, %s), %+.1f%%",
                 row["governor_speedup"].get<double>(), row["governor_low"].get<double>(),
-                row["governor_high"].get<double>(), static_cast<long long>(rounds),
-                rounds == 1 ? "" : "s", row["governor"].get<std::string>().c_str(),
+                row["governor_high"].get<double>(), over.c_str(),
+                row["governor"].get<std::string>().c_str(),
                 100 * row["governor_vs_measured"].get<double>());
   }
   if (row.contains("governor_eager_ms"))
