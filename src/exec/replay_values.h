@@ -42,14 +42,19 @@ class ReplayValues {
 
  private:
   using Weak = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-  void keep(const at::TensorBase& t) { keep_.emplace_back(t.getIntrusivePtr()); }
+  // What the table knows of one tensor: the op that returned it last (relative to the
+  // iteration's start; `returned` false: none has), and its number as a value from outside, or
+  // -1. One entry a tensor, so that a lookup answers both.
+  struct Entry {
+    ValueRef latest;
+    bool returned = false;
+    std::int64_t outside = -1;
+  };
 
   std::int64_t iter_start_ = 0;
-  // The op that returned each tensor last (relative to the iteration's start), and each value
-  // from outside by its number.
-  ska::flat_hash_map<const c10::TensorImpl*, ValueRef> latest_;
-  ska::flat_hash_map<const c10::TensorImpl*, std::int64_t> outside_;
-  std::vector<Weak> keep_;  // every tensor in the maps, until the next iteration
+  ska::flat_hash_map<const c10::TensorImpl*, Entry> values_;
+  std::int64_t outside_count_ = 0;  // values from outside numbered so far
+  std::vector<Weak> keep_;          // every tensor in the table, until the next iteration
 };
 
 }  // namespace hotpath::detail
