@@ -16,10 +16,11 @@ using namespace fusion_test;
 // The small MLP + AdamW (fusion_support.h), its batch prepared in the step's tail as a
 // DataLoader's per-sample transforms would: sample by sample, normalised, stacked. Every
 // `eval_every` steps (0: never) an evaluation under NoGradGuard follows the preparation, so that
-// the step's core reaches over it.
+// the step's core reaches over it. `extra` more small adds in each tail: a long one.
 struct TailLoop {
   Mlp mlp;
   std::vector<torch::Tensor> samples;
+  int extra = 0;
   TailLoop() {
     for (int i = 0; i < 16; ++i) samples.push_back(torch::rand({16}));
   }
@@ -37,6 +38,9 @@ struct TailLoop {
       loss.backward();
       mlp.opt.step();
       mlp.x = batch(i);  // the tail: the next batch, then the loss read on the host
+      torch::Tensor acc = samples[static_cast<std::size_t>(i % 16)];
+      for (int j = 0; j < extra; ++j)
+        acc = acc.add(samples[static_cast<std::size_t>((i + j) % 16)]);
       losses += loss.item<double>();
       if (eval_every > 0 && i % eval_every == eval_every - 1) {
         torch::NoGradGuard no_grad;
@@ -53,9 +57,10 @@ struct Result {
   hotpath::Stats stats;
 };
 
-Result train(bool hot, int steps, int eval_every) {
+Result train(bool hot, int steps, int eval_every, int extra = 0) {
   torch::manual_seed(7);
   TailLoop loop;
+  loop.extra = extra;
   std::unique_ptr<Enabled> on;
   if (hot) on = std::make_unique<Enabled>(cpu_plans(3));
   Result r;
@@ -74,9 +79,9 @@ void check_bitwise(const Result& hot, const Result& eager) {
 }
 
 // The loop under hotpath beside eager: it made a plan, and trained as eager did.
-Result against_eager(int steps, int eval_every) {
-  const Result eager = train(false, steps, eval_every);
-  Result hot = train(true, steps, eval_every);
+Result against_eager(int steps, int eval_every, int extra = 0) {
+  const Result eager = train(false, steps, eval_every, extra);
+  Result hot = train(true, steps, eval_every, extra);
   INFO(hotpath::format_stats(hot.stats));
   REQUIRE(hot.stats.last().fusion.planned);
   check_bitwise(hot, eager);
@@ -97,6 +102,22 @@ TEST_CASE("a step's tail runs on the light lane after a plan's iteration", "[fus
   CHECK(s.fusion.fused_iterations >= 30 - s.hot_at_iteration - 2);
   CHECK(s.fusion.divergences == 0);
   CHECK(hot.stats.hot_signatures() == 1);
+}
+
+TEST_CASE("a long tail stays on the light lane where the stand-aside policy looks in",
+          "[fusion][tail]") {
+  // 2000 adds more in each tail: the policy's look every Session::kJudgeOps (4096) ops falls in
+  // every other step's tail. It once sent its op the full way, which closed the tail, and the
+  // rest of that tail paid the full record: about a quarter of the tails' ops.
+  const int extra = 2000;
+  const Result hot = against_eager(12, 0, extra);
+  INFO(hotpath::format_stats(hot.stats));
+  const auto s = hot.stats.last();
+  REQUIRE(s.fusion.fused_iterations >= 4);
+  // Each fused iteration's tail whole on the lane: the adds, and the batch's 18 ops with item().
+  // (The tree before the fix: 12906 of 14126 here.)
+  CHECK(hot.stats.ops_tail_lane >= (extra + 18) * s.fusion.fused_iterations);
+  CHECK(s.fusion.divergences == 0);
 }
 
 TEST_CASE("an evaluation after the tail's light ops does not get them hashed", "[fusion][tail]") {
