@@ -35,10 +35,5 @@ R=("$KIT/perf" report -i /tmp/replay_host.perf.data --stdio)
 # The hook's samples folded: by hotpath function and what it calls (perf_fold.py).
 "$KIT/perf" script -i /tmp/replay_host.perf.data -F comm,tid,ip,sym,dso 2>/dev/null |
   python3 "$(dirname "$0")/perf_fold.py" >"$OUTD/hook_fold.txt"
-# Who calls the shared costs.
-for s in malloc cfree pthread_mutex_lock __tls_get_addr; do
-  echo "=== $s"
-  "${R[@]}" --no-children --sort symbol -g caller,0.5,caller,function,percent -S "$s" 2>/dev/null | head -80
-done >"$OUTD/callers.txt"
 head -12 "$OUTD/by_library.txt"
 cat "$OUTD/hook_fold.txt"
