@@ -13,6 +13,8 @@
 
 #include <hotpath/hotpath.h>
 
+#include "replayed.h"
+
 #include "sampler.h"
 
 int main(int argc, char** argv) {
@@ -55,22 +57,7 @@ int main(int argc, char** argv) {
     loss.backward();
     opt.step();
   };
-  hotpath::Config c;
-  c.threshold = 10;
-  c.remember = false;
-  c.revert_window = 1000000;
-  c.stand_aside = false;
-  c.replay = !cpu;
-  hotpath::enable_hot_path_detection(c);
-  for (int i = 0; i < 20; ++i) {
-    step();
-    hotpath::step();
-  }
-  hotpath::wait_for_compilation();
-  for (int i = 0; i < 60; ++i) {  // the plan runs whole, then is observed and captured
-    step();
-    hotpath::step();
-  }
+  probe::warm_until_replayed(step, !cpu, 60);
   const auto before = hotpath::stats().last().fusion.replayed_iterations;
   // The loop's thread and autograd's workers (named pt_autograd_* by PyTorch).
   std::vector<pid_t> tids{static_cast<pid_t>(getpid())};

@@ -14,6 +14,8 @@
 
 #include <hotpath/hotpath.h>
 
+#include "replayed.h"
+
 namespace {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -53,22 +55,7 @@ int main(int argc, char** argv) {
     torch::mse_loss(model->forward(x), y).backward();
     opt.step();
   };
-  hotpath::Config c;
-  c.threshold = 10;
-  c.remember = false;
-  c.revert_window = 1000000;
-  c.stand_aside = false;
-  c.replay = true;
-  hotpath::enable_hot_path_detection(c);
-  for (int i = 0; i < 20; ++i) {
-    step();
-    hotpath::step();
-  }
-  hotpath::wait_for_compilation();
-  for (int i = 0; i < 40; ++i) {  // the plan runs whole, then is observed and captured
-    step();
-    hotpath::step();
-  }
+  probe::warm_until_replayed(step, true, 40);
   torch::cuda::synchronize();
   const auto ops = hotpath::stats().last().ops_per_iteration;
   const auto before = hotpath::stats().last().fusion.replayed_iterations;
