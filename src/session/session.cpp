@@ -59,7 +59,7 @@ void Session::on_op(OpCall& call) {
 bool Session::fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
                       torch::jit::Stack* stack, const FastInputs& in, bool owner) {
   // What on_op would do first for the owner goes through on_op: a check after a plain block,
-  // standing aside, the governor's boundary stamp and the periodic judgement.
+  // standing aside and the governor's boundary stamp (the periodic judgement is taken below).
   if (owner && (check_.plan || aside_due())) return false;
   const std::int64_t index = recorder.next_index();
   if (index == recorder.boundary_due()) return false;
