@@ -440,9 +440,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
   const std::size_t windows = s.rounds.size();
   // Asked before the window's samples are cleared (replay against the plan's last iterations).
   const std::string replay_loss = slower ? "" : replay_loses_to_plan(s, iv, m, e);
-  const RatioInterval kept = s.verdict;
-  const std::int64_t kept_fused = s.verdict_fused, kept_eager = s.verdict_eager,
-                     kept_rounds = s.verdict_rounds;
+  const Sig::Figure kept = s.verdict;
   record_evidence(signature, s, round, s.baseline_fresh, slower ? &iv : nullptr);
   s.judged.clear();
   s.rounds.clear();
@@ -466,10 +464,7 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
                       "; timing each group left out"));
       // Until the trial confirms the loss, the report keeps the figure it had (and says the
       // plan is being re-checked): one window that lost is not yet the plan's figure.
-      if (kept.known()) {
-        s.verdict = kept;
-        s.verdict_fused = kept_fused, s.verdict_eager = kept_eager, s.verdict_rounds = kept_rounds;
-      }
+      if (kept.iv.known()) s.verdict = kept;
       start_trial(signature, s, candidates);
       return;
     }
@@ -491,15 +486,16 @@ void Governor::decide(std::uint64_t signature, Sig& s) {
   }
   // Kept; a figure too uncertain to report is measured further (only against plain eager: a
   // baseline under the hook is not what a side-by-side measures).
-  const bool wide = s.verdict.high > s.verdict.ratio * (1 + kVerdictPrecision) ||
-                    s.verdict.low < s.verdict.ratio * (1 - kVerdictPrecision);
+  const RatioInterval& v = s.verdict.iv;
+  const bool wide =
+      v.high > v.ratio * (1 + kVerdictPrecision) || v.low < v.ratio * (1 - kVerdictPrecision);
   const bool was_refining = s.refining;
   s.refining = wide && s.baseline_plain && !s.plain_never && s.refined < kMaxRefine;
   if (s.refining) {
     ++s.refined;
   } else if (was_refining) {
     log_info(concat("hotpath: signature ", short_hex(signature), ": steady-state speedup ",
-                    speedup_text(s.verdict), " at 95% over ", s.evidence.size(),
+                    speedup_text(s.verdict.iv), " at 95% over ", s.evidence.size(),
                     " round(s) of fused and plain-eager iterations"));
   }
 }
@@ -515,7 +511,7 @@ void Governor::record_evidence(std::uint64_t signature, Sig& s, const RatioInter
   // A baseline that has aged since it was timed (the process warms up, the machine drifts)
   // flatters or wrongs the windows judged against it: they keep or re-check the plan, but they
   // are evidence for the report only while there is no other.
-  if (loss == nullptr && !fresh && s.verdict_fused > 0) return;
+  if (loss == nullptr && !fresh && s.verdict.fused > 0) return;
   // Each round with its own interval: the one just computed when the decision rests on one round,
   // else each pooled round's (rare: up to kMaxUndecided of them).
   std::vector<Sig::Evidence> these;

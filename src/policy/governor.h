@@ -198,10 +198,13 @@ class Governor {
     std::vector<double> judged;
     std::vector<RatioRound> rounds;
     int undecided = 0;
-    // The last verdict's evidence (fused over eager), the samples a side it rests on, and the
-    // rounds (a window and the eager iterations timed beside it) it pools.
-    RatioInterval verdict;
-    std::int64_t verdict_fused = 0, verdict_eager = 0, verdict_rounds = 0;
+    // A verdict's evidence (fused over eager), the samples a side it rests on, and the rounds (a
+    // window and the eager iterations timed beside it) it pools: saved and restored whole.
+    struct Figure {
+      RatioInterval iv;
+      std::int64_t fused = 0, eager = 0, rounds = 0;
+    };
+    Figure verdict;  // the last verdict's: the report's figure
     // The rounds it pools: the latest (kEvidenceRounds at most) judged against a baseline timed
     // just before them, of the plan's current configuration (epoch). A loop whose times drift
     // over a few iterations (a busy host) gives one round a ratio well off the truth; the
@@ -245,8 +248,7 @@ class Governor {
     // window waits for a plain block of its own.
     bool replaying = false;
     int unreplayed = 0;
-    RatioInterval plan_verdict;
-    std::int64_t plan_verdict_fused = 0, plan_verdict_eager = 0, plan_verdict_rounds = 0;
+    Figure plan_verdict;
     bool replay_stopped = false;
     bool plain_due = false;
     // The plan's fused samples from just before replay began, when replay began before the plan
@@ -298,10 +300,8 @@ class Governor {
     // The report's figure: one interval, on `fused` and `eager` samples a side.
     void set_verdict(const RatioInterval& iv, std::size_t fused, std::size_t eager,
                      std::size_t rounds) {
-      verdict = iv;
-      verdict_fused = static_cast<std::int64_t>(fused);
-      verdict_eager = static_cast<std::int64_t>(eager);
-      verdict_rounds = static_cast<std::int64_t>(rounds);
+      verdict = Figure{iv, static_cast<std::int64_t>(fused), static_cast<std::int64_t>(eager),
+                       static_cast<std::int64_t>(rounds)};
     }
     // Another configuration of the same groups (replay began or ended): its windows, rounds
     // and evidence start over, judged against a plain block timed for them.

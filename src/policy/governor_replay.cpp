@@ -43,13 +43,10 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
   if (s.phase == Phase::Eager) return true;
   if (s.replaying) {
     s.plan_verdict = s.verdict;
-    s.plan_verdict_fused = s.verdict_fused;
-    s.plan_verdict_eager = s.verdict_eager;
-    s.plan_verdict_rounds = s.verdict_rounds;
     // Without a verdict of the plan's own, its last fused samples are what replay must beat.
     s.plan_before_replay.clear();
     s.plan_before_eager = 0;
-    if (!s.plan_verdict.known()) s.plan_before_replay.assign(s.recent.begin(), s.recent.end());
+    if (!s.plan_verdict.iv.known()) s.plan_before_replay.assign(s.recent.begin(), s.recent.end());
   }
   // What was judged of the other configuration says nothing of this one: a verdict of its own,
   // against plain eager timed beside it, replaces it.
@@ -63,11 +60,11 @@ bool Governor::replay_sample(std::uint64_t signature, Sig& s, const Pending& p) 
 
 std::string Governor::replay_loses_to_plan(Sig& s, const RatioInterval& iv, double m, double e) {
   if (!s.replaying) return "";
-  if (s.plan_verdict.known()) {
-    if (!(iv.low > s.plan_verdict.high)) return "";
+  if (s.plan_verdict.iv.known()) {
+    if (!(iv.low > s.plan_verdict.iv.high)) return "";
     return concat("replayed, fused median ", ms_text(m), " vs ", s.baseline_plain ? "plain " : "",
                   "eager ", ms_text(e), " (ratio ", interval_text(iv),
-                  " at 95%), slower than the plan alone (ratio ", interval_text(s.plan_verdict),
+                  " at 95%), slower than the plan alone (ratio ", interval_text(s.plan_verdict.iv),
                   ")");
   }
   // Replay began before the plan was judged: its ratio to eager against the plan's fused
@@ -100,9 +97,7 @@ void Governor::stop_replay(std::uint64_t signature, Sig& s, const std::string& w
   s.unreplayed = 0;
   s.judge_anew();
   // The plan's own figure stands until it is judged again.
-  s.set_verdict(s.plan_verdict, static_cast<std::size_t>(s.plan_verdict_fused),
-                static_cast<std::size_t>(s.plan_verdict_eager),
-                static_cast<std::size_t>(s.plan_verdict_rounds));
+  s.verdict = s.plan_verdict;
   forget_replay(signature);
 }
 

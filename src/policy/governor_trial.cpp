@@ -53,7 +53,7 @@ void Governor::trial_window(std::uint64_t signature, Sig& s, double median) {
       // The report's figure is this round's, not the loss's (rounds of the new configuration
       // pool with it from here on).
       s.set_verdict(iv, s.trial_samples[0].size(), base.size(), 1);
-      s.evidence.assign(1, Sig::Evidence{iv, s.verdict_fused, s.verdict_eager});
+      s.evidence.assign(1, Sig::Evidence{iv, s.verdict.fused, s.verdict.eager});
       s.evidence_epoch = s.epoch;
       s.refined = 0;
       return;

@@ -109,13 +109,13 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.plain_blocks_marked = s.plain_marked;
       r.plain_blocks_dropped = s.plain_dropped;
       r.fused_median_ms = median_of(std::vector<double>(s.recent.begin(), s.recent.end()));
-      if (s.verdict.known()) {  // the last verdict's rounds: fused windows against eager beside
-        r.speedup_judged = 1 / s.verdict.ratio;
-        r.speedup_low = 1 / s.verdict.high;
-        r.speedup_high = 1 / s.verdict.low;
-        r.speedup_samples_fused = s.verdict_fused;
-        r.speedup_samples_eager = s.verdict_eager;
-        r.speedup_rounds = s.verdict_rounds;
+      if (s.verdict.iv.known()) {  // the last verdict's rounds: fused windows against eager beside
+        r.speedup_judged = 1 / s.verdict.iv.ratio;
+        r.speedup_low = 1 / s.verdict.iv.high;
+        r.speedup_high = 1 / s.verdict.iv.low;
+        r.speedup_samples_fused = s.verdict.fused;
+        r.speedup_samples_eager = s.verdict.eager;
+        r.speedup_rounds = s.verdict.rounds;
       }
       r.before_hot_iterations = s.cold_n;
       r.before_hot_ms = s.cold_ms;
