@@ -485,3 +485,22 @@ TEST_CASE("a capture grows its pool first to what an earlier run's capture took"
   for (std::size_t i = 0; i < eager.params.size(); ++i)
     CHECK(rel_error(known.params[i], eager.params[i]) <= 1e-4);
 }
+
+TEST_CASE("a value inside the step transposed in place is transposed in every replay",
+          "[gpu][replay]") {
+  if (!have_gpu()) return;
+  // t_() changes the sizes of a tensor the replay handed out: a graph would leave them as they
+  // were, so it runs as it is, as a view does (changes_view), and the ops after it read the
+  // transposed tensor.
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({64, 32}, torch::kCUDA);
+  const Run r = check(40, [&](int, Model& model, Opt& opt, Kept& kept) {
+    opt.zero_grad();
+    auto h = model->forward(x) * 2;
+    h.t_();
+    auto loss = torch::mse_loss(h.sin(), y);
+    loss.backward();
+    opt.step();
+    kept.push_back(loss.detach());
+  });
+  check_replayed(r, 20);
+}

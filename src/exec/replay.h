@@ -123,6 +123,9 @@ int count_refs(const at::Tensor& t, c10::ArrayRef<c10::IValue> args);
 bool host_waits(std::string_view name);
 // - a view: a return that aliases an argument without writing it (no kernel runs);
 bool is_view(const c10::FunctionSchema& schema);
+// - it changes a tensor's metadata in place and reads no data (t_, squeeze_, set_, set_data): run
+//   as it is, as a view is (a graph would leave the tensor's sizes as they were);
+bool changes_view(const c10::OperatorHandle& op, std::string_view name);
 // - it draws random numbers (it starts a graph of its own, Replay::capture_op): by its name, and
 //   by its schema (a generator argument);
 bool draws_random(std::string_view name);

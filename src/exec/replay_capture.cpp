@@ -197,7 +197,7 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
       return r.kind;
     }
     const c10::FunctionSchema& schema = op.schema();
-    if (is_view(schema)) {
+    if (is_view(schema) || changes_view(op, rec.name)) {
       r.kind = Kind::kView;
       return r.kind;
     }

@@ -28,6 +28,10 @@ bool host_waits(std::string_view name) {
   return std::find(kNames.begin(), kNames.end(), name) != kNames.end();
 }
 
+bool changes_view(const c10::OperatorHandle& op, std::string_view name) {
+  return op.hasTag(at::Tag::inplace_view) || name == "aten::set_data" || name == "aten::set_";
+}
+
 // A view: a return that aliases an argument without writing it (no kernel runs).
 bool is_view(const c10::FunctionSchema& s) {
   for (const c10::Argument& r : s.returns()) {
