@@ -46,6 +46,32 @@ TEST_CASE("which ops draw random numbers (each starts a graph of its own)", "[re
   CHECK_FALSE(random("aten::mul_", "Tensor"));
 }
 
+TEST_CASE("which ops change a tensor's sizes in place (run as views, or not captured)",
+          "[replay]") {
+  // A graph would leave such an op's tensor with the sizes it had: the ops that read no data run
+  // as they are (changes_view); resize_ may copy data, and the capture refuses it (resizes).
+  auto& d = c10::Dispatcher::singleton();
+  auto view = [&](const char* name, const char* overload) {
+    return hotpath::detail::changes_view(d.findSchemaOrThrow(name, overload), name);
+  };
+  CHECK(view("aten::t_", ""));
+  CHECK(view("aten::transpose_", ""));
+  CHECK(view("aten::squeeze_", ""));
+  CHECK(view("aten::unsqueeze_", ""));
+  CHECK(view("aten::as_strided_", ""));
+  CHECK(view("aten::detach_", ""));
+  CHECK(view("aten::set_", "source_Tensor"));
+  CHECK(view("aten::set_data", ""));
+  CHECK_FALSE(view("aten::resize_", ""));
+  CHECK_FALSE(view("aten::add_", "Tensor"));
+  CHECK_FALSE(view("aten::copy_", ""));
+  CHECK_FALSE(view("aten::zero_", ""));
+  CHECK(hotpath::detail::resizes("aten::resize_"));
+  CHECK(hotpath::detail::resizes("aten::resize_as_"));
+  CHECK_FALSE(hotpath::detail::resizes("aten::t_"));
+  CHECK_FALSE(hotpath::detail::resizes("aten::add_"));
+}
+
 TEST_CASE("a stretch's first graphs are smaller, then each takes replay_graph_ops ops",
           "[replay]") {
   using hotpath::detail::graph_size;

@@ -126,6 +126,11 @@ bool is_view(const c10::FunctionSchema& schema);
 // - it changes a tensor's metadata in place and reads no data (t_, squeeze_, set_, set_data): run
 //   as it is, as a view is (a graph would leave the tensor's sizes as they were);
 bool changes_view(const c10::OperatorHandle& op, std::string_view name);
+// - it resizes a tensor in place (resize_, resize_as_: tagged as in-place views, but a larger
+//   size reallocates and copies the data, which the graphs before it may not have written yet,
+//   and a replayed output's memory cannot grow): not captured, the signature's iterations run
+//   by its plan.
+bool resizes(std::string_view name);
 // - it draws random numbers (it starts a graph of its own, Replay::capture_op): by its name, and
 //   by its schema (a generator argument);
 bool draws_random(std::string_view name);

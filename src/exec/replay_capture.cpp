@@ -188,6 +188,10 @@ Replay::Kind Replay::capture_op(std::size_t index, const PlanOp& p, const OpReco
     }
     for (const TensorMeta& m : p.outs) host = host || (m.defined && !m.device.is_cuda());
     const std::string name = full_name(rec.name, rec.overload);
+    if (resizes(rec.name)) {
+      fail(concat("op ", index, " (", name, ") resizes a tensor in place"));
+      return r.kind;
+    }
     if (host) {
       // Between graphs, run as it is in each replay; a CUDA tensor it makes is elsewhere each
       // time (the graphs read copies of it), one it writes in place is written where it is.

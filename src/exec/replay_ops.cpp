@@ -28,7 +28,12 @@ bool host_waits(std::string_view name) {
   return std::find(kNames.begin(), kNames.end(), name) != kNames.end();
 }
 
+bool resizes(std::string_view name) {
+  return name == "aten::resize_" || name == "aten::resize_as_";
+}
+
 bool changes_view(const c10::OperatorHandle& op, std::string_view name) {
+  if (resizes(name)) return false;
   return op.hasTag(at::Tag::inplace_view) || name == "aten::set_data" || name == "aten::set_";
 }
 
