@@ -286,11 +286,14 @@ inline hotpath::detail::KernelSpec check_compiles(const hotpath::detail::Graph& 
   INFO(spec.source);
   // The kernel runs inside the last member's op, before its caller holds any of its outputs:
   // all of them are written (a skipped total_weight or weight gradient went unnoticed by the
-  // per-launch verification, which compares what the kernel writes).
+  // per-launch verification, which compares what the kernel writes), and so is an earlier
+  // member's output that the last one writes in place (add_ into a product).
   for (const auto& a : spec.args) {
     if (a.kind != hotpath::detail::KernelArg::Kind::Tensor || a.output < 0) continue;
     CAPTURE(a.name, a.member, a.output);
-    CHECK((a.optional == (a.member + 1 != static_cast<int>(grp.nodes.size()))));
+    const int v = g.node(grp.nodes[static_cast<std::size_t>(a.member)])
+                      .outputs[static_cast<std::size_t>(a.output)];
+    CHECK(a.optional == !hotpath::detail::made_by_last(g, grp, g.value(v).tensor));
   }
   CHECK(hotpath::detail::nvrtc_compile(spec.source, spec.name, 90,
                                        hotpath::detail::runtime_headers(), "")

@@ -210,6 +210,10 @@ int GroupParams::tensor_of(std::size_t param) const {
 
 std::size_t GroupParams::tensor(int value) {
   const Value& v = g.value(value);
+  // A kernel indexes a tensor by one layout: its versions share it (Graph::from_trace).
+  HOTPATH_CHECK(same_layout(v.meta, g.value(v.tensor).meta), "value %", value, " (",
+                format_meta(v.meta), ") is a version of %", v.tensor, " (",
+                format_meta(g.value(v.tensor).meta), ") with another layout");
   auto it = param_of_tensor.find(v.tensor);
   if (it == param_of_tensor.end()) {
     KernelArg a;

@@ -55,6 +55,11 @@ bool dense(const TensorMeta& m) {
   return true;
 }
 
+bool same_layout(const TensorMeta& a, const TensorMeta& b) {
+  return a.defined == b.defined && a.dtype == b.dtype && a.device == b.device &&
+         a.sizes == b.sizes && a.strides == b.strides && a.storage_offset == b.storage_offset;
+}
+
 std::string format_meta(const TensorMeta& m) {
   if (!m.defined) return "None";
   std::ostringstream os;
@@ -126,7 +131,11 @@ Graph Graph::from_trace(const HotTrace& trace) {
       const std::int32_t alias = o < op.output_alias.size() ? op.output_alias[o] : -1;
       if (alias >= 0) {
         const int base = n.input_at(alias);
-        if (base >= 0) v.tensor = g.values_[static_cast<std::size_t>(base)].tensor;
+        if (base >= 0) {
+          const int first = g.values_[static_cast<std::size_t>(base)].tensor;
+          if (same_layout(g.values_[static_cast<std::size_t>(first)].meta, v.meta))
+            v.tensor = first;
+        }
       }
       n.outputs.push_back(id);
       n.out_alias.push_back(alias);

@@ -20,7 +20,9 @@ struct Value {
   int output = 0;     // which output of the producer
   int outside = -1;   // ordinal among outside tensors (producer == -1)
   // Values that are versions of one tensor (an in-place op's result is a new version of its
-  // argument) share `tensor`: the id of the first version.
+  // argument) share `tensor`: the id of the first version. Versions share its layout too: an op
+  // that changes a tensor's layout in place (resize_, t_, unsqueeze_, as_strided_, ...) starts a
+  // tensor of its own, as a view would (a kernel indexes each tensor by one layout).
   int tensor = 0;
 };
 
@@ -78,5 +80,7 @@ const char* dtype_name(c10::ScalarType t);
 bool dense(const TensorMeta& m);
 // ... and from offset 0.
 bool is_contiguous(const TensorMeta& m);
+// The same dtype, device, sizes, strides and offset: one kernel indexes both alike.
+bool same_layout(const TensorMeta& a, const TensorMeta& b);
 
 }  // namespace hotpath::detail
