@@ -149,7 +149,8 @@ fi
 # unless HOTPATH_FUZZ_HANDOVER=0; shards 3, 6, ... with --actions (the governor's
 # reconfigurations asked at random points) unless HOTPATH_FUZZ_ACTIONS=0; the odd shards also with
 # --layers (a layer norm or cross entropy, then an rms norm or linear layer appended to each
-# program) unless HOTPATH_FUZZ_LAYERS=0.
+# program) unless HOTPATH_FUZZ_LAYERS=0; the even shards but the first also with --layouts (a value
+# transposed or resized in place, then read by fused ops) unless HOTPATH_FUZZ_LAYOUTS=0.
 if want fuzz; then
   shards=${HOTPATH_FUZZ_SHARDS:-8}
   pids=()
@@ -160,6 +161,7 @@ if want fuzz; then
     if ((k % 3 == 2)) && [[ ${HOTPATH_FUZZ_HANDOVER:-1} != 0 ]]; then extra+=(--handover); fi
     if ((k > 0 && k % 3 == 0)) && [[ ${HOTPATH_FUZZ_ACTIONS:-1} != 0 ]]; then extra+=(--actions); fi
     if ((k % 2 == 1)) && [[ ${HOTPATH_FUZZ_LAYERS:-1} != 0 ]]; then extra+=(--layers); fi
+    if ((k > 0 && k % 2 == 0)) && [[ ${HOTPATH_FUZZ_LAYOUTS:-1} != 0 ]]; then extra+=(--layouts); fi
     timeout $((${HOTPATH_FUZZ_SECONDS:-240} + 120)) "$BUILD"/tests/fuzz_programs --device cuda \
       --seed $((1 + k * 10000000)) --programs 10000000 --seconds "${HOTPATH_FUZZ_SECONDS:-240}" \
       --iterations "${HOTPATH_FUZZ_ITERATIONS:-6}" "${extra[@]}" --csv "$OUT/fuzz_$k.csv" \

@@ -10,7 +10,7 @@
 //
 //   fuzz_programs [--device cpu|cuda] [--programs N] [--seconds S] [--seed S] [--compile-kernels]
 //                 [--iterations N] [--stand-ins | --handover] [--actions] [--layers]
-//                 [--cuda-rms]
+//                 [--cuda-rms] [--layouts]
 //                 [--replay FILE]
 //                 [--csv FILE] [--show]
 //                 [--self-test]
@@ -51,6 +51,11 @@
 // _fused_rms_norm_backward), with CPU kernels of the fuzzer's own (cuda_rms_on_cpu.h): on the CPU
 // rms_norm decomposes, so only the GPU met that op before. A regressions line asks for it with
 // `cuda-rms`.
+//
+// --layouts appends to each program, where its values allow, a recent value whose layout is
+// changed in place (t_ or resize_) and then read by pointwise ops (fuzz/program.h:
+// K::TransposeInPlace): a fused kernel must index it by its new layout. Without it no program
+// has them. A regressions line asks for it with `layouts`.
 //
 // --show prints each program's values (shape, dtype, strides), what hotpath's run of it did
 // (hotpath::format_stats: plans, groups, launches on the interpreter, eager runs, replayed
@@ -325,7 +330,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   int iterations = 6;
   bool compile_kernels = false, show = false, stand_ins = false, handover = false, actions = false,
-       layers = false, cuda_rms = false;
+       layers = false, layouts = false, cuda_rms = false;
   std::string replay, csv;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -357,6 +362,8 @@ int main(int argc, char** argv) {
       actions = true;
     } else if (a == "--layers") {
       layers = true;
+    } else if (a == "--layouts") {
+      layouts = true;
     } else if (a == "--cuda-rms") {
       cuda_rms = true;
     } else if (a == "--show") {
@@ -420,7 +427,8 @@ int main(int argc, char** argv) {
   struct Seed {
     std::uint64_t seed = 0;
     int iterations = 0;
-    bool stand_ins = false, handover = false, actions = false, layers = false, cuda_rms = false;
+    bool stand_ins = false, handover = false, actions = false, layers = false, cuda_rms = false,
+         layouts = false;
   };
   std::vector<Seed> seeds;
   if (!replay.empty()) {
@@ -438,7 +446,8 @@ int main(int argc, char** argv) {
              handover,
              actions,
              layers,
-             cuda_rms};
+             cuda_rms,
+             layouts};
       while (words >> word) {
         if (word == "actions") {
           s.actions = true;
@@ -446,6 +455,8 @@ int main(int argc, char** argv) {
           s.layers = true;
         } else if (word == "cuda-rms") {
           s.cuda_rms = true;
+        } else if (word == "layouts") {
+          s.layouts = true;
         } else if (word == "stand-ins" || word == "handover") {
           (word == "handover" ? s.handover : s.stand_ins) = true;
           if (s.stand_ins && s.handover)
@@ -455,7 +466,8 @@ int main(int argc, char** argv) {
           s.iterations = std::max(iterations, std::atoi(word.c_str()));
         } else {
           usage(replay + ": after seed " + std::to_string(s.seed) + ", '" + word +
-                "' is neither iterations, stand-ins, handover, actions, layers nor cuda-rms");
+                "' is neither iterations, stand-ins, handover, actions, layers, cuda-rms nor "
+                "layouts");
         }
       }
       seeds.push_back(s);
@@ -464,13 +476,13 @@ int main(int argc, char** argv) {
   const std::size_t replayed = seeds.size();
   for (long k = 0; k < programs; ++k)
     seeds.push_back({seed + static_cast<std::uint64_t>(k), iterations, stand_ins, handover, actions,
-                     layers, cuda_rms});
+                     layers, cuda_rms, layouts});
 
   const auto t0 = std::chrono::steady_clock::now();
   std::set<std::string> compiled;
   long ran = 0, fused_programs = 0, disagreements = 0, kernels = 0, refused = 0, within_noise = 0,
        replayed_programs = 0, stand_in_programs = 0, handover_programs = 0, handed_over = 0,
-       action_programs = 0, layer_programs = 0, cuda_rms_programs = 0;
+       action_programs = 0, layer_programs = 0, cuda_rms_programs = 0, layout_programs = 0;
   for (std::size_t k = 0; k < seeds.size(); ++k) {
     if (seconds > 0 && k >= replayed &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds)
@@ -478,7 +490,7 @@ int main(int argc, char** argv) {
     // CUDA's rms_norm on the CPU (cuda_rms_on_cpu.h); on a GPU the programs call it anyway.
     if (seeds[k].cuda_rms && !d.is_cuda()) fuzz::register_cuda_rms_on_cpu();
     fuzz::cuda_rms_on_cpu() = seeds[k].cuda_rms && !d.is_cuda();
-    Program p = generate(seeds[k].seed, d, seeds[k].layers);
+    Program p = generate(seeds[k].seed, d, seeds[k].layers, seeds[k].layouts);
     p.iterations = seeds[k].iterations;
     p.handover = seeds[k].handover;
     p.actions = seeds[k].actions;
@@ -492,6 +504,7 @@ int main(int argc, char** argv) {
     handover_programs += seeds[k].handover ? 1 : 0;
     action_programs += seeds[k].actions ? 1 : 0;
     layer_programs += seeds[k].layers ? 1 : 0;
+    layout_programs += seeds[k].layouts ? 1 : 0;
     cuda_rms_programs += fuzz::cuda_rms_on_cpu() ? 1 : 0;
     const hotpath::Stats& st = verdict.stats;
     if (show) {
@@ -563,13 +576,13 @@ int main(int argc, char** argv) {
       "fuzz_programs: %ld program(s) on %s (%zu from the regressions file, %ld with stand-ins "
       "for kernels, %ld with kernels handed over, in %ld of them from a stand-in to a group's "
       "kernel, %ld with the governor's actions, %ld with a layer's ops, %ld with CUDA's rms_norm "
-      "on the CPU), %d iterations a program, "
+      "on the CPU, %ld with a layout changed in place), %d iterations a program, "
       "%ld with fused iterations, %ld with iterations "
       "replayed as CUDA graphs, %ld disagreement(s), %ld within their noise floor only, %ld "
       "group(s) codegen refused%s, %.1f s\n",
       ran, d.str().c_str(), replayed, stand_in_programs, handover_programs, handed_over,
-      action_programs, layer_programs, cuda_rms_programs, iterations, fused_programs,
-      replayed_programs, disagreements, within_noise, refused,
+      action_programs, layer_programs, cuda_rms_programs, layout_programs, iterations,
+      fused_programs, replayed_programs, disagreements, within_noise, refused,
       compile_kernels
           ? (", " + std::to_string(kernels) + " distinct kernels compiled by NVRTC").c_str()
           : "",

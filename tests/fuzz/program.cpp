@@ -18,7 +18,7 @@ const char* const kNames[] = {
     "addcmul",        "sum(-1)",      "mean(-1)",      "softmax",     "log_softmax", "sum(0)",
     "transpose",      "slice step 2", "narrow",        "to fp16",     "to bf16",     "to fp32",
     "mul_",           "add_",         "sum lead(0,1)", "stack",       "cat",         "layer_norm",
-    "cross_entropy",  "rms_norm",     "linear"};
+    "cross_entropy",  "rms_norm",     "linear",        "t_",          "resize_"};
 static_assert(sizeof kNames / sizeof kNames[0] == static_cast<std::size_t>(K::Count),
               "a name for every kind of op");
 
@@ -301,6 +301,26 @@ void apply(const Program& p, std::vector<torch::Tensor>& v, int iteration,
         r = torch::nn::functional::cross_entropy(a, from.detach().argmax(1).remainder(classes));
         break;
       }
+      case K::TransposeInPlace: {
+        if (a.dim() != 2 || !a.is_floating_point())
+          throw std::invalid_argument("t_: needs a 2-D floating value");
+        auto h = a * s;
+        h.t_();
+        r = h * h + h * 0.5;
+        break;
+      }
+      case K::ResizeInPlace: {
+        if (a.dim() < 1 || a.numel() == 0 || !a.is_floating_point())
+          throw std::invalid_argument("resize_: needs a floating value of an element or more");
+        auto h = (a * s).detach();
+        const std::int64_t n = h.numel();
+        if (n % 2 == 0 && n > 2)
+          h.resize_({2, n / 2});
+        else
+          h.resize_({n});
+        r = h * h + h * 0.5;
+        break;
+      }
       default:
         break;
     }
@@ -326,12 +346,13 @@ void append_if_valid(Program& p, const FOp& o, const std::vector<torch::Tensor>&
 
 }  // namespace
 
-Program generate(std::uint64_t seed, torch::Device d, bool layers) {
+Program generate(std::uint64_t seed, torch::Device d, bool layers, bool layouts) {
   std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 1);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   Program p;
   p.seed = seed;
   p.layers = layers;
+  p.layouts = layouts;
   p.inputs = 1 + pick(3);
   p.backward = pick(3) == 0;
   const auto inputs = make_inputs(p, d, false);
@@ -388,6 +409,16 @@ Program generate(std::uint64_t seed, torch::Device d, bool layers) {
     o.c = o.a;
     o.s = rank > 0 ? static_cast<double>(put() % static_cast<std::uint64_t>(rank)) : 0.0;
     append_if_valid(p, o, inputs);  // not to a 0-dim value
+  }
+  // --layouts: a recent value's layout changed in place, then read (where the value allows).
+  if (layouts && !v.empty()) {
+    std::mt19937_64 r(seed ^ 0x4f1bbcdcbfa53e0bULL);
+    FOp o;
+    o.kind = r() % 2 == 0 ? K::TransposeInPlace : K::ResizeInPlace;
+    const int n = static_cast<int>(p.values + p.ops.size());
+    o.a = std::max(0, n - 1 - static_cast<int>(r() % 3));
+    o.s = 0.5 + 0.25 * static_cast<double>(r() % 7);
+    append_if_valid(p, o, inputs);
   }
   // --layers: a layer norm or a cross entropy of a recent value, then an rms norm or a linear
   // layer, each from a generator of its own (`salt`; they need values of the right shapes: where

@@ -74,6 +74,13 @@ enum class K {
   CrossEntropy,
   RmsNorm,
   Linear,
+  // A value's layout changed in place, appended only to the programs of fuzz_programs --layouts
+  // (so that no other seed's program changes), from a generator of its own: a recent value times
+  // `s`, transposed in place (t_, a 2-D value) or resized in place to as many elements in
+  // another shape (resize_, of a detached copy: autograd refuses to resize), then read by
+  // pointwise ops (h * h + h / 2), which a kernel fuses and must index by the new layout.
+  TransposeInPlace,
+  ResizeInPlace,
   Count
 };
 // The ops' names, by kind (Program::text).
@@ -99,11 +106,14 @@ struct Program {
   bool actions = false;
   // A layer's ops appended (fuzz_programs --layers; see K::LayerNorm).
   bool layers = false;
+  // A layout changed in place appended (fuzz_programs --layouts; see K::TransposeInPlace).
+  bool layouts = false;
   std::string text() const {
     std::ostringstream os;
     os << "seed " << seed << ", " << inputs << " inputs" << (backward ? ", backward + SGD" : "")
        << ", " << iterations << " iterations" << (handover ? ", kernels handed over" : "")
-       << (actions ? ", governor actions" : "") << (layers ? ", layer ops" : "") << ":";
+       << (actions ? ", governor actions" : "") << (layers ? ", layer ops" : "")
+       << (layouts ? ", in-place layouts" : "") << ":";
     for (std::size_t i = 0; i < ops.size(); ++i)
       os << " v" << values + static_cast<int>(i) << "=" << kNames[static_cast<int>(ops[i].kind)]
          << "(v" << ops[i].a << ",v" << ops[i].b << ",v" << ops[i].c << ")";
@@ -147,7 +157,7 @@ struct Action {
 std::vector<Action> action_points(const Program& p);
 const char* action_name(Action::Kind k);
 // A random program of the seed's (ops that are invalid on their operands are skipped).
-Program generate(std::uint64_t seed, torch::Device d, bool layers = false);
+Program generate(std::uint64_t seed, torch::Device d, bool layers = false, bool layouts = false);
 // The program with each value's shape, dtype and strides (--show).
 void show_program(const Program& p, torch::Device d);
 
