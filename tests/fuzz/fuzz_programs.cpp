@@ -52,10 +52,9 @@
 // rms_norm decomposes, so only the GPU met that op before. A regressions line asks for it with
 // `cuda-rms`.
 //
-// --layouts appends to each program, where its values allow, a recent value whose layout is
-// changed in place (t_ or resize_) and then read by pointwise ops (fuzz/program.h:
-// K::TransposeInPlace): a fused kernel must index it by its new layout. Without it no program
-// has them. A regressions line asks for it with `layouts`.
+// --layouts appends a recent value transposed or resized in place, then read by pointwise ops
+// (fuzz/program.h: K::TransposeInPlace), where its values allow; without it no program has
+// them. A regressions line asks for it with `layouts`.
 //
 // --show prints each program's values (shape, dtype, strides), what hotpath's run of it did
 // (hotpath::format_stats: plans, groups, launches on the interpreter, eager runs, replayed
