@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/hash.h"
+#include "dispatch/op_call.h"
 #include "hotpath/hotpath.h"
 #include "policy/decisions.h"
 #include "session/session.h"
@@ -117,6 +118,9 @@ TEST_CASE("a hot trace comes back from its file as it was", "[prepared]") {
     CHECK(back->ops[i].overload == t.ops[i].overload);
     CHECK(back->ops[i].args.size() == t.ops[i].args.size());
     CHECK(back->ops[i].inputs.size() == t.ops[i].inputs.size());
+    CHECK(back->ops[i].args_key == t.ops[i].args_key);
+    for (std::size_t k = 0; k < t.ops[i].inputs.size() && k < back->ops[i].inputs.size(); ++k)
+      CHECK(back->ops[i].inputs[k].meta_key == t.ops[i].inputs[k].meta_key);
   }
   // The kinds of argument it went through.
   bool string = false, device = false, int_list = false, dbl = false;
@@ -132,6 +136,52 @@ TEST_CASE("a hot trace comes back from its file as it was", "[prepared]") {
   CHECK(device);
   CHECK(int_list);
   CHECK(dbl);
+}
+
+TEST_CASE("an op's arguments key leaves its tensors' metadata to their own keys", "[prepared]") {
+  // A replayed op is guarded by its arguments' key (OpRecord::args_key) and, where the iteration's
+  // own table of values does not vouch for an input, by that input's metadata key
+  // (TensorInput::meta_key, input_meta_key): together they say what the input key says.
+  const auto a = torch::randn({4, 8}), b = torch::randn({4, 8});
+  const auto wide_a = torch::randn({4, 16}), wide_b = torch::randn({4, 16});
+  const HotTrace narrow = hot_trace_of([&] { varied_step(a, b); }, 4, true);
+  const HotTrace wide = hot_trace_of([&] { varied_step(wide_a, wide_b); }, 4, true);
+  REQUIRE(narrow.ops.size() == wide.ops.size());
+  REQUIRE_FALSE(narrow.ops.empty());
+  // The first op reads the step's inputs: their keys are the tensors' own.
+  const OpRecord& first = narrow.ops.front();
+  REQUIRE(first.inputs.size() == 2);
+  CHECK(first.inputs[0].meta_key == input_meta_key(a));
+  CHECK(first.inputs[0].meta_key != input_meta_key(wide_a));
+  CHECK(input_meta_key(a) == input_meta_key(b));  // metadata alone, not the values
+  CHECK(input_meta_key(a) != input_meta_key(a.to(torch::kDouble)));
+  CHECK(input_meta_key(a) != input_meta_key(a.t()));
+  CHECK(input_meta_key(a) != input_meta_key(at::Tensor()));
+  int differ = 0;
+  for (std::size_t i = 0; i < narrow.ops.size(); ++i) {
+    const OpRecord& n = narrow.ops[i];
+    const OpRecord& w = wide.ops[i];
+    CAPTURE(i, n.name);
+    REQUIRE(n.name == w.name);
+    CHECK(n.args_key != 0);
+    CHECK(n.args_key == w.args_key);  // the same arguments; only the tensors' sizes differ
+    bool metas_differ = false;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k)
+      metas_differ = metas_differ || n.inputs[k].meta_key != w.inputs[k].meta_key;
+    CHECK((n.input_key != w.input_key) == metas_differ);
+    differ += metas_differ ? 1 : 0;
+  }
+  CHECK(differ > 0);
+  // Another argument changes the arguments' key.
+  const HotTrace other = hot_trace_of(
+      [&] {
+        auto h = torch::gelu(a * b, "none");
+        (void)h;
+      },
+      4, true);
+  REQUIRE(other.ops.size() >= 2);
+  CHECK(other.ops[1].args_key != narrow.ops[1].args_key);
+  CHECK(other.ops[0].args_key == narrow.ops[0].args_key);
 }
 
 TEST_CASE("a damaged, foreign or unreadable trace file is refused, saying why", "[prepared]") {

@@ -105,3 +105,44 @@ TEST_CASE("a replayed iteration's output that died cannot be impersonated", "[re
     CHECK_FALSE(reads(v, ValueRef{0, 0}, later.back()));
   }
 }
+
+TEST_CASE("a replayed iteration's values: whose metadata the table vouches for",
+          "[replay_values]") {
+  // The fast lane compares an input's metadata with the plan's unless the table vouches for it:
+  // a tensor handed out as the capture's output (or a view's), until an op writes it.
+  ReplayValues v;
+  v.begin(kStart);
+  const at::Tensor w = torch::randn({3}), a = torch::randn({3}), b = torch::randn({3});
+  auto trusted = [&](ValueRef want, const at::Tensor& t) {
+    ValueRef got;
+    bool vouched = true;
+    REQUIRE(v.matches(want, t, got, &vouched));
+    return vouched;
+  };
+  CHECK_FALSE(trusted(outside(0), w));  // from outside: always compared
+  v.returned(0, {&a}, true);
+  v.returned(1, {&b}, false);  // run below the hook: compared
+  CHECK(trusted(ValueRef{0, 0}, a));
+  CHECK_FALSE(trusted(ValueRef{1, 0}, b));
+
+  SECTION("a write ends it (t_ and set_data are writes of their argument)") {
+    v.written(a);
+    CHECK_FALSE(trusted(ValueRef{0, 0}, a));
+    v.written(w);  // a tensor the table vouches nothing for: nothing changes
+    CHECK_FALSE(trusted(outside(0), w));
+  }
+  SECTION("returned again by an op that is not vouched for (in place): compared") {
+    v.returned(2, {&a}, false);
+    CHECK_FALSE(trusted(ValueRef{2, 0}, a));
+  }
+  SECTION("a refused read says nothing is vouched for") {
+    ValueRef got;
+    bool vouched = true;
+    CHECK_FALSE(v.matches(ValueRef{1, 0}, a, got, &vouched));
+    CHECK_FALSE(vouched);
+  }
+  SECTION("the next iteration: what was vouched for comes from outside, compared") {
+    v.begin(kStart);
+    CHECK_FALSE(trusted(outside(0), a));
+  }
+}

@@ -22,6 +22,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "dispatch/hook_key.h"
+#include "dispatch/input_keys.h"
 #include "dispatch/op_call.h"
 #include "dispatch/op_facts.h"
 #include "dispatch/plain_block.h"
@@ -61,23 +62,6 @@ struct Aside {
 };
 thread_local Aside tls_aside;
 
-// The storages of the parameters this thread's forward passes read (leaves that require grad), to
-// see an update through an alias. Weak references: a storage that dies keeps its address taken,
-// so a new one cannot be mistaken for it. Bounded: a program that keeps making models starts
-// the set again.
-thread_local ska::flat_hash_map<const c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>>
-    tls_param_storages;
-constexpr std::size_t kMaxParamStorages = 1 << 16;
-void note_param_storage(const c10::Storage& s) {
-  const c10::StorageImpl* key = s.unsafeGetStorageImpl();
-  if (tls_param_storages.count(key)) return;
-  if (tls_param_storages.size() >= kMaxParamStorages) tls_param_storages.clear();
-  tls_param_storages.emplace(key, s.getWeakStorageImpl());
-}
-bool param_storage(const c10::StorageImpl* s) {
-  const auto it = tls_param_storages.find(s);
-  return it != tls_param_storages.end() && !it->second.expired();
-}
 thread_local HostLaps* tls_host_laps = nullptr;
 
 // About one op in this many runs the wake-up check while standing aside.
@@ -97,16 +81,6 @@ void release_thread_locked() {
 
 }  // namespace
 
-// Per-operator facts that do not change between calls (OpCall::finish reads them too).
-struct OpInfo {
-  std::uint64_t name_hash = 0;
-  std::vector<bool> scalar_argument;       // Scalar/float arguments: values are run-time parameters
-  std::vector<bool> position_argument;     // is_position_argument (op_facts.h)
-  std::vector<bool> written;               // written_arguments (op_facts.h)
-  std::vector<std::int32_t> return_alias;  // per return: the argument it writes and returns, or -1
-  std::uint64_t scalar_mask = 0;
-};
-
 namespace {
 
 const OpInfo& op_info(const c10::OperatorHandle& op) {
@@ -120,6 +94,7 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
     const std::size_t i = info.scalar_argument.size();
     info.scalar_argument.push_back(is_scalar_type(a.type()));
     info.position_argument.push_back(is_position_argument(schema, a));
+    info.positional = info.positional || info.position_argument.back();
     if (info.scalar_argument.back() && i < 64) info.scalar_mask |= 1ULL << i;
   }
   info.written = written_arguments(schema);
@@ -137,152 +112,6 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
     info.return_alias.push_back(alias);
   }
   return cache.emplace(&schema, std::move(info)).first->second;
-}
-
-// Hashes a tensor's metadata; fills `m` with it unless it is null (the fast lane keeps none).
-std::uint64_t hash_meta(std::uint64_t h, TensorMeta* m, const at::TensorBase& t) {
-  const bool defined = t.defined();
-  if (m != nullptr) m->defined = defined;
-  if (!defined) return hash_combine(h, 0x5a);
-  const c10::ScalarType dtype = t.scalar_type();
-  const c10::Device device = t.device();
-  if (m != nullptr) {
-    m->dtype = dtype;
-    m->device = device;
-  }
-  h = hash_combine(h, static_cast<std::uint64_t>(dtype));
-  h = hash_combine(h, static_cast<std::uint64_t>(device.type()) * 256 +
-                          static_cast<std::uint64_t>(device.index() + 1));
-  if (t.layout() != c10::kStrided)
-    return hash_combine(h, 0x1000 + static_cast<std::uint64_t>(t.layout()));
-  const auto sizes = t.sizes();
-  const auto strides = t.strides();
-  if (m != nullptr) {
-    m->sizes.assign(sizes.begin(), sizes.end());
-    m->strides.assign(strides.begin(), strides.end());
-    // The storage offset is kept but not hashed: kernels index from the data pointer, which
-    // includes it, so a batch sliced from a larger tensor at another place each step is the same
-    // op (alignment, which vector loads need, is checked at each launch).
-    m->storage_offset = t.storage_offset();
-  }
-  h = hash_combine(h, sizes.size());
-  for (auto s : sizes) h = hash_combine(h, static_cast<std::uint64_t>(s));
-  for (auto s : strides) h = hash_combine(h, static_cast<std::uint64_t>(s));
-  return h;
-}
-
-// Where hash_input puts the tensors it meets: a record's inputs (RecordInputs), or the fast
-// lane's (FastInputs, no metadata kept). Both hash alike. A step's tail on the fast lane needs only
-// to know whether the op reads or writes a parameter (ParamSink: nothing hashed or kept).
-struct RecordInputs {
-  static constexpr bool kHashes = true;
-  OpRecord& rec;
-  TensorPtrs& tensors;
-  bool& reads_param() { return rec.reads_param; }
-  bool& writes_param() { return rec.writes_param; }
-  TensorMeta* add(const at::TensorBase& t, std::int32_t arg, bool written) {
-    rec.inputs.emplace_back();
-    rec.inputs.back().argument = arg;
-    rec.inputs.back().written = written;
-    tensors.push_back(&t);
-    return &rec.inputs.back().meta;
-  }
-};
-struct FastSink {
-  static constexpr bool kHashes = true;
-  FastInputs& in;
-  bool& reads_param() { return in.reads_param; }
-  bool& writes_param() { return in.writes_param; }
-  TensorMeta* add(const at::TensorBase& t, std::int32_t /*arg*/, bool written) {
-    in.tensors.push_back(&t);
-    in.written.push_back(written ? 1 : 0);
-    return nullptr;
-  }
-};
-struct ParamSink {
-  static constexpr bool kHashes = false;
-  FastInputs& in;
-  bool& reads_param() { return in.reads_param; }
-  bool& writes_param() { return in.writes_param; }
-};
-
-template <class Sink>
-std::uint64_t hash_input(std::uint64_t h, const c10::IValue& v, std::int32_t arg, bool scalar,
-                         bool position, bool written, Sink& sink) {
-  if (v.isTensor()) {
-    // A leaf that requires grad: a parameter (a loss that requires grad is no leaf: its item()
-    // or detach() after the optimizer step is not a forward pass).
-    const at::TensorBase& t = v.toTensor();
-    if (t.requires_grad() && t.is_leaf()) {
-      sink.reads_param() = true;
-      sink.writes_param() = sink.writes_param() || written;
-      if (t.has_storage()) note_param_storage(t.storage());
-    } else if (written && !sink.writes_param() && t.has_storage()) {
-      // An optimizer may update a parameter through p.data() (LibTorch's SGD does): an alias
-      // that does not require grad, on the parameter's storage.
-      sink.writes_param() = param_storage(t.storage().unsafeGetStorageImpl());
-    }
-    if constexpr (!Sink::kHashes) {
-      return h;
-    } else {
-      return hash_meta(hash_combine(h, 0x7e), sink.add(t, arg, written), t);
-    }
-  }
-  if constexpr (!Sink::kHashes) {
-    if (v.isList()) {  // a list of tensors may hold a parameter
-      for (const c10::IValue& e : v.toListRef()) hash_input(h, e, arg, false, false, written, sink);
-    }
-    return h;
-  }
-  if (scalar && (v.isScalar() || v.isNone())) {
-    // The value is a run-time argument; only its kind is structural.
-    return hash_combine(h, 0x5c00 + static_cast<std::uint64_t>(v.isNone()     ? 0
-                                                               : v.isDouble() ? 1
-                                                               : v.isInt()    ? 2
-                                                                              : 3));
-  }
-  if (v.isList()) {
-    const auto list = v.toListRef();
-    h = hash_combine(h, 0x1157 + list.size());
-    for (const c10::IValue& e : list) h = hash_input(h, e, arg, false, false, written, sink);
-    return h;
-  }
-  if (position && (v.isInt() || v.isSymInt() || v.isNone()))
-    return hash_combine(h, v.isNone() ? 0x9050 : 0x9051);
-  if (v.isInt()) return hash_combine(h, static_cast<std::uint64_t>(v.toInt()));
-  if (v.isBool()) return hash_combine(h, v.toBool() ? 0xb1 : 0xb0);
-  if (v.isDouble()) {
-    const double d = v.toDouble();
-    std::uint64_t bits;
-    std::memcpy(&bits, &d, sizeof bits);
-    return hash_combine(h, bits);
-  }
-  if (v.isNone()) return hash_combine(h, 0x404e);
-  if (v.isString()) return hash_combine(h, hash_string(v.toStringRef()));
-  if (v.isDevice()) {
-    const auto d = v.toDevice();
-    return hash_combine(
-        h, static_cast<std::uint64_t>(d.type()) * 256 + static_cast<std::uint64_t>(d.index() + 1));
-  }
-  if (v.isSymInt())
-    return hash_combine(h, static_cast<std::uint64_t>(v.toSymInt().guard_int(__FILE__, __LINE__)));
-  // Generators, objects, ...: their identity is not structural; their kind is.
-  return hash_combine(h, 0x7a90 + static_cast<std::uint64_t>(v.tagKind().size()));
-}
-
-// The fast lane's walk over an op's arguments (Sink: FastSink or ParamSink): their key, as a
-// record's input_key would be where Sink hashes.
-template <class Sink>
-std::uint64_t walk_inputs(const OpInfo& info, const torch::jit::Stack& stack, std::size_t nargs,
-                          FastInputs& fast) {
-  Sink sink{fast};
-  std::uint64_t h = info.name_hash;
-  const auto args = torch::jit::last(stack, nargs);
-  for (std::size_t i = 0; i < nargs; ++i) {
-    h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
-                   info.position_argument[i], info.written[i], sink);
-  }
-  return h;
 }
 
 OpSink* current_session() {
@@ -381,9 +210,15 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     thread_local FastInputs fast;
     fast.clear();
     fast.hashed = session->fast_lane_guards();
-    fast.input_key = fast.hashed ? walk_inputs<FastSink>(info, *stack, nargs, fast)
-                                 : walk_inputs<ParamSink>(info, *stack, nargs, fast);
+    if (fast.hashed) {
+      FastSink sink{fast};
+      fast.args_key = walk_inputs(info, *stack, nargs, sink).args;
+    } else {
+      ParamSink sink{fast};
+      walk_inputs(info, *stack, nargs, sink);
+    }
     fast.name_key = info.name_hash;
+    fast.positional = info.positional;
     fast.grad_enabled = c10::GradMode::is_enabled();
     host_lap(kRecordPart);
     if (session->fast_op(op, keys & below, stack, fast, owner)) {
@@ -405,16 +240,16 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   OpRecord& rec = *owned;
   rec.name = schema.name();
   rec.overload = schema.overload_name();
-  std::uint64_t h = info.name_hash;
   rec.name_key = info.name_hash;
   TensorPtrs inputs;
   {
+    RecordInputs sink{rec, inputs};
+    const InputKeys k = walk_inputs(info, *stack, nargs, sink);
+    rec.input_key = k.input;
+    rec.args_key = k.args;
     const auto args = torch::jit::last(*stack, nargs);
     rec.args.reserve(nargs);
-    RecordInputs sink{rec, inputs};
     for (std::size_t i = 0; i < nargs; ++i) {
-      h = hash_input(h, args[i], static_cast<std::int32_t>(i), info.scalar_argument[i],
-                     info.position_argument[i], info.written[i], sink);
       // Lists of numbers are kept (a reduction's dims); lists that may hold tensors are not, nor
       // objects (a collective's process group: a record must not keep it alive).
       const c10::IValue& a = args[i];
@@ -424,7 +259,6 @@ void hotpath_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
       rec.args.push_back(holds_tensors || a.isObject() || a.isCapsule() ? c10::IValue() : args[i]);
     }
   }
-  rec.input_key = h;
   rec.scalar_mask = info.scalar_mask;
   rec.grad_enabled = c10::GradMode::is_enabled();
 
@@ -459,7 +293,7 @@ void detach_locked() {
   c10::impl::tls_set_dispatch_key_included(kHookKey, false);
   drop_wake_callback();
   tls_aside = Aside{};
-  tls_param_storages.clear();
+  clear_param_storages();
   stop_plain_count();
   unmark_current_thread();
   if (tls_owner.info) {

@@ -78,28 +78,36 @@ class OpCall {
 };
 
 // An op of a replayed iteration as the hook sees it on the fast lane (OpSink::fast_op): no
-// record, only what guarding it against the capture needs. `input_key` is OpRecord::input_key's
-// hash of the same op; the tensors are in the order a record would list them.
+// record, only what guarding it against the capture needs. `args_key` is OpRecord::args_key of
+// the same op (its arguments, each tensor by its place only); the tensors are in the order a
+// record would list them, and their metadata is left to the guard (input_meta_key).
 struct FastInputs {
-  std::uint64_t input_key = 0;
+  std::uint64_t args_key = 0;
   std::uint64_t name_key = 0;
   TensorPtrs tensors;
   c10::SmallVector<std::uint8_t, 8> written;  // per tensor: the schema marks it mutated
   bool grad_enabled = true;
   bool reads_param = false;
   bool writes_param = false;
-  // The inputs were hashed and listed (a replayed op is guarded by them); false: a step's tail,
-  // where only the parameter flags were found (input_key is the name's hash, tensors empty).
+  // Some argument is a position (a slice's start): a view's output metadata does not follow from
+  // the arguments' key and its inputs' metadata alone.
+  bool positional = false;
+  // The inputs were listed and their arguments hashed (a replayed op is guarded by them); false:
+  // a step's tail, where only the parameter flags were found (args_key 0, tensors empty).
   bool hashed = true;
   void clear() {
     hashed = true;
-    input_key = name_key = 0;
+    args_key = name_key = 0;
     tensors.clear();
     written.clear();
     grad_enabled = true;
     reads_param = writes_param = false;
+    positional = false;
   }
 };
+
+// A tensor input's own key: its metadata as OpRecord::input_key hashes it (TensorInput::meta_key).
+std::uint64_t input_meta_key(const at::TensorBase& t);
 
 // After an op of the fast lane ran: its output tensors, in the order OpCall::finish lists them;
 // with `hash`, returns the key a record of it would get (OpRecord::key) from its input_key.

@@ -57,6 +57,7 @@ struct TensorInput {
   bool written = false;       // the schema marks the argument as mutated (Tensor(a!))
   TensorMeta meta;
   ValueRef ref;
+  std::uint64_t meta_key = 0;  // the metadata's own hash, as OpRecord::input_key includes it
 };
 
 // The scalar fields come first and the record starts a cache line, so that a light record (a
@@ -68,8 +69,11 @@ struct alignas(64) OpRecord {
   // Hash of everything structural except data flow: operator, tensor metadata, non-scalar
   // arguments (ints, bools, lists, dtypes, ...), output metadata. Scalar values are left out.
   std::uint64_t key = 0;
-  std::uint64_t name_key = 0;     // operator name and overload alone
-  std::uint64_t input_key = 0;    // like key, without the outputs: what a guard can check up front
+  std::uint64_t name_key = 0;   // operator name and overload alone
+  std::uint64_t input_key = 0;  // like key, without the outputs: what a guard can check up front
+  // Like input_key, with each tensor input only marked where it is (its metadata is in
+  // TensorInput::meta_key): a replayed op's guard checks metadata only where identity does not.
+  std::uint64_t args_key = 0;
   std::uint64_t scalar_mask = 0;  // bit i: argument i is a Scalar (a run-time parameter)
   // Set by the executor when a plan ran the op's recorded in-place twin instead (autograd asked
   // for add only because deferred ops held its buffer; see Executor::in_place_twin): the op is
@@ -103,7 +107,7 @@ struct alignas(64) OpRecord {
   void clear_fields() {
     name = {};
     overload = {};
-    key = name_key = input_key = scalar_mask = planned_key = 0;
+    key = name_key = input_key = args_key = scalar_mask = planned_key = 0;
     planned_alias = -1;
     grad_enabled = true;
     reads_param = false;
@@ -120,6 +124,13 @@ struct alignas(64) OpRecord {
     output_alive.clear();
   }
 };
+
+// Per tensor input of `rec`: 1 where the schema marks it written.
+inline c10::SmallVector<std::uint8_t, 8> written_flags(const OpRecord& rec) {
+  c10::SmallVector<std::uint8_t, 8> written;
+  for (const TensorInput& in : rec.inputs) written.push_back(in.written ? 1 : 0);
+  return written;
+}
 
 // "aten::add_.Tensor", for logs.
 inline std::string full_name(std::string_view name, std::string_view overload) {

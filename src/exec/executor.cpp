@@ -81,7 +81,7 @@ bool Executor::try_arm() {
 bool Executor::guard(const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs,
                      bool check_key) {
   if (check_key && rec.input_key != p.input_key) return false;
-  if (mode_ == Mode::kReplay) return guard_replayed(p, inputs);
+  if (mode_ == Mode::kReplay) return guard_replayed(p, inputs, written_flags(rec), false);
   return guard_flow(
       p, rec.inputs.size(), [&](std::size_t k) { return rec.inputs[k].meta.defined; },
       [&](std::size_t k) { return rec.inputs[k].ref; });
@@ -199,6 +199,9 @@ const c10::OperatorHandle* Executor::in_place_twin(const PlanOp& p, OpRecord& re
   rec.name = p.op_name;
   rec.overload = p.op_overload;
   rec.input_key = p.input_key;
+  rec.args_key = p.args_key;
+  for (std::size_t k = 0; k < rec.inputs.size() && k < p.metas.size(); ++k)
+    rec.inputs[k].meta_key = p.metas[k];
   rec.planned_key = p.key;
   rec.planned_alias = p.out_alias;
   return &add_;

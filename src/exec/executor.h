@@ -110,16 +110,20 @@ class Executor {
                  OpRecord& rec, const TensorPtrs& inputs);
   // The replay fast lane (OpSink::fast_op): an op of a replayed iteration, past its first, with
   // no record. Refused (kDeclined, nothing done) unless the full path would take it the same
-  // way: the op the plan has next, its inputs' metadata and arguments (in.input_key), their data
-  // flow (by the iteration's own table of values: exec/replay_values.h) and where the capture
-  // had them. kHandled: its outputs are on the stack; kEager: run it below the hook (a view, or
-  // one the host waits on). `key`: the record key the plan has for it.
-  enum class Fast { kDeclined, kHandled, kEager };
+  // way: the op the plan has next, its arguments (in.args_key), its inputs' data flow (by the
+  // iteration's own table of values: exec/replay_values.h), their metadata where that table does
+  // not vouch for it (PlanOp::metas), and where the capture had them. kHandled: its outputs are
+  // on the stack, `key` the record key the plan has for it. kEager: run it below the hook (one
+  // the host waits on), then hash its outputs onto `key` (the plan's input key) for its record
+  // key. kView: a view without position arguments: run it below the hook; its outputs' metadata
+  // follows from what was checked, and `key` is the plan's record key.
+  enum class Fast { kDeclined, kHandled, kEager, kView };
   Fast fast_replay(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                    torch::jit::Stack* stack, const FastInputs& in, std::uint64_t& key);
   // After an op of a replayed iteration ran (or was handed its outputs): its outputs, which the
   // guards of later ops look up (exec/replay_values.h). After any other op, nothing to do.
-  void returned(c10::ArrayRef<const at::TensorBase*> outputs);
+  // `trusted`: a view's outputs after Fast::kView (their metadata is the plan's).
+  void returned(c10::ArrayRef<const at::TensorBase*> outputs, bool trusted = false);
   // Whether an iteration is being replayed, its ops offered to the fast lane (lock-free, for the
   // hook; Config::replay_fast_lane).
   bool replaying() const { return replaying_.load(std::memory_order_relaxed); }
@@ -253,7 +257,11 @@ class Executor {
   // The same check in a replayed iteration, against its own table of values (replay_values_,
   // not the recorder's). Where it passes, replay_refs_ holds the recorder's name for each input
   // (a default ValueRef where undefined), for Replay::replay_op.
-  bool guard_replayed(const PlanOp& p, c10::ArrayRef<const at::TensorBase*> inputs);
+  // `written`: per input, whether the op writes it (the table checks its metadata from then on);
+  // `check_meta`: compare the metadata of inputs the table does not vouch for with the plan's
+  // (the fast lane's; the full path compared the whole input key already).
+  bool guard_replayed(const PlanOp& p, c10::ArrayRef<const at::TensorBase*> inputs,
+                      c10::ArrayRef<std::uint8_t> written, bool check_meta);
   // Why guard refused an op of the planned name (for the divergence's log line).
   std::string mismatch(const PlanOp& p, const OpRecord& rec, const TensorPtrs& inputs) const;
   // The recorded in-place op to run instead of `rec` when autograd asked for its out-of-place

@@ -33,12 +33,14 @@ struct PlanOp {
   std::uint64_t key = 0;                  // ... + output metadata (OpRecord::key)
   std::string_view op_name, op_overload;  // the dispatcher's strings (OpRecord::name)
   bool grad_enabled = true;               // recorded with grad mode on (a forward op)
-  std::vector<ValueRef> refs;    // per recorded input: relative producer, or -(k+1) outside
-  int group = -1;                // fusion group, or -1 (eager)
-  bool launch = false;           // the group's last member: its kernel runs here
-  int batch = -1;                // the last op of a batch's groups: the batch launches here
-  std::vector<TensorMeta> outs;  // the outputs a deferred op must return (native_layer_norm: 3)
-  std::int32_t out_alias = -1;   // ... or the argument it returns (in-place; one output)
+  std::uint64_t args_key = 0;             // OpRecord::args_key: the input key less the metadata
+  std::vector<ValueRef> refs;        // per recorded input: relative producer, or -(k+1) outside
+  std::vector<std::uint64_t> metas;  // per recorded input: TensorInput::meta_key
+  int group = -1;                    // fusion group, or -1 (eager)
+  bool launch = false;               // the group's last member: its kernel runs here
+  int batch = -1;                    // the last op of a batch's groups: the batch launches here
+  std::vector<TensorMeta> outs;      // the outputs a deferred op must return (native_layer_norm: 3)
+  std::int32_t out_alias = -1;       // ... or the argument it returns (in-place; one output)
   // Per output: the trace saw it die within the iteration (a temporary). A GPU group's deferred
   // op returns a temporary on its slot's buffer, the same each iteration (exec/output_slot.h),
   // where `slotted`: the plan's smallest temporaries, up to kSlotBudgetBytes in all (a slot's

@@ -169,11 +169,15 @@ int analyse_plan(Plan& out, const HotTrace& trace, const std::optional<PlanPrior
     const OpRecord& r = trace.ops[i];
     PlanOp p;
     p.input_key = r.input_key;
+    p.args_key = r.args_key;
     p.key = r.key;
     p.op_name = r.name;
     p.op_overload = r.overload;
     p.grad_enabled = r.grad_enabled;
-    for (const auto& in : r.inputs) p.refs.push_back(in.ref);
+    for (const auto& in : r.inputs) {
+      p.refs.push_back(in.ref);
+      p.metas.push_back(in.meta_key);
+    }
     p.outs.assign(r.outputs.begin(), r.outputs.end());
     p.out_alias = r.output_alias.empty() ? -1 : r.output_alias[0];
     for (std::size_t k = 0; k < r.outputs.size(); ++k)

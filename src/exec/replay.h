@@ -257,6 +257,10 @@ class Replay {
   // Whether this replay took any op into its graphs yet (kHandled); before that its ops ran
   // eagerly (views, ops the host waits on), and leaving costs replay nothing.
   bool handed_any() const { return handed_any_; }
+  // Whether op `index` is a view, run as it is in replay (Kind::kView).
+  bool view(std::size_t index) const {
+    return index < ops_.size() && ops_[index].kind == Kind::kView;
+  }
 
   // What the deferred calls of a replayed iteration hold of `t` (Executor::in_place_twin):
   // references to it, and distinct views of it (each holds its base and shares its storage); the

@@ -20,11 +20,11 @@ namespace {
 // An op's returns on `stack` (the tensors among them, a list's in order, as the recorder numbers
 // an op's outputs) into the replay's table of values.
 void note_returned(ReplayValues& values, std::size_t index, const torch::jit::Stack& stack,
-                   std::size_t nret) {
+                   std::size_t nret, bool trusted) {
   c10::SmallVector<const at::TensorBase*, 4> outputs;
   for_each_returned(stack, nret,
                     [&](const at::TensorBase& t, std::ptrdiff_t) { outputs.push_back(&t); });
-  values.returned(index, outputs);
+  values.returned(index, outputs, trusted);
 }
 
 }  // namespace
@@ -129,11 +129,9 @@ bool Executor::replay_step(const PlanOp& p, std::size_t index, const c10::Operat
                            c10::DispatchKeySet keys, torch::jit::Stack* stack, const OpRecord& rec,
                            const TensorPtrs& inputs) {
   std::string why;
-  c10::SmallVector<std::uint8_t, 8> written;
-  for (const TensorInput& in : rec.inputs) written.push_back(in.written ? 1 : 0);
   // The guard that let the op in (Executor::guard, or the in-place twin's) named its inputs.
-  const Replay::Step step =
-      armed_->replay->replay_op(index, p, inputs, replay_refs_, written, op, keys, stack, why);
+  const Replay::Step step = armed_->replay->replay_op(index, p, inputs, replay_refs_,
+                                                      written_flags(rec), op, keys, stack, why);
   if (step == Replay::Step::kLeave) {
     diverge(concat("op ", index, ": ", full_name(p.op_name, p.op_overload),
                    " differs from the captured iteration's: ", why));
@@ -161,11 +159,13 @@ Executor::Fast Executor::fast_replay(const c10::OperatorHandle& op, c10::Dispatc
     return Fast::kDeclined;
   const std::size_t index = cursor_;
   const PlanOp& p = armed_->ops[index];
-  if (in.input_key != p.input_key || in.tensors.size() != p.refs.size()) return Fast::kDeclined;
+  if (in.args_key != p.args_key || in.tensors.size() != p.refs.size() ||
+      p.metas.size() != p.refs.size())
+    return Fast::kDeclined;
   if (std::string_view(op.schema().name()) != p.op_name ||
       std::string_view(op.schema().overload_name()) != p.op_overload)
     return Fast::kDeclined;
-  if (!guard_replayed(p, in.tensors)) return Fast::kDeclined;
+  if (!guard_replayed(p, in.tensors, in.written, true)) return Fast::kDeclined;
   host_lap(kGuardPart);
   std::string why;
   const Replay::Step step = armed_->replay->replay_op(index, p, in.tensors, replay_refs_,
@@ -173,34 +173,52 @@ Executor::Fast Executor::fast_replay(const c10::OperatorHandle& op, c10::Dispatc
   // The full path meets the same op in the same state and leaves the plan there, logging why.
   if (step == Replay::Step::kLeave) return Fast::kDeclined;
   ++cursor_;
-  key = p.key;
-  // Handed its outputs: they are on the stack. An op that runs below the hook returns them later
-  // (returned()).
-  if (step == Replay::Step::kHandled)
-    note_returned(replay_values_, index, *stack, op.schema().returns().size());
-  else
+  Fast how = Fast::kHandled;
+  if (step == Replay::Step::kHandled) {
+    // Handed its outputs: they are on the stack. Tensors of its own (not an argument returned)
+    // have the capture's metadata.
+    key = p.key;
+    note_returned(replay_values_, index, *stack, op.schema().returns().size(), p.out_alias < 0);
+  } else {
+    // Run below the hook: it returns its outputs later (returned()). A view without position
+    // arguments makes them from inputs and arguments checked above: the plan's metadata.
     returning_.store(static_cast<std::int64_t>(index), std::memory_order_relaxed);
+    how = !in.positional && armed_->replay->view(index) ? Fast::kView : Fast::kEager;
+    key = how == Fast::kView ? p.key : p.input_key;
+  }
   replayed_op();
-  return step == Replay::Step::kHandled ? Fast::kHandled : Fast::kEager;
+  return how;
 }
 
-bool Executor::guard_replayed(const PlanOp& p, c10::ArrayRef<const at::TensorBase*> inputs) {
+bool Executor::guard_replayed(const PlanOp& p, c10::ArrayRef<const at::TensorBase*> inputs,
+                              c10::ArrayRef<std::uint8_t> written, bool check_meta) {
   if (inputs.size() != p.refs.size()) return false;
   replay_refs_.assign(inputs.size(), ValueRef{});
   for (std::size_t k = 0; k < inputs.size(); ++k) {
-    if (inputs[k]->defined() && !replay_values_.matches(p.refs[k], *inputs[k], replay_refs_[k]))
+    const at::TensorBase& t = *inputs[k];
+    bool trusted = false;
+    if (t.defined() && !replay_values_.matches(p.refs[k], t, replay_refs_[k], &trusted))
       return false;
+    if (check_meta && !trusted) {
+      // Another layout than strided: its metadata hash is the layout's alone; the full path's
+      // guard takes it.
+      if (t.defined() && t.layout() != c10::kStrided) return false;
+      if (k >= p.metas.size() || input_meta_key(t) != p.metas[k]) return false;
+    }
   }
+  // What the op writes is checked from here on (an in-place metadata change is a write).
+  for (std::size_t k = 0; k < inputs.size() && k < written.size(); ++k)
+    if (written[k] != 0 && inputs[k]->defined()) replay_values_.written(*inputs[k]);
   return true;
 }
 
-void Executor::returned(c10::ArrayRef<const at::TensorBase*> outputs) {
+void Executor::returned(c10::ArrayRef<const at::TensorBase*> outputs, bool trusted) {
   if (returning_.load(std::memory_order_relaxed) < 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   const std::int64_t index = returning_.exchange(-1, std::memory_order_relaxed);
   // The iteration's last op completed it: no later op of it looks its outputs up.
   if (index < 0 || mode_ != Mode::kReplay || !armed_) return;
-  replay_values_.returned(static_cast<std::size_t>(index), outputs);
+  replay_values_.returned(static_cast<std::size_t>(index), outputs, trusted);
 }
 
 void Executor::capture_eager(const c10::OperatorHandle& op, c10::DispatchKeySet keys,

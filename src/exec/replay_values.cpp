@@ -9,7 +9,8 @@ void ReplayValues::begin(std::int64_t iter_start) {
   keep_.clear();
 }
 
-void ReplayValues::returned(std::size_t index, c10::ArrayRef<const at::TensorBase*> outputs) {
+void ReplayValues::returned(std::size_t index, c10::ArrayRef<const at::TensorBase*> outputs,
+                            bool trusted) {
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     const at::TensorBase* t = outputs[o];
     if (t == nullptr || !t->defined()) continue;
@@ -18,7 +19,13 @@ void ReplayValues::returned(std::size_t index, c10::ArrayRef<const at::TensorBas
     // Written in place (or returned as it came): its producer now.
     it->second.latest = ValueRef{static_cast<std::int64_t>(index), static_cast<std::int32_t>(o)};
     it->second.returned = true;
+    it->second.trusted = trusted;
   }
+}
+
+void ReplayValues::written(const at::TensorBase& t) {
+  const auto it = values_.find(t.unsafeGetTensorImpl());
+  if (it != values_.end()) it->second.trusted = false;
 }
 
 bool ReplayValues::would_match(ValueRef want, const at::TensorBase& t) const {
@@ -31,9 +38,12 @@ bool ReplayValues::would_match(ValueRef want, const at::TensorBase& t) const {
   return e != nullptr && e->outside >= 0 ? e->outside == k : k == outside_count_;
 }
 
-bool ReplayValues::matches(ValueRef want, const at::TensorBase& t, ValueRef& got) {
+bool ReplayValues::matches(ValueRef want, const at::TensorBase& t, ValueRef& got, bool* trusted) {
+  if (trusted != nullptr) *trusted = false;
   if (want.producer >= 0) {
-    if (!would_match(want, t)) return false;
+    const auto it = values_.find(t.unsafeGetTensorImpl());
+    if (it == values_.end() || !it->second.returned || !(it->second.latest == want)) return false;
+    if (trusted != nullptr) *trusted = it->second.trusted;
     got = ValueRef{iter_start_ + want.producer, want.output};
     return true;
   }

@@ -9,6 +9,11 @@
 // These are the recorder's answers for the same ops: a tensor's latest producer is the op that
 // returned it last, and an in-place op returns the tensor it wrote.
 //
+// Which values' metadata is known without looking (`trusted`): a tensor the replay handed out
+// as a capture's output, or a view's output whose metadata follows from checked inputs and
+// arguments (Executor::fast_replay), until an op writes it (a metadata change, t_ or set_data,
+// is a write of the argument). Any other value's metadata is checked against the plan's.
+//
 // The table holds weak references: a tensor that dies keeps its TensorImpl's memory until the
 // table lets go of it, so no other tensor can come at its address and pass for it.
 #pragma once
@@ -33,12 +38,16 @@ class ReplayValues {
   // Input `t` where the plan expects `want` (a producer relative to the iteration's start, or
   // -(k+1): the iteration's k-th value from outside): whether it is that value. `got` is then the
   // recorder's name for it (an absolute producer, or one before the iteration for outside values).
-  bool matches(ValueRef want, const at::TensorBase& t, ValueRef& got);
+  // `trusted`, if given: whether t's metadata is known to be the plan's (see above).
+  bool matches(ValueRef want, const at::TensorBase& t, ValueRef& got, bool* trusted = nullptr);
   // What matches() would answer, changing nothing (for a divergence's log line).
   bool would_match(ValueRef want, const at::TensorBase& t) const;
   // Op `index` of the iteration returned these tensors (the tensors among its returns, in order;
-  // an undefined one keeps its place).
-  void returned(std::size_t index, c10::ArrayRef<const at::TensorBase*> outputs);
+  // an undefined one keeps its place); `trusted`: their metadata is the plan's.
+  void returned(std::size_t index, c10::ArrayRef<const at::TensorBase*> outputs,
+                bool trusted = false);
+  // An op writes `t`: its metadata is checked from now on.
+  void written(const at::TensorBase& t);
 
  private:
   using Weak = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
@@ -48,6 +57,7 @@ class ReplayValues {
   struct Entry {
     ValueRef latest;
     bool returned = false;
+    bool trusted = false;
     std::int64_t outside = -1;
   };
 

@@ -74,15 +74,18 @@ bool Session::fast_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
   const Executor::Fast how = executor.fast_replay(op, below, stack, in, key);
   if (how == Executor::Fast::kDeclined) return false;
   host_lap(kDeferPart);
-  if (how == Executor::Fast::kEager) {
+  if (how != Executor::Fast::kHandled) {
     host_lap(kOtherPart);
     op.redispatchBoxed(below, stack);
     host_lap(kBelowPart);
-    // A handed-out output has the plan's metadata (the executor noted it); an op run below the
-    // hook is hashed as it came, and its outputs go to the replay's table of values.
+    // A handed-out output has the plan's metadata (the executor noted it). An op run below the
+    // hook returns its outputs to the replay's table of values: a view's (kView) have the plan's
+    // metadata; any other's are hashed as they came onto the plan's input key (`key`).
     TensorPtrs outputs;
-    key = fast_outputs(in.input_key, op, *stack, outputs, true);
-    executor.returned(outputs);
+    const bool view = how == Executor::Fast::kView;
+    const std::uint64_t k = fast_outputs(key, op, *stack, outputs, !view);
+    if (!view) key = k;
+    executor.returned(outputs, view);
   }
   commit_light(op, in, key, false);
   return true;
@@ -95,7 +98,7 @@ bool Session::tail_op(const c10::OperatorHandle& op, c10::DispatchKeySet below,
   host_lap(kOtherPart);
   op.redispatchBoxed(below, stack);
   host_lap(kBelowPart);
-  commit_light(op, in, in.input_key, true);
+  commit_light(op, in, in.name_key, true);
   return true;
 }
 

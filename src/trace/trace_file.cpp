@@ -17,7 +17,7 @@ namespace {
 
 // The first line; the second names the LibTorch the trace was recorded with (its operators'
 // schemas, and so its arguments, may differ in another).
-constexpr const char* kMagic = "hotpath-trace 1\n";
+constexpr const char* kMagic = "hotpath-trace 2\n";
 constexpr std::uint32_t kMaxCount = 1u << 24;  // a count past this is a damaged file
 
 enum Tag : std::uint8_t {
@@ -206,6 +206,7 @@ bool put_op(Writer& w, const OpRecord& op, bool values, bool alive, std::string*
   w.put(op.key);
   w.put(op.name_key);
   w.put(op.input_key);
+  w.put(op.args_key);
   w.put(op.scalar_mask);
   part(named("its operator or keys"));
   w.put(op.planned_key);
@@ -223,6 +224,7 @@ bool put_op(Writer& w, const OpRecord& op, bool values, bool alive, std::string*
     w.put(in.argument);
     w.put(static_cast<std::uint8_t>(in.written));
     put_meta(w, in.meta);
+    w.put(in.meta_key);
     part([&] { return concat("tensor input ", k, "'s metadata"); });
     w.put(in.ref.producer);
     w.put(in.ref.output);
@@ -280,6 +282,7 @@ void get_op(Reader& r, OpRecord& op) {
   op.key = r.get<std::uint64_t>();
   op.name_key = r.get<std::uint64_t>();
   op.input_key = r.get<std::uint64_t>();
+  op.args_key = r.get<std::uint64_t>();
   op.scalar_mask = r.get<std::uint64_t>();
   op.planned_key = r.get<std::uint64_t>();
   op.planned_alias = r.get<std::int32_t>();
@@ -292,6 +295,7 @@ void get_op(Reader& r, OpRecord& op) {
     in.argument = r.get<std::int32_t>();
     in.written = r.get<std::uint8_t>() != 0;
     in.meta = get_meta(r);
+    in.meta_key = r.get<std::uint64_t>();
     in.ref.producer = r.get<std::int64_t>();
     in.ref.output = r.get<std::int32_t>();
   }
