@@ -135,6 +135,18 @@ inline Run check(int steps, const Step& step, int graph_ops = hotpath::Config{}.
   return replayed;
 }
 
+// check() of a step whose loss `loss_of` makes from the model (the gradients zeroed, its backward,
+// AdamW's step, the loss kept), for 40 steps.
+inline Run check_loss(const std::function<torch::Tensor(Model&)>& loss_of) {
+  return check(40, [&](int, Model& model, Opt& opt, Kept& kept) {
+    opt.zero_grad();
+    auto loss = loss_of(model);
+    loss.backward();
+    opt.step();
+    kept.push_back(loss.detach());
+  });
+}
+
 // One training step on (x, y); its loss.
 inline torch::Tensor train_step(Model& model, Opt& opt, const torch::Tensor& x,
                                 const torch::Tensor& y) {

@@ -487,14 +487,10 @@ TEST_CASE("a value inside the step transposed in place is transposed in every re
   // were, so it runs as it is, as a view does (changes_view), and the ops after it read the
   // transposed tensor.
   auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({64, 32}, torch::kCUDA);
-  const Run r = check(40, [&](int, Model& model, Opt& opt, Kept& kept) {
-    opt.zero_grad();
+  const Run r = check_loss([&](Model& model) {
     auto h = model->forward(x) * 2;
     h.t_();
-    auto loss = torch::mse_loss(h.sin(), y);
-    loss.backward();
-    opt.step();
-    kept.push_back(loss.detach());
+    return torch::mse_loss(h.sin(), y);
   });
   check_replayed(r, 20);
 }
@@ -506,14 +502,10 @@ TEST_CASE("a value transposed in place is read by the fused kernels by its new l
   // layout it had before t_() (a tensor's versions shared their first one's) until each version
   // with a layout of its own became a tensor of its own (Graph::from_trace).
   auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({64, 32}, torch::kCUDA);
-  const Run r = check(40, [&](int, Model& model, Opt& opt, Kept& kept) {
-    opt.zero_grad();
+  const Run r = check_loss([&](Model& model) {
     auto h = model->forward(x) * 2;
     h.t_();
-    auto loss = ((h + y) * (h - y)).mean();
-    loss.backward();
-    opt.step();
-    kept.push_back(loss.detach());
+    return ((h + y) * (h - y)).mean();
   });
   check_replayed(r, 20);
 }
@@ -551,16 +543,12 @@ TEST_CASE("a step that resizes a value in place is not replayed, and trains as e
   // resize_ changes the sizes of a tensor the replay would hand out, so the capture refuses it
   // (Replay::resizes) and the plan runs the step. The plan's fused mse_loss_backward read the
   // resized target by its old layout ([64, 32]) until the resized value became a tensor of its
-  // own (Graph::from_trace): parameters 30-75% away from eager's.
+  // own (Graph::from_trace): parameters 34-74% away from eager's.
   auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({64, 32}, torch::kCUDA);
-  const Run r = check(40, [&](int, Model& model, Opt& opt, Kept& kept) {
-    opt.zero_grad();
+  const Run r = check_loss([&](Model& model) {
     auto target = y.sin() * 2;
     target.resize_({32, 64});
-    auto loss = torch::mse_loss(model->forward(x), target);
-    loss.backward();
-    opt.step();
-    kept.push_back(loss.detach());
+    return torch::mse_loss(model->forward(x), target);
   });
   const auto f = r.stats.last().fusion;
   INFO(hotpath::format_stats(r.stats));
