@@ -480,19 +480,30 @@ TEST_CASE("a capture grows its pool first to what an earlier run's capture took"
     CHECK(rel_error(known.params[i], eager.params[i]) <= 1e-4);
 }
 
+namespace {
+// check_loss of a step that transposes the model's output (times 2) in place, then takes
+// `loss` of it and a target of the transposed shape.
+Run transposed_in_place(
+    const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>& loss) {
+  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({64, 32}, torch::kCUDA);
+  return check_loss([&](Model& model) {
+    auto h = model->forward(x) * 2;
+    h.t_();
+    return loss(h, y);
+  });
+}
+}  // namespace
+
 TEST_CASE("a value inside the step transposed in place is transposed in every replay",
           "[gpu][replay]") {
   if (!have_gpu()) return;
   // t_() changes the sizes of a tensor the replay handed out: a graph would leave them as they
   // were, so it runs as it is, as a view does (changes_view), and the ops after it read the
   // transposed tensor.
-  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({64, 32}, torch::kCUDA);
-  const Run r = check_loss([&](Model& model) {
-    auto h = model->forward(x) * 2;
-    h.t_();
-    return torch::mse_loss(h.sin(), y);
-  });
-  check_replayed(r, 20);
+  check_replayed(transposed_in_place([](const torch::Tensor& h, const torch::Tensor& y) {
+                   return torch::mse_loss(h.sin(), y);
+                 }),
+                 20);
 }
 
 TEST_CASE("a value transposed in place is read by the fused kernels by its new layout",
@@ -501,13 +512,10 @@ TEST_CASE("a value transposed in place is read by the fused kernels by its new l
   // The sum and difference of the transposed value fuse into one kernel, which read it by the
   // layout it had before t_() (a tensor's versions shared their first one's) until each version
   // with a layout of its own became a tensor of its own (Graph::from_trace).
-  auto x = torch::randn({32, 64}, torch::kCUDA), y = torch::randn({64, 32}, torch::kCUDA);
-  const Run r = check_loss([&](Model& model) {
-    auto h = model->forward(x) * 2;
-    h.t_();
-    return ((h + y) * (h - y)).mean();
-  });
-  check_replayed(r, 20);
+  check_replayed(transposed_in_place([](const torch::Tensor& h, const torch::Tensor& y) {
+                   return ((h + y) * (h - y)).mean();
+                 }),
+                 20);
 }
 
 TEST_CASE("a slice whose end changes inside a replayed step is checked, not taken on trust",
