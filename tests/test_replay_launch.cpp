@@ -3,7 +3,8 @@
 // launches compute, bit for bit, where a step reads its loss in the middle (the loop's thread waits
 // for the launcher first), keeps a loss the next replay would overwrite (copied out after the
 // launches that made it), and brings its batch from the CPU each step (the launcher copies it
-// in before the graph that reads it). They need a GPU and are skipped without one.
+// in before the graph that reads it), and hands out outputs its thread made ahead. They need a
+// GPU and are skipped without one.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -54,10 +55,15 @@ TEST_CASE("graphs the launcher thread launches train as the loop's own launches 
   if (hotpath::detail::usable_cpus() >= 2) {
     CHECK(ft.replay_launcher_launches >= ft.replayed_iterations * 2);
     CHECK(ft.replay_launcher_ms > 0);
+    // The outputs it hands out were made ahead on the launcher's thread, but for the first
+    // replay's (Replay::premake); the checks below hold them to the loop's own.
+    CHECK(ft.replay_premade_outputs >= ft.replayed_iterations);
   } else {
     CHECK(ft.replay_launcher_launches == 0);
+    CHECK(ft.replay_premade_outputs == 0);
   }
   CHECK(fo.replay_launcher_launches == 0);
+  CHECK(fo.replay_premade_outputs == 0);
   CHECK(fo.replay_launcher_ms == 0);
   CHECK(ft.replay_rescued > 0);  // the kept losses were copied out, after their graphs
   // Bit for bit where both ran the same plans the same iterations: which plan an iteration

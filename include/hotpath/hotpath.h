@@ -231,7 +231,8 @@ struct FusionStats {
   // opened; where an earlier run said how large the pool grew, the capture grows it to that size
   // first (one large block, and the small blocks' segments), and these count among them.
   // Config::replay_launcher: the graph launches its thread issued for the loop's thread, and
-  // that thread's time issuing them (host time beside the loop's, on another core).
+  // that thread's time issuing them (host time beside the loop's, on another core), and the
+  // outputs handed out that it had made ahead (each a tensor the loop's thread did not make).
   std::int64_t replayed_iterations = 0;
   int replay_graphs = 0;
   std::int64_t replay_pool_bytes = 0;
@@ -243,6 +244,7 @@ struct FusionStats {
   std::int64_t replay_repointed = 0;
   std::int64_t replay_launcher_launches = 0;
   double replay_launcher_ms = 0;
+  std::int64_t replay_premade_outputs = 0;
   std::string replay_off;
   std::vector<GroupStats> groups;
 };

@@ -235,6 +235,8 @@ std::string format_stats(const Stats& s) {
         os << ", " << f.replay_launcher_launches << " launch(es) issued by the launcher thread in "
            << std::fixed << std::setprecision(1) << f.replay_launcher_ms << std::defaultfloat
            << " ms";
+      if (f.replay_premade_outputs > 0)
+        os << ", " << f.replay_premade_outputs << " output(s) it made ahead";
       if (!f.replay_off.empty()) os << "; off: " << f.replay_off;
       os << "\n";
     }

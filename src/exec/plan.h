@@ -191,6 +191,7 @@ struct Plan {
   std::int64_t replay_repointed = 0;                                     // ... likewise
   std::int64_t replay_launcher_launches = 0;                             // ... likewise
   double replay_launcher_ms = 0;                                         // ... likewise
+  std::int64_t replay_premade_outputs = 0;                               // ... likewise
   int replay_captures = 0;  // ... how many ended, and their host time (Replay::capture_ms)
   double replay_capture_ms = 0;
   std::int64_t replay_capture_segments = 0;  // ... the last one's new allocator segments

@@ -172,6 +172,8 @@ void Executor::fill_stats(Stats& s) const {
         p.replay_launcher_launches + (p.replay ? p.replay->launcher_launches() : 0);
     sig.fusion.replay_launcher_ms =
         p.replay_launcher_ms + (p.replay ? p.replay->launcher_us() * 1e-3 : 0.0);
+    sig.fusion.replay_premade_outputs =
+        p.replay_premade_outputs + (p.replay ? p.replay->premade_outputs() : 0);
     sig.fusion.replay_off = p.replay_off;
     const double capture_ms = p.replay ? p.replay->capture_ms() : 0.0;
     sig.fusion.replay_captures = p.replay_captures + (capture_ms > 0 ? 1 : 0);

@@ -160,6 +160,7 @@ void Replay::release_pool_ref() {
 
 void Replay::release() {
   launcher_.reset();  // issues what it was handed, then ends its thread
+  premade_.clear();
   in_flight_.clear();
   release_pool_ref();
   rescue(carried_);  // everything handed out is due
@@ -304,7 +305,7 @@ Replay::Step Replay::replay_op(std::size_t index, const PlanOp& p, const TensorP
       stack->emplace_back(at::Tensor());
       continue;
     }
-    at::Tensor t = placeholder(index, k);
+    at::Tensor t = take_placeholder(index, k);
     if (r.outs[k].opt_node >= 0) {
       Node::Optional& o = segments_[static_cast<std::size_t>(r.segment)]
                               .nodes[static_cast<std::size_t>(r.outs[k].opt_node)]
@@ -395,6 +396,7 @@ void Replay::end_replay() {
   // the loop may synchronise the device, or record an event, outside any op.
   settle();
   ++replayed_;
+  premake();  // after the wait: the loop's thread goes on while the launcher's makes them
 }
 
 void Replay::leave() {

@@ -285,6 +285,8 @@ class Replay {
   // issued; 0 where the loop's thread launches them.
   double launcher_us() const;
   std::int64_t launcher_launches() const;
+  // Outputs handed out as placeholders the launcher's thread had made ahead (premake).
+  std::int64_t premade_outputs() const { return premade_taken_; }
   int graphs() const {  // the ones launched (Segment::empty are not)
     return static_cast<int>(std::count_if(segments_.begin(), segments_.end(),
                                           [](const Segment& s) { return !s.empty; }));
@@ -437,6 +439,12 @@ class Replay {
                    bool fresh, bool moving = false);
   // A tensor on the memory output k of op `index` had in the captured iteration.
   at::Tensor placeholder(std::size_t index, std::size_t k) const;
+  // The one to hand out in a replay: made ahead on the launcher's thread where one is ready
+  // (premake), else made now.
+  at::Tensor take_placeholder(std::size_t index, std::size_t k);
+  // After a replay's last launch: the launcher's thread makes the placeholders the replay handed
+  // out again, for the next replays (once its last such job has run).
+  void premake();
   // Before segment `segment` launches: what the program still holds on memory it may overwrite
   // (handed out in an earlier replay, or released in the capture before that segment) gets a
   // copy of its own. The latest replay's other tensors wait in their buckets.
@@ -549,6 +557,18 @@ class Replay {
   std::deque<InFlight> in_flight_;
   std::vector<std::vector<Record>> spare_records_;  // their vectors, for records_ again
   std::int64_t launched_async_ = 0;
+  // Placeholders made ahead (premake): a TensorImpl and a StorageImpl each, made on the launcher's
+  // thread, so that handing an output out costs the loop's thread a move (making them was 9% of
+  // the hook's time on a replayed op: benchmarks/results/2026-11-29-hook-profile.md). A job fills
+  // the empty slots; the loop's thread reads the slots only once the launcher has run it
+  // (premade_ticket_), and takes a slot's tensor out as it hands it over. A slot's tensor that
+  // was not taken (its op ran another way, or inference mode was on) waits for a later replay.
+  std::vector<std::size_t> premade_first_;  // per op, its outputs' first slot (kNoSlot: none)
+  std::vector<at::Tensor> premade_;
+  std::uint64_t premade_ticket_ = 0;  // the job that fills premade_ (0: none yet)
+  bool premade_ready_ = false;        // it has run, as the loop's thread has seen
+  std::int64_t premade_taken_ = 0;
+  static constexpr std::size_t kNoSlot = ~std::size_t{0};
 };
 
 }  // namespace hotpath::detail

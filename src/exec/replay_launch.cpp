@@ -2,10 +2,12 @@
 // then its graph launched on the loop's thread or handed to the launcher's
 // (exec/replay_launcher.h, Config::replay_launcher), and what the loop's thread waits for there.
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -152,6 +154,71 @@ void Replay::start_launcher() {
                "training loop's thread launches them: ",
                e.what()));
   }
+}
+
+at::Tensor Replay::take_placeholder(std::size_t index, std::size_t k) {
+  // A TensorImpl's dispatch keys depend on the thread's inference mode: the slots were made
+  // outside it.
+  if (launcher_ && premade_ticket_ != 0 && index < premade_first_.size() &&
+      premade_first_[index] != kNoSlot && !c10::InferenceMode::is_enabled()) {
+    if (!premade_ready_) premade_ready_ = launcher_->done() >= premade_ticket_;
+    if (premade_ready_) {
+      at::Tensor& slot = premade_[premade_first_[index] + k];
+      if (slot.defined()) {
+        at::Tensor t = std::move(slot);
+        slot = at::Tensor();
+        ++premade_taken_;
+        return t;
+      }
+    }
+  }
+  return placeholder(index, k);
+}
+
+void Replay::premake() {
+  if (!launcher_) return;
+  if (premade_ticket_ != 0) {
+    if (!premade_ready_) premade_ready_ = launcher_->done() >= premade_ticket_;
+    if (!premade_ready_) return;  // the last job is still to run: its slots are its own
+  }
+  if (premade_first_.empty()) {
+    premade_first_.assign(ops_.size(), kNoSlot);
+    std::size_t slots = 0;
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      const OpRecipe& r = ops_[i];
+      if (r.kind != Kind::kGraph ||
+          std::none_of(r.outs.begin(), r.outs.end(), [](const Out& o) { return o.kept; }))
+        continue;
+      premade_first_[i] = slots;
+      slots += r.outs.size();
+    }
+    premade_.resize(slots);
+  }
+  bool empty = false;
+  for (std::size_t i = 0; i < ops_.size() && !empty; ++i) {
+    if (premade_first_[i] == kNoSlot) continue;
+    const OpRecipe& r = ops_[i];
+    for (std::size_t k = 0; k < r.outs.size() && !empty; ++k)
+      empty = r.outs[k].kept && !premade_[premade_first_[i] + k].defined();
+  }
+  if (!empty) return;
+  premade_ready_ = false;
+  premade_ticket_ = launcher_->submit([this] {
+    // On the launcher's thread. The recipes do not change after the capture; the slots are this
+    // job's until it has run. A placeholder that cannot be made here is made when it is handed
+    // out.
+    try {
+      for (std::size_t i = 0; i < premade_first_.size(); ++i) {
+        if (premade_first_[i] == kNoSlot) continue;
+        const OpRecipe& r = ops_[i];
+        for (std::size_t k = 0; k < r.outs.size(); ++k) {
+          at::Tensor& slot = premade_[premade_first_[i] + k];
+          if (r.outs[k].kept && !slot.defined()) slot = placeholder(i, k);
+        }
+      }
+    } catch (const std::exception&) {
+    }
+  });
 }
 
 double Replay::launcher_us() const { return launcher_ ? launcher_->busy_us() : 0.0; }

@@ -327,6 +327,7 @@ void Executor::drop_replay(Plan& plan, const std::string& why) {
   plan.replay_rescued += plan.replay->rescued();
   plan.replay_repointed += plan.replay->repointed();
   plan.replay_launcher_launches += plan.replay->launcher_launches();
+  plan.replay_premade_outputs += plan.replay->premade_outputs();
   plan.replay_launcher_ms += plan.replay->launcher_us() * 1e-3;
   plan.replay_pool_bytes = plan.replay->pool_bytes();
   plan.replay_pool_small_bytes = plan.replay->pool_small_bytes();
