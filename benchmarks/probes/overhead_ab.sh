@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Probe (issue "Launch-bound loops": the hook at <= 1 us an op while replaying): bench_overhead of
-# the tree before (a worktree of it in .base) and of this one, in turns on one machine, and the
-# lines that say what the hook cost an op while replaying and what the synced MLP step took.
+# the tree before (a worktree of it in .base) and of this one, in turns on one machine (which goes
+# first alternates), and the lines that say what the hook cost an op while replaying and what the
+# synced MLP step took.
 # With PROBE_CONVNET=1, the DataLoader convnet example too (its plan kept on and replayed, the
 # host profile on: a step's tail on the light lane), in the same turns.
 #   source .device-deps/gpu-env.sh; bash benchmarks/probes/overhead_ab.sh
@@ -19,7 +20,10 @@ targets=bench_overhead
 [[ $CONVNET == 1 ]] && targets="$targets convnet_classifier"
 build_two_trees "$targets ${PROBE_NEW_TARGETS:-}" "$targets" || exit 1
 for i in $(seq "$RUNS"); do
-  for t in base new; do
+  # The tree that goes first alternates: a host that drifts within a call favours neither.
+  order="base new"
+  ((i % 2 == 0)) && order="new base"
+  for t in $order; do
     if (($(date +%s) - t0 > ${PROBE_BUDGET:-520})); then
       echo "turn $i of $t not run: over PROBE_BUDGET"
       continue
