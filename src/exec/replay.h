@@ -567,6 +567,7 @@ class Replay {
   std::vector<at::Tensor> premade_;
   std::uint64_t premade_ticket_ = 0;  // the job that fills premade_ (0: none yet)
   bool premade_ready_ = false;        // it has run, as the loop's thread has seen
+  bool premade_short_ = true;         // a slot was taken since the last job (or none ran yet)
   std::int64_t premade_taken_ = 0;
   static constexpr std::size_t kNoSlot = ~std::size_t{0};
 };

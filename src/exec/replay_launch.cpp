@@ -165,10 +165,9 @@ at::Tensor Replay::take_placeholder(std::size_t index, std::size_t k) {
     if (premade_ready_) {
       at::Tensor& slot = premade_[premade_first_[index] + k];
       if (slot.defined()) {
-        at::Tensor t = std::move(slot);
-        slot = at::Tensor();
         ++premade_taken_;
-        return t;
+        premade_short_ = true;
+        return std::move(slot);  // leaves the slot empty, for the next job
       }
     }
   }
@@ -194,14 +193,10 @@ void Replay::premake() {
     }
     premade_.resize(slots);
   }
-  bool empty = false;
-  for (std::size_t i = 0; i < ops_.size() && !empty; ++i) {
-    if (premade_first_[i] == kNoSlot) continue;
-    const OpRecipe& r = ops_[i];
-    for (std::size_t k = 0; k < r.outs.size() && !empty; ++k)
-      empty = r.outs[k].kept && !premade_[premade_first_[i] + k].defined();
-  }
-  if (!empty) return;
+  // Nothing taken since the last job: every slot it filled is still full. (A slot the job could
+  // not fill stays empty until a later job, after some other slot was taken.)
+  if (!premade_short_) return;
+  premade_short_ = false;
   premade_ready_ = false;
   premade_ticket_ = launcher_->submit([this] {
     // On the launcher's thread. The recipes do not change after the capture; the slots are this
