@@ -104,6 +104,19 @@ TEST_CASE("a replayed iteration's output that died cannot be impersonated", "[re
     CHECK(later.back().unsafeGetTensorImpl() != dead);
     CHECK_FALSE(reads(v, ValueRef{0, 0}, later.back()));
   }
+  SECTION("the next iteration hands the references over, to be let go of elsewhere") {
+    const at::Tensor x = torch::randn({3});
+    REQUIRE(reads(v, outside(0), x));
+    std::vector<ReplayValues::Kept> kept = v.begin(kStart);
+    REQUIRE(kept.size() == 2);  // the dead output and x, in the order noted
+    CHECK(kept[0].expired());
+    CHECK(kept[0]._unsafe_get_target() == dead);
+    CHECK_FALSE(kept[1].expired());
+    CHECK(kept[1]._unsafe_get_target() == x.unsafeGetTensorImpl());
+    CHECK(v.begin(kStart).empty());  // the table holds none of them any more
+    // Until they are let go of, the dead one's address is still taken.
+    for (int i = 0; i < 64; ++i) CHECK(torch::randn({3}).unsafeGetTensorImpl() != dead);
+  }
 }
 
 TEST_CASE("a replayed iteration's values: whose metadata the table vouches for",

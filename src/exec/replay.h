@@ -37,6 +37,7 @@
 
 #include "dispatch/op_call.h"
 #include "dispatch/op_record.h"
+#include "exec/replay_values.h"
 
 namespace at::cuda {
 struct CUDAGraph;
@@ -232,6 +233,10 @@ class Replay {
 
   // ---- Replay: an iteration that matches the plan.
   void begin_replay(std::int64_t iter_start);
+  // The last iteration's references to its values (ReplayValues::begin): let go of on the
+  // launcher's thread where there is one (the TensorImpls of the values that died are freed
+  // there), else here.
+  void let_go(std::vector<ReplayValues::Kept> kept);
   enum class Step { kHandled, kEager, kLeave };
   // The op at `index` (guarded against the plan already). kHandled: its outputs are on the
   // stack; kEager: run it eagerly (a view, or an op the host waits on: the pending graph has

@@ -216,6 +216,17 @@ void Replay::premake() {
   });
 }
 
+void Replay::let_go(std::vector<ReplayValues::Kept> kept) {
+  if (!launcher_ || kept.empty()) return;  // let go of here
+  try {
+    // The job does nothing: the launcher's thread destroys what it holds after running it
+    // (ReplayLauncher::run).
+    launcher_->submit([kept = std::move(kept)] {});
+  } catch (const std::exception&) {
+    // The launcher failed (the next launch says so): they are let go of here.
+  }
+}
+
 double Replay::launcher_us() const { return launcher_ ? launcher_->busy_us() : 0.0; }
 
 std::int64_t Replay::launcher_launches() const { return launched_async_; }

@@ -104,16 +104,18 @@ void ReplayLauncher::run(std::function<void()> start) {
       continue;
     }
     std::function<void()>& issue = slots_[(next - 1) % kSlots].issue;
+    const std::int64_t t0 = now_ns();
     if (!flags_.failed.load(std::memory_order_acquire)) {
-      const std::int64_t t0 = now_ns();
       try {
         issue();
       } catch (const std::exception& e) {
         fail(e.what());
       }
-      thread_counts_.busy_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
     }
-    issue = nullptr;  // what it captured goes before its ticket is done
+    // What it captured goes before its ticket is done, timed with it: a job may be there only to
+    // let go of what it holds (Replay::let_go).
+    issue = nullptr;
+    thread_counts_.busy_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
     done_.value.store(next, std::memory_order_release);
     ++next;
   }

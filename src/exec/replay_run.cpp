@@ -89,7 +89,7 @@ void Executor::arm_replay(Plan& plan) {
   if (plan.replay && plan.replay->ready()) {
     set_mode(Mode::kReplay);
     plan.replay->begin_replay(iter_start_);
-    replay_values_.begin(iter_start_);
+    plan.replay->let_go(replay_values_.begin(iter_start_));
     return;
   }
   const bool eligible = replay_eligible(plan);

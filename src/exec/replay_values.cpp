@@ -2,11 +2,14 @@
 
 namespace hotpath::detail {
 
-void ReplayValues::begin(std::int64_t iter_start) {
+std::vector<ReplayValues::Kept> ReplayValues::begin(std::int64_t iter_start) {
   iter_start_ = iter_start;
   values_.clear();
   outside_count_ = 0;
-  keep_.clear();
+  std::vector<Kept> last;
+  last.reserve(keep_.size());
+  last.swap(keep_);
+  return last;
 }
 
 void ReplayValues::returned(std::size_t index, c10::ArrayRef<const at::TensorBase*> outputs,

@@ -33,8 +33,11 @@ namespace hotpath::detail {
 
 class ReplayValues {
  public:
-  // A new iteration, its first op the recorder's op `iter_start`.
-  void begin(std::int64_t iter_start);
+  using Kept = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  // A new iteration, its first op the recorder's op `iter_start`. Returns the last iteration's
+  // references (see below), for the caller to let go of where it likes (Replay::let_go: on the
+  // launcher's thread); the table no longer names those tensors.
+  std::vector<Kept> begin(std::int64_t iter_start);
   // Input `t` where the plan expects `want` (a producer relative to the iteration's start, or
   // -(k+1): the iteration's k-th value from outside): whether it is that value. `got` is then the
   // recorder's name for it (an absolute producer, or one before the iteration for outside values).
@@ -50,7 +53,6 @@ class ReplayValues {
   void written(const at::TensorBase& t);
 
  private:
-  using Weak = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   // What the table knows of one tensor: the op that returned it last (relative to the
   // iteration's start; `returned` false: none has), and its number as a value from outside, or
   // -1. One entry a tensor, so that a lookup answers both.
@@ -64,7 +66,7 @@ class ReplayValues {
   std::int64_t iter_start_ = 0;
   ska::flat_hash_map<const c10::TensorImpl*, Entry> values_;
   std::int64_t outside_count_ = 0;  // values from outside numbered so far
-  std::vector<Weak> keep_;          // every tensor in the table, until the next iteration
+  std::vector<Kept> keep_;          // every tensor in the table, until the next iteration
 };
 
 }  // namespace hotpath::detail
