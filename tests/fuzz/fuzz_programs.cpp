@@ -96,6 +96,7 @@
 #include "cuda_rms_on_cpu.h"
 #include "hotpath/hotpath.h"
 #include "judge.h"
+#include "options.h"
 #include "program.h"
 #include "session/session.h"
 
@@ -319,96 +320,59 @@ Program shrink(Program p, const std::function<bool(const Program&)>& fails) {
   std::exit(2);
 }
 
+// --self-test: the shrinker and the noise floor on programs planted to fail (0: as they should).
+int self_test() {
+  // The shrinker keeps exactly what a disagreement needs: here, any program with an exp
+  // of an exp is taken to disagree.
+  Program p = generate(7, torch::kCPU);
+  p.ops.push_back({K::Exp, p.inputs - 1, 0, 0, 1.0});
+  p.ops.push_back({K::MulS, p.values + static_cast<int>(p.ops.size()) - 1, 0, 0, 2.0});
+  p.ops.push_back({K::Exp, p.values + static_cast<int>(p.ops.size()) - 2, 0, 0, 1.0});
+  auto fails = [](const Program& q) {
+    for (const FOp& o : q.ops)
+      if (o.kind == K::Exp && o.a >= q.values &&
+          q.ops[static_cast<std::size_t>(o.a - q.values)].kind == K::Exp)
+        return true;
+    return false;
+  };
+  if (!fails(p)) usage("self-test: the planted program does not fail");
+  const Program small = shrink(p, fails);
+  std::printf("self-test: %zu ops shrunk to %zu: %s\n", p.ops.size(), small.ops.size(),
+              small.text().c_str());
+  // The noise floor widens the tolerance to 10x eager's own movement, no further, and a
+  // NaN that moves with eager's inputs is not held against hotpath.
+  auto outcome = [](std::vector<double> v) {
+    Outcome o;
+    o.values.push_back(torch::tensor(v, torch::kFloat));
+    return o;
+  };
+  const Outcome e = outcome({1.0, 2.0}), moved = outcome({1.0, 2.001});
+  const auto floor = noise_floor(e, moved);
+  const bool noise_ok = floor.size() == 1 && std::abs(floor[0] - 0.001) < 1e-6 &&
+                        !compare(e, outcome({1.0, 2.005}), false).empty() &&
+                        compare(e, outcome({1.0, 2.005}), false, floor).empty() &&
+                        !compare(e, outcome({1.0, 2.02}), false, floor).empty() &&
+                        std::isinf(noise_floor(e, outcome({1.0, NAN}))[0]);
+  std::printf("self-test: noise floor %s\n", noise_ok ? "ok" : "WRONG");
+  return small.ops.size() == 2 && fails(small) && noise_ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   report_crashes();
-  torch::Device d = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::kCPU;
-  long programs = 200;
-  double seconds = 0;
-  std::uint64_t seed = 1;
-  int iterations = 6;
-  bool compile_kernels = false, show = false, stand_ins = false, handover = false, actions = false,
-       layers = false, layouts = false, cuda_rms = false;
-  std::string replay, csv;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--device") {
-      const auto v = value();
-      if (v != "cpu" && v != "cuda") usage("--device is cpu or cuda");
-      d = torch::Device(v == "cuda" ? torch::kCUDA : torch::kCPU);
-    } else if (a == "--programs") {
-      programs = std::atol(value().c_str());
-      if (programs < 0) usage("--programs needs a count");
-    } else if (a == "--seconds") {
-      seconds = std::atof(value().c_str());
-    } else if (a == "--iterations") {
-      iterations = std::atoi(value().c_str());
-      if (iterations < 1) usage("--iterations needs a count of at least 1");
-    } else if (a == "--seed") {
-      seed = std::strtoull(value().c_str(), nullptr, 10);
-    } else if (a == "--compile-kernels") {
-      compile_kernels = true;
-    } else if (a == "--stand-ins") {
-      stand_ins = true;
-    } else if (a == "--handover") {
-      handover = true;
-    } else if (a == "--actions") {
-      actions = true;
-    } else if (a == "--layers") {
-      layers = true;
-    } else if (a == "--layouts") {
-      layouts = true;
-    } else if (a == "--cuda-rms") {
-      cuda_rms = true;
-    } else if (a == "--show") {
-      show = true;
-    } else if (a == "--replay") {
-      replay = value();
-    } else if (a == "--csv") {
-      csv = value();
-    } else if (a == "--self-test") {
-      // The shrinker keeps exactly what a disagreement needs: here, any program with an exp
-      // of an exp is taken to disagree.
-      Program p = generate(7, torch::kCPU);
-      p.ops.push_back({K::Exp, p.inputs - 1, 0, 0, 1.0});
-      p.ops.push_back({K::MulS, p.values + static_cast<int>(p.ops.size()) - 1, 0, 0, 2.0});
-      p.ops.push_back({K::Exp, p.values + static_cast<int>(p.ops.size()) - 2, 0, 0, 1.0});
-      auto fails = [](const Program& q) {
-        for (const FOp& o : q.ops)
-          if (o.kind == K::Exp && o.a >= q.values &&
-              q.ops[static_cast<std::size_t>(o.a - q.values)].kind == K::Exp)
-            return true;
-        return false;
-      };
-      if (!fails(p)) usage("self-test: the planted program does not fail");
-      const Program small = shrink(p, fails);
-      std::printf("self-test: %zu ops shrunk to %zu: %s\n", p.ops.size(), small.ops.size(),
-                  small.text().c_str());
-      // The noise floor widens the tolerance to 10x eager's own movement, no further, and a
-      // NaN that moves with eager's inputs is not held against hotpath.
-      auto outcome = [](std::vector<double> v) {
-        Outcome o;
-        o.values.push_back(torch::tensor(v, torch::kFloat));
-        return o;
-      };
-      const Outcome e = outcome({1.0, 2.0}), moved = outcome({1.0, 2.001});
-      const auto floor = noise_floor(e, moved);
-      const bool noise_ok = floor.size() == 1 && std::abs(floor[0] - 0.001) < 1e-6 &&
-                            !compare(e, outcome({1.0, 2.005}), false).empty() &&
-                            compare(e, outcome({1.0, 2.005}), false, floor).empty() &&
-                            !compare(e, outcome({1.0, 2.02}), false, floor).empty() &&
-                            std::isinf(noise_floor(e, outcome({1.0, NAN}))[0]);
-      std::printf("self-test: noise floor %s\n", noise_ok ? "ok" : "WRONG");
-      return small.ops.size() == 2 && fails(small) && noise_ok ? 0 : 1;
-    } else {
-      usage("unknown argument '" + a + "'");
-    }
-  }
+  const fuzz::Options o = fuzz::parse_options(argc, argv);
+  if (o.self_test) return self_test();
+  const torch::Device d(o.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  const long programs = o.programs;
+  const double seconds = o.seconds;
+  const std::uint64_t seed = o.seed;
+  const int iterations = o.iterations;
+  const bool compile_kernels = o.compile_kernels, show = o.show, stand_ins = o.stand_ins,
+             handover = o.handover, actions = o.actions, layers = o.layers, layouts = o.layouts,
+             cuda_rms = o.cuda_rms;
+  const std::string& replay = o.replay;
+  const std::string& csv = o.csv;
   if (stand_ins && handover) usage("--stand-ins compiles no kernels for --handover to hand over");
   hotpath::Config c;
   c.threshold = 2;

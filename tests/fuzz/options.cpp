@@ -1,0 +1,76 @@
+#include "options.h"
+
+#include <torch/cuda.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace fuzz {
+namespace {
+
+// A whole number of at least `least`, digits only: CLI11 would take "-3" for an unsigned seed,
+// wrapped.
+CLI::Validator whole(unsigned long long least) {
+  return CLI::Validator(
+      [least](std::string& v) -> std::string {
+        const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+        if (digits && v.size() < 20 && std::stoull(v) >= least) return "";
+        return "needs a whole number of at least " + std::to_string(least) + ", got '" + v + "'";
+      },
+      "N");
+}
+
+CLI::Validator seconds_check() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (!v.empty() && *end == '\0' && x >= 0 && std::isfinite(x)) return "";
+        return "needs a number of seconds (0 or more), got '" + v + "'";
+      },
+      "S");
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  o.device = torch::cuda::is_available() ? "cuda" : "cpu";
+  CLI::App app{
+      "fuzz_programs: random programs run with hotpath and eagerly, their results compared "
+      "(see tests/fuzz/fuzz_programs.cpp)"};
+  app.add_option("--device", o.device, "cpu or cuda (default: cuda where there is one)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--programs", o.programs, "how many programs (default 200)")->check(whole(0));
+  app.add_option("--seconds", o.seconds, "stop after this long (0: no limit)")
+      ->check(seconds_check());
+  app.add_option("--seed", o.seed, "the first program's seed (default 1)")->check(whole(0));
+  app.add_option("--iterations", o.iterations, "iterations a program (default 6)")->check(whole(1));
+  app.add_flag("--compile-kernels", o.compile_kernels,
+               "NVRTC compiles every kernel the plans make");
+  app.add_flag("--stand-ins", o.stand_ins, "no group kernel compiled: stand-ins run the groups");
+  app.add_flag("--handover", o.handover, "the kernels let in part-way, as a cold start gets them");
+  app.add_flag("--actions", o.actions, "the governor's reconfigurations at random points");
+  app.add_flag("--layers", o.layers, "a layer's ops appended to each program");
+  app.add_flag("--cuda-rms", o.cuda_rms, "with --layers on the CPU: CUDA's fused rms norm");
+  app.add_flag("--layouts", o.layouts, "a value transposed or resized in place, then read");
+  app.add_flag("--show", o.show, "each program's values, what hotpath did, and its kernels");
+  app.add_option("--replay", o.replay, "a regressions file: its seeds first")
+      ->check(CLI::ExistingFile);
+  app.add_option("--csv", o.csv, "the counts as CSV to this file");
+  app.add_flag("--self-test", o.self_test, "check the shrinker and the noise floor, then exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e) == 0 ? 0 : 2);  // --help, or its message printed: a bad argument
+  }
+  if (o.device == "cuda" && !torch::cuda::is_available()) {
+    std::fprintf(stderr, "fuzz_programs: --device cuda: no CUDA device\n");
+    std::exit(2);
+  }
+  return o;
+}
+
+}  // namespace fuzz
