@@ -315,11 +315,6 @@ Program shrink(Program p, const std::function<bool(const Program&)>& fails) {
   return p;
 }
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "fuzz_programs: %s\n(see tests/fuzz/fuzz_programs.cpp)\n", why.c_str());
-  std::exit(2);
-}
-
 // --self-test: the shrinker and the noise floor on programs planted to fail (0: as they should).
 int self_test() {
   // The shrinker keeps exactly what a disagreement needs: here, any program with an exp
@@ -335,7 +330,7 @@ int self_test() {
         return true;
     return false;
   };
-  if (!fails(p)) usage("self-test: the planted program does not fail");
+  if (!fails(p)) fuzz::usage("self-test: the planted program does not fail");
   const Program small = shrink(p, fails);
   std::printf("self-test: %zu ops shrunk to %zu: %s\n", p.ops.size(), small.ops.size(),
               small.text().c_str());
@@ -373,7 +368,6 @@ int main(int argc, char** argv) {
              cuda_rms = o.cuda_rms;
   const std::string& replay = o.replay;
   const std::string& csv = o.csv;
-  if (stand_ins && handover) usage("--stand-ins compiles no kernels for --handover to hand over");
   hotpath::Config c;
   c.threshold = 2;
   c.fuse_cpu = !d.is_cuda();
@@ -396,13 +390,13 @@ int main(int argc, char** argv) {
   std::vector<Seed> seeds;
   if (!replay.empty()) {
     std::ifstream f(replay);
-    if (!f) usage("cannot read " + replay);
+    if (!f) fuzz::usage("cannot read " + replay);
     for (std::string line; std::getline(f, line);) {
       std::istringstream words(line.substr(0, line.find('#')));
       std::string word;
       if (!(words >> word)) continue;
       if (word.find_first_not_of("0123456789") != std::string::npos)
-        usage(replay + ": '" + word + "' is no seed");
+        fuzz::usage(replay + ": '" + word + "' is no seed");
       Seed s{std::strtoull(word.c_str(), nullptr, 10),
              iterations,
              stand_ins,
@@ -423,14 +417,15 @@ int main(int argc, char** argv) {
         } else if (word == "stand-ins" || word == "handover") {
           (word == "handover" ? s.handover : s.stand_ins) = true;
           if (s.stand_ins && s.handover)
-            usage(replay + ": seed " + std::to_string(s.seed) +
-                  " asks for stand-ins and handover (stand-ins compile nothing to hand over)");
+            fuzz::usage(
+                replay + ": seed " + std::to_string(s.seed) +
+                " asks for stand-ins and handover (stand-ins compile nothing to hand over)");
         } else if (word.find_first_not_of("0123456789") == std::string::npos) {
           s.iterations = std::max(iterations, std::atoi(word.c_str()));
         } else {
-          usage(replay + ": after seed " + std::to_string(s.seed) + ", '" + word +
-                "' is neither iterations, stand-ins, handover, actions, layers, cuda-rms nor "
-                "layouts");
+          fuzz::usage(replay + ": after seed " + std::to_string(s.seed) + ", '" + word +
+                      "' is neither iterations, stand-ins, handover, actions, layers, cuda-rms nor "
+                      "layouts");
         }
       }
       seeds.push_back(s);

@@ -66,11 +66,15 @@ Options parse_options(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::exit(app.exit(e) == 0 ? 0 : 2);  // --help, or its message printed: a bad argument
   }
-  if (o.device == "cuda" && !torch::cuda::is_available()) {
-    std::fprintf(stderr, "fuzz_programs: --device cuda: no CUDA device\n");
-    std::exit(2);
-  }
+  if (o.device == "cuda" && !torch::cuda::is_available()) usage("--device cuda: no CUDA device");
+  if (o.stand_ins && o.handover)
+    usage("--stand-ins compiles no kernels for --handover to hand over");
   return o;
+}
+
+void usage(const std::string& why) {
+  std::fprintf(stderr, "fuzz_programs: %s\n(see tests/fuzz/fuzz_programs.cpp)\n", why.c_str());
+  std::exit(2);
 }
 
 }  // namespace fuzz

@@ -19,7 +19,10 @@ struct Options {
 
 // Parsed by CLI11. Returns only with options it could read: after --help it exits 0, after a bad
 // argument (a count, seed or time that is none, a file that is not there, --device cuda without a
-// CUDA device) it prints what was wrong and exits 2.
+// CUDA device, --stand-ins with --handover) it prints what was wrong and exits 2.
 Options parse_options(int argc, char** argv);
+
+// A bad argument or input file (`why`) on stderr, then exit status 2.
+[[noreturn]] void usage(const std::string& why);
 
 }  // namespace fuzz
