@@ -347,6 +347,10 @@ struct SignatureReport {
   // were counted by a RecordFunction callback, whose cost on every op their times include)
   int plain_blocks_marked = 0;
   int plain_blocks_dropped = 0;  // ... dropped: the marker's count proved wrong
+  // ... dropped: the marker's end could not be confirmed as an iteration start (the iteration
+  // after the block had other inputs, as a loader's last short batch does, or a stretch with
+  // grad mode off, an evaluation, ran inside the block); the marker counts the next block
+  int plain_blocks_unconfirmed = 0;
   double fused_median_ms = 0;    // fused iterations, current plan
   // The steady-state speedup as the governor last judged it: windows of fused iterations, each
   // against the eager iterations timed beside it (plain eager where the loop allows), pooled

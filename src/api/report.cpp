@@ -153,6 +153,9 @@ std::string format_report(const SignatureReport& r) {
          << (r.plain_blocks_dropped > 0
                  ? ", " + std::to_string(r.plain_blocks_dropped) + " dropped: miscounted"
                  : std::string())
+         << (r.plain_blocks_unconfirmed > 0
+                 ? ", " + std::to_string(r.plain_blocks_unconfirmed) + " dropped: end unconfirmed"
+                 : std::string())
          << "))\n";
     else
       os << (r.baseline_remembered ? "remembered from an earlier run"

@@ -35,6 +35,12 @@ namespace hotpath::detail {
 // less the first Governor::kPlainLead, or the block's mean as it is.
 std::vector<double> plain_samples(std::vector<double> gaps, int iterations);
 
+// What the session found after a plain-eager block the iteration marker ended
+// (Governor::plain_block_checked): the plan's next ops (the block ended at an iteration start);
+// ops the plan does not have there (the marker's count is wrong); or no proof either way (the
+// next iteration had other inputs, or a stretch with grad mode off ran inside the block).
+enum class PlainCheck { Confirmed, Miscounted, Unconfirmed };
+
 class Governor {
  public:
   // A plain-eager block's first iterations are no sample of plain eager: they pay for the switch
@@ -115,7 +121,7 @@ class Governor {
   void plain_block_end(bool awaits_check = false);
   // Whether the block the marker ended did end at an iteration start (the ops after it are the
   // iteration's): its samples count, or it is dropped and asked for again.
-  void plain_block_checked(bool ok);
+  void plain_block_checked(PlainCheck how);
   void plain_block_cancel();  // the block taken could not start
 
  private:
@@ -326,6 +332,7 @@ class Governor {
     int plain_blocks = 0;         // blocks begun (a Pause may cut one short)
     int plain_marked = 0;         // ... counted by the iteration marker
     int plain_dropped = 0;        // ... dropped: the marker's count was off
+    int plain_unconfirmed = 0;    // ... dropped: their end could not be confirmed
     bool plain_never = false;     // ... too often: judged against eager under the hook
     int windows_since_plain = 0;  // judged against the block's baseline since it ran
     int recheck_after = 5;        // windows until plain eager is timed again (doubles)

@@ -101,23 +101,23 @@ void Governor::plain_block_restart(int iterations) {
   if (const auto it = sigs_.find(b.signature); it != sigs_.end()) ++it->second.plain_marked;
 }
 
-void Governor::plain_block_checked(bool ok) {
+void Governor::plain_block_checked(PlainCheck how) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto b = std::find_if(plain_blocks_.begin(), plain_blocks_.end(),
                               [](const PlainBlock& p) { return p.awaits_check; });
   if (b == plain_blocks_.end()) return;
-  if (ok) {
+  if (how == PlainCheck::Confirmed) {
     b->awaits_check = false;
     drain(false);
     return;
   }
-  // Its iterations were miscounted: no sample; the block is asked for again.
+  // Its iterations were miscounted, or may have been: no sample; the block is asked for again.
   const std::uint64_t signature = b->signature;
   plain_blocks_.erase(b);
   const auto it = sigs_.find(signature);
   if (it == sigs_.end()) return;
   Sig& s = it->second;
-  ++s.plain_dropped;
+  ++(how == PlainCheck::Miscounted ? s.plain_dropped : s.plain_unconfirmed);
   if (s.plain_marked > 0) --s.plain_marked;
   if (s.phase != Phase::Plain) return;
   s.plain_started = false;

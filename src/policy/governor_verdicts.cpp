@@ -108,6 +108,7 @@ void Governor::fill_report(const Stats& stats, Report& report) {
       r.plain_blocks = s.plain_blocks;
       r.plain_blocks_marked = s.plain_marked;
       r.plain_blocks_dropped = s.plain_dropped;
+      r.plain_blocks_unconfirmed = s.plain_unconfirmed;
       r.fused_median_ms = median_of(std::vector<double>(s.recent.begin(), s.recent.end()));
       if (s.verdict.iv.known()) {  // the last verdict's rounds: fused windows against eager beside
         r.speedup_judged = 1 / s.verdict.iv.ratio;

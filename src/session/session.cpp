@@ -294,15 +294,17 @@ bool Session::start_plain_block(std::int64_t index) {
   spec.on_tick = [this] { governor.plain_block_tick(); };
   spec.on_end = [this, plan](PlainEnd how) {
     governor.plain_block_end(how != PlainEnd::Counted);
+    if (how == PlainEnd::Counted) return;
     // The check reads the owner's next forward ops; a plan with none after its first has
-    // nothing to compare.
-    if (how == PlainEnd::Marked) {
-      if (plan->ops.size() > 1 && plan->ops[1].grad_enabled)
-        check_ = BlockCheck{plan, 1};
-      else
-        governor.plain_block_checked(true);
-    }
-    if (how == PlainEnd::Miscounted) marker_failed(*plan, "a marked call with grad mode off");
+    // nothing to compare. A marked call with grad mode off (an evaluation's forward pass under
+    // no_grad, or a count that reached into a backward pass) ended the block at the next one in
+    // a forward pass: the check says which, and the block's last iteration held that stretch.
+    std::string unsure =
+        how == PlainEnd::Miscounted ? "a marked call with grad mode off ran inside it" : "";
+    if (plan->ops.size() > 1 && plan->ops[1].grad_enabled)
+      check_ = BlockCheck{plan, 1, std::move(unsure)};
+    else
+      block_checked(*plan, unsure);
   };
   spec.on_marks = [this, sig](std::int64_t count, int left) {
     marks_per_iteration_[sig] = count;
@@ -321,15 +323,44 @@ void Session::check_after_block(const OpRecord& rec) {
   const Plan& plan = *check_.plan;
   const PlanOp& want = plan.ops[check_.next];
   if (rec.input_key != want.input_key) {
-    marker_failed(plan, concat(rec.name, " where the plan has ", want.op_name));
-    return;
+    // Another operator: the block ended away from an iteration start. The plan's operators on
+    // other inputs: an iteration of other shapes (a loader's last, short batch), or the marker's
+    // count landed on a layer like the first; the rest of the check and the next block tell.
+    if (rec.name != want.op_name || rec.overload != want.op_overload) {
+      marker_failed(plan, concat(full_name(rec.name, rec.overload), " where the plan has ",
+                                 full_name(want.op_name, want.op_overload)));
+      return;
+    }
+    if (check_.unsure.empty())
+      check_.unsure = concat("the iteration after it had other inputs, from ",
+                             full_name(rec.name, rec.overload), " on");
   }
   ++check_.next;
   if (check_.next == plan.ops.size() || check_.next > kCheckOps ||
       !plan.ops[check_.next].grad_enabled) {
+    const BlockCheck done = std::move(check_);
     check_ = BlockCheck{};
-    governor.plain_block_checked(true);
+    block_checked(*done.plan, done.unsure);
   }
+}
+
+void Session::block_checked(const Plan& plan, const std::string& unsure) {
+  int& in_a_row = unconfirmed_ends_[plan.signature];
+  if (unsure.empty()) {
+    in_a_row = 0;
+    governor.plain_block_checked(PlainCheck::Confirmed);
+    return;
+  }
+  // A count that is wrong ends every block so: twice in a row is no coincidence of the loop.
+  if (++in_a_row >= kUnconfirmedEnds) {
+    marker_failed(plan, concat(unsure, "; the block before ended unconfirmed too"));
+    return;
+  }
+  log_info(concat("hotpath: signature ", plan.hex,
+                  ": a plain-eager block counted by the iteration marker ended where it could "
+                  "not be confirmed as an iteration start (",
+                  unsure, "); its times are dropped and the marker counts the next block"));
+  governor.plain_block_checked(PlainCheck::Unconfirmed);
 }
 
 void Session::marker_failed(const Plan& plan, const std::string& what) {
@@ -339,7 +370,7 @@ void Session::marker_failed(const Plan& plan, const std::string& what) {
                   what, "); its times are dropped and its blocks count with RecordFunction"));
   marks_per_iteration_[plan.signature] = -1;
   check_ = BlockCheck{};
-  governor.plain_block_checked(false);
+  governor.plain_block_checked(PlainCheck::Miscounted);
 }
 
 void Session::cancel_plain_block() {

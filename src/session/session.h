@@ -114,6 +114,9 @@ struct Session final : OpSink, PlanControl {
   // After a block the iteration marker ended: whether the ops seen since are the iteration's
   // (the owner's first forward ops of the plan), for the governor's plain_block_checked.
   void check_after_block(const OpRecord& rec);
+  // The check's end: `unsure` says why the block's end is no proven iteration start (empty:
+  // proven). Unproven ends drop the block; kUnconfirmedEnds of them in a row fail the marker.
+  void block_checked(const Plan& plan, const std::string& unsure);
   void marker_failed(const Plan& plan, const std::string& what);  // drops the block
   // A Pause began: a block running is dropped (its time would include the pause's) and the
   // governor asks for another.
@@ -139,9 +142,12 @@ struct Session final : OpSink, PlanControl {
   // The iteration marker's calls per iteration, learned per signature (0: not yet, -1: its
   // count proved wrong; owner thread), and the check of a block it ended.
   std::map<std::uint64_t, std::int64_t> marks_per_iteration_;
+  std::map<std::uint64_t, int> unconfirmed_ends_;  // the marker's blocks' in a row, per signature
+  static constexpr int kUnconfirmedEnds = 2;
   struct BlockCheck {
     std::shared_ptr<const Plan> plan;
     std::size_t next = 0;  // the plan op the next owner op must be
+    std::string unsure;    // why the end is no proven iteration start so far (empty: proven)
   } check_;
   static constexpr std::size_t kCheckOps = 32;
 };
