@@ -154,15 +154,20 @@ inline const hotpath::SignatureReport* hot_report(const hotpath::Report& r) {
 // The plan was kept, judged against an eager baseline of `eager` ms and fused at `fused` ms.
 // A loop without step() marks: the MLP (16 -> 32 -> 16, GELU, AdamW) on the CPU for `steps`
 // steps, hotpath enabled or not (threshold 3, window 10, nothing remembered, no standing aside);
-// `top` runs before each step. What it leaves: hotpath's stats and report (when hot) and the
-// parameters.
+// `top` runs before each step, and may change what it trains on (UnmarkedStep). What it leaves:
+// hotpath's stats and report (when hot) and the parameters.
 struct UnmarkedRun {
   hotpath::Stats stats;
   hotpath::Report report;
   std::vector<torch::Tensor> params;
 };
-inline UnmarkedRun train_unmarked(bool hot, int steps, const std::string& cache,
-                                  const std::function<void()>& top = {}) {
+struct UnmarkedStep {
+  int index;
+  torch::nn::Sequential& model;
+  torch::Tensor x, y;  // the step's batch: the loop's own, 8 rows
+};
+inline UnmarkedRun train_unmarked_steps(bool hot, int steps, const std::string& cache,
+                                        const std::function<void(UnmarkedStep&)>& top) {
   UnmarkedRun run;
   torch::manual_seed(3);
   torch::nn::Sequential model(torch::nn::Linear(16, 32), torch::nn::GELU(),
@@ -177,9 +182,10 @@ inline UnmarkedRun train_unmarked(bool hot, int steps, const std::string& cache,
   hotpath::disable_hot_path_detection();
   if (hot) hotpath::enable_hot_path_detection(c);
   for (int i = 0; i < steps; ++i) {
-    if (top) top();
+    UnmarkedStep step{i, model, x, y};
+    top(step);
     opt.zero_grad();
-    torch::mse_loss(model->forward(x), y).backward();
+    torch::mse_loss(model->forward(step.x), step.y).backward();
     opt.step();
   }
   if (hot) {
@@ -189,6 +195,12 @@ inline UnmarkedRun train_unmarked(bool hot, int steps, const std::string& cache,
   hotpath::disable_hot_path_detection();  // reading the parameters is no step of the loop
   for (auto& t : model->parameters()) run.params.push_back(t.detach().clone());
   return run;
+}
+inline UnmarkedRun train_unmarked(bool hot, int steps, const std::string& cache,
+                                  const std::function<void()>& top = {}) {
+  return train_unmarked_steps(hot, steps, cache, [&top](UnmarkedStep&) {
+    if (top) top();
+  });
 }
 
 // config(cache) with nothing remembered: each test's loop judged on its own.

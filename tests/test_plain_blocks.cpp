@@ -115,7 +115,7 @@ TEST_CASE("a marker whose count is wrong loses its block, not the training", "[g
 namespace {
 
 // What the loop does besides its step, in one iteration.
-enum class Twist { None, ShortBatch, Evaluate };
+enum class Twist { ShortBatch, Evaluate };
 
 // train_unmarked's loop, which in the hot run twists an iteration of the plain blocks after the
 // first (which the marker counts from their start), `blocks` of them in a row: the iteration
@@ -130,21 +130,9 @@ struct TwistedRun {
 TwistedRun train_twisted(Twist twist, int blocks, bool hot, int steps, const std::string& cache,
                          const std::vector<int>& schedule = {}) {
   TwistedRun out;
-  torch::manual_seed(3);
-  torch::nn::Sequential model(torch::nn::Linear(16, 32), torch::nn::GELU(),
-                              torch::nn::Linear(32, 16));
-  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-2));
-  auto x = torch::randn({8, 16}), y = torch::randn({8, 16});
-  auto c = config(cache);
-  c.threshold = 3;
-  c.revert_window = 10;
-  c.remember = false;
-  c.stand_aside = false;
-  hotpath::disable_hot_path_detection();
-  if (hot) hotpath::enable_hot_path_detection(c);
   const auto top = watch(out.seen);
   int plain_run = 0, first_run = 0, runs = 0;
-  for (int i = 0; i < steps; ++i) {
+  out.run = train_unmarked_steps(hot, steps, cache, [&](UnmarkedStep& s) {
     bool twisted = false;
     if (hot) {
       top();
@@ -159,25 +147,18 @@ TwistedRun train_twisted(Twist twist, int blocks, bool hot, int steps, const std
       const int at = twist == Twist::ShortBatch ? first_run : first_run / 2;
       twisted = runs >= 1 && runs <= blocks && first_run > 0 && plain_run == at;
     } else {
-      twisted = std::find(schedule.begin(), schedule.end(), i) != schedule.end();
+      twisted = std::find(schedule.begin(), schedule.end(), s.index) != schedule.end();
     }
-    if (twisted) out.twisted.push_back(i);
-    if (twisted && twist == Twist::Evaluate) {
+    if (!twisted) return;
+    out.twisted.push_back(s.index);
+    if (twist == Twist::Evaluate) {
       torch::NoGradGuard no_grad;
-      (void)model->forward(x);
+      (void)s.model->forward(s.x);
+    } else {
+      s.x = s.x.narrow(0, 0, 4);
+      s.y = s.y.narrow(0, 0, 4);
     }
-    const bool short_batch = twisted && twist == Twist::ShortBatch;
-    const auto xs = short_batch ? x.narrow(0, 0, 4) : x, ys = short_batch ? y.narrow(0, 0, 4) : y;
-    opt.zero_grad();
-    torch::mse_loss(model->forward(xs), ys).backward();
-    opt.step();
-  }
-  if (hot) {
-    out.run.stats = hotpath::stats();
-    out.run.report = hotpath::report();
-  }
-  hotpath::disable_hot_path_detection();
-  for (auto& t : model->parameters()) out.run.params.push_back(t.detach().clone());
+  });
   return out;
 }
 
