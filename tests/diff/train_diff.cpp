@@ -21,7 +21,7 @@
 //              [--optimizers adamw,sgd] [--dtypes fp32,bf16] [--steps N] [--threshold N]
 //              [--verify] [--explicit-steps] [--exact] [--compile-kernels] [--small]
 //              [--csv FILE] [--trace FILE] [--cache DIR] [--factor F] [--handover STEP]
-//              [--resync] [--remember]
+//              [--resync] [--remember] [--help]
 //
 // --resync starts every step of eager again, perturbed eager and hotpath from eager's state before
 // that step (parameters, buffers and the optimizers' buffers, copied under hotpath::Pause): each
@@ -70,6 +70,7 @@
 #include "models.h"
 #include "policy/decisions.h"
 #include "session/session.h"
+#include "tests/cli_checks.h"
 
 namespace {
 
@@ -90,14 +91,6 @@ std::vector<std::string> split(const std::string& s) {
   for (std::string item; std::getline(ss, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
-}
-
-int positive(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x < 1)
-    usage(flag + " needs a positive integer, got '" + v + "'");
-  return static_cast<int>(x);
 }
 
 struct Options {
@@ -346,72 +339,65 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
   return r;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line (CLI11): exits 0 after --help, 2 after a bad argument, naming it.
+Options parse_options(int argc, char** argv) {
   Options o;
-  o.device = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--device") {
-      const std::string d = value();
-      if (d != "cpu" && d != "cuda") usage("--device is cpu or cuda, got '" + d + "'");
-      o.device = torch::Device(d == "cuda" ? torch::kCUDA : torch::kCPU);
-    } else if (a == "--models") {
-      o.models = split(value());
-    } else if (a == "--variants") {
-      o.variants = split(value());
-    } else if (a == "--optimizers") {
-      o.optimizers = split(value());
-    } else if (a == "--dtypes") {
-      o.dtypes = split(value());
-    } else if (a == "--steps") {
-      o.steps = positive(a, value());
-    } else if (a == "--threshold") {
-      o.threshold = positive(a, value());
-    } else if (a == "--factor") {
-      o.factor = std::atof(value().c_str());
-      if (!(o.factor > 0)) usage("--factor needs a positive number");
-    } else if (a == "--verify") {
-      o.verify = true;
-    } else if (a == "--explicit-steps") {
-      o.explicit_steps = true;
-    } else if (a == "--exact") {
-      o.exact = true;
-    } else if (a == "--compile-kernels") {
-      o.compile_kernels = true;
-    } else if (a == "--small") {
-      o.small = true;
-    } else if (a == "--resync") {
-      o.resync = true;
-    } else if (a == "--csv") {
-      o.csv = value();
-    } else if (a == "--trace") {
-      o.trace = value();
-    } else if (a == "--cache") {
-      o.cache = value();
-    } else if (a == "--remember") {
-      o.remember = true;
-    } else if (a == "--handover") {
-      const std::string v = value();
-      char* end = nullptr;
-      o.handover = static_cast<int>(std::strtol(v.c_str(), &end, 10));
-      if (v.empty() || *end != '\0' || o.handover < 0)
-        usage("--handover needs a step (0 or more), got '" + v + "'");
-    } else {
-      usage("unknown argument '" + a + "'");
-    }
-  }
-  if (o.remember && o.cache.empty())
-    usage("--remember needs --cache DIR: the verdicts are kept there for the next run");
+  std::string device = torch::cuda::is_available() ? "cuda" : "cpu", models, variants, optimizers,
+              dtypes;
+  CLI::App app{
+      "train_diff: whole training loops, eager and hotpath side by side, judged against the noise "
+      "floor measured in the same run (see the comment at the top of tests/diff/train_diff.cpp)"};
+  app.add_option("--device", device, "cpu or cuda (default: cuda where there is one)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--models", models,
+                 "comma-separated (default: gpt,mlp,convnet,lstm,mnist,dcgan,lm)");
+  app.add_option(
+      "--variants", variants,
+      "the GPT's, comma-separated, or all (default: all for the GPT, plain for the rest)");
+  app.add_option("--optimizers", optimizers, "comma-separated (default: adamw,sgd)");
+  app.add_option("--dtypes", dtypes, "fp32 and/or bf16 (default: both on a GPU, fp32 on the CPU)");
+  app.add_option("--steps", o.steps, "steps a run (default 120)")->check(hotpath_cli::whole(1));
+  app.add_option("--threshold", o.threshold, "hotpath's hot threshold (default 10)")
+      ->check(hotpath_cli::whole(1));
+  app.add_option("--factor", o.factor, "times the noise floor a pass allows (default 10)")
+      ->check(hotpath_cli::number(0, false, "a positive number"));
+  app.add_flag("--verify", o.verify, "hotpath checks each fused group against its eager ops");
+  app.add_flag("--explicit-steps", o.explicit_steps, "the loop marks its steps with step()");
+  app.add_flag("--exact", o.exact, "hotpath must equal eager to the bit");
+  app.add_flag("--compile-kernels", o.compile_kernels,
+               "NVRTC compiles every kernel, also on the CPU");
+  app.add_flag("--small", o.small, "small models (the CPU tests')");
+  app.add_flag("--resync", o.resync, "each step from eager's state");
+  app.add_option("--csv", o.csv, "one row a run to this file");
+  app.add_option("--trace", o.trace, "one row a step to this file");
+  app.add_option("--cache", o.cache, "hotpath's cache directory");
+  app.add_flag("--remember", o.remember, "keep verdicts in --cache for the next run");
+  app.add_option("--handover", o.handover, "the step after which kernels come in, one a step")
+      ->check(hotpath_cli::whole(0));
+  hotpath_cli::parse_or_exit(app, argc, argv);
+  o.device = torch::Device(device == "cuda" ? torch::kCUDA : torch::kCPU);
+  if (!models.empty()) o.models = split(models);
+  if (variants == "all")
+    o.variants = hotpath_diff::variant_names();
+  else if (!variants.empty())
+    o.variants = split(variants);
+  if (!optimizers.empty()) o.optimizers = split(optimizers);
+  if (!dtypes.empty()) o.dtypes = split(dtypes);
   if (o.dtypes.empty())
     o.dtypes = o.device.is_cuda() ? std::vector<std::string>{"fp32", "bf16"}
                                   : std::vector<std::string>{"fp32"};
+  for (const auto& dt : o.dtypes)
+    if (dt != "fp32" && dt != "bf16") usage("--dtypes are fp32 and bf16, got '" + dt + "'");
+  if (o.remember && o.cache.empty())
+    usage("--remember needs --cache DIR: the verdicts are kept there for the next run");
   if (o.device.is_cuda() && !torch::cuda::is_available()) usage("--device cuda: no CUDA device");
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
 
   std::vector<Setup> setups;
   try {
@@ -422,7 +408,6 @@ int main(int argc, char** argv) {
       for (const auto& v : vs) {
         if (m != "gpt" && v != "plain") continue;  // the variants are the GPT's
         for (const auto& dt : o.dtypes) {
-          if (dt != "fp32" && dt != "bf16") usage("--dtypes are fp32 and bf16, got '" + dt + "'");
           for (const auto& opt : o.optimizers) {
             // The DCGAN trains with its own two Adam optimizers: one run per dtype.
             if (m == "dcgan" && opt != o.optimizers.front()) continue;

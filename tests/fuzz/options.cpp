@@ -3,37 +3,14 @@
 #include <torch/cuda.h>
 
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
+#include "tests/cli_checks.h"
+
 namespace fuzz {
-namespace {
 
-// A whole number of at least `least`, digits only: CLI11 would take "-3" for an unsigned seed,
-// wrapped.
-CLI::Validator whole(unsigned long long least) {
-  return CLI::Validator(
-      [least](std::string& v) -> std::string {
-        const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
-        if (digits && v.size() < 20 && std::stoull(v) >= least) return "";
-        return "needs a whole number of at least " + std::to_string(least) + ", got '" + v + "'";
-      },
-      "N");
-}
-
-CLI::Validator seconds_check() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        char* end = nullptr;
-        const double x = std::strtod(v.c_str(), &end);
-        if (!v.empty() && *end == '\0' && x >= 0 && std::isfinite(x)) return "";
-        return "needs a number of seconds (0 or more), got '" + v + "'";
-      },
-      "S");
-}
-
-}  // namespace
+using hotpath_cli::whole;
 
 Options parse_options(int argc, char** argv) {
   Options o;
@@ -45,7 +22,7 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--programs", o.programs, "how many programs (default 200)")->check(whole(0));
   app.add_option("--seconds", o.seconds, "stop after this long (0: no limit)")
-      ->check(seconds_check());
+      ->check(hotpath_cli::number(0, true, "a number of seconds (0 or more)"));
   app.add_option("--seed", o.seed, "the first program's seed (default 1)")->check(whole(0));
   app.add_option("--iterations", o.iterations, "iterations a program (default 6)")->check(whole(1));
   app.add_flag("--compile-kernels", o.compile_kernels,
@@ -61,11 +38,7 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--csv", o.csv, "the counts as CSV to this file");
   app.add_flag("--self-test", o.self_test, "check the shrinker and the noise floor, then exit");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    std::exit(app.exit(e) == 0 ? 0 : 2);  // --help, or its message printed: a bad argument
-  }
+  hotpath_cli::parse_or_exit(app, argc, argv);
   if (o.device == "cuda" && !torch::cuda::is_available()) usage("--device cuda: no CUDA device");
   if (o.stand_ins && o.handover)
     usage("--stand-ins compiles no kernels for --handover to hand over");
