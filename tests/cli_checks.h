@@ -3,6 +3,8 @@
 // (wrapped) or read a count from "4.5"; and the exit statuses of parsing.
 #pragma once
 
+#include <torch/cuda.h>
+
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -33,6 +35,19 @@ inline CLI::Validator number(double above, bool or_equal, const std::string& wha
         return "needs " + what + ", got '" + v + "'";
       },
       "X");
+}
+
+// --device cpu|cuda into `device`, cuda by default where there is a CUDA device; cuda refused where
+// there is none.
+inline void add_device(CLI::App& app, std::string& device) {
+  device = torch::cuda::is_available() ? "cuda" : "cpu";
+  app.add_option("--device", device, "cpu or cuda (default: cuda where there is one)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return v == "cuda" && !torch::cuda::is_available() ? "no CUDA device" : "";
+          },
+          "DEVICE"));
 }
 
 // Parses the command line, or exits: 0 after --help, 2 after a bad argument (CLI11 has printed

@@ -342,13 +342,11 @@ Result run(const Setup& s, const Options& o, std::ofstream* trace,
 // The command line (CLI11): exits 0 after --help, 2 after a bad argument, naming it.
 Options parse_options(int argc, char** argv) {
   Options o;
-  std::string device = torch::cuda::is_available() ? "cuda" : "cpu", models, variants, optimizers,
-              dtypes;
+  std::string device, models, variants, optimizers, dtypes;
   CLI::App app{
       "train_diff: whole training loops, eager and hotpath side by side, judged against the noise "
       "floor measured in the same run (see the comment at the top of tests/diff/train_diff.cpp)"};
-  app.add_option("--device", device, "cpu or cuda (default: cuda where there is one)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  hotpath_cli::add_device(app, device);
   app.add_option("--models", models,
                  "comma-separated (default: gpt,mlp,convnet,lstm,mnist,dcgan,lm)");
   app.add_option(
@@ -390,7 +388,6 @@ Options parse_options(int argc, char** argv) {
     if (dt != "fp32" && dt != "bf16") usage("--dtypes are fp32 and bf16, got '" + dt + "'");
   if (o.remember && o.cache.empty())
     usage("--remember needs --cache DIR: the verdicts are kept there for the next run");
-  if (o.device.is_cuda() && !torch::cuda::is_available()) usage("--device cuda: no CUDA device");
   return o;
 }
 

@@ -1,7 +1,5 @@
 #include "options.h"
 
-#include <torch/cuda.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -14,12 +12,10 @@ using hotpath_cli::whole;
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  o.device = torch::cuda::is_available() ? "cuda" : "cpu";
   CLI::App app{
       "fuzz_programs: random programs run with hotpath and eagerly, their results compared "
       "(see tests/fuzz/fuzz_programs.cpp)"};
-  app.add_option("--device", o.device, "cpu or cuda (default: cuda where there is one)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  hotpath_cli::add_device(app, o.device);
   app.add_option("--programs", o.programs, "how many programs (default 200)")->check(whole(0));
   app.add_option("--seconds", o.seconds, "stop after this long (0: no limit)")
       ->check(hotpath_cli::number(0, true, "a number of seconds (0 or more)"));
@@ -39,7 +35,6 @@ Options parse_options(int argc, char** argv) {
   app.add_option("--csv", o.csv, "the counts as CSV to this file");
   app.add_flag("--self-test", o.self_test, "check the shrinker and the noise floor, then exit");
   hotpath_cli::parse_or_exit(app, argc, argv);
-  if (o.device == "cuda" && !torch::cuda::is_available()) usage("--device cuda: no CUDA device");
   if (o.stand_ins && o.handover)
     usage("--stand-ins compiles no kernels for --handover to hand over");
   return o;
